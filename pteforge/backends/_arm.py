@@ -1,0 +1,52 @@
+"""Shared pieces of the Arm backends (Ethos-U, TOSA, VGF). Not a backend itself."""
+
+from __future__ import annotations
+
+from ..spec import Precision
+from .base import Backend, Requirement
+
+VELA = Requirement("ethosu", "uv pip install ethos-u-vela==5.1.0")
+TOSA_TOOLS = Requirement("tosa_serializer", "uv pip install tosa-tools==2026.5.0")
+
+
+class ArmBackend(Backend):
+    """An Arm backend: a compile spec, its partitioner and the matching Arm quantizer."""
+
+    def compile_spec(self, precision: Precision):
+        raise NotImplementedError
+
+    def partitioner_for(self, spec):
+        raise NotImplementedError
+
+    def partitioners(self, precision):
+        return [self.partitioner_for(self.compile_spec(precision))]
+
+    def quantizer(self, precision):
+        if precision is not Precision.INT8:
+            return None
+        from executorch.backends.arm.quantizer import get_symmetric_quantization_config
+        from executorch.backends.arm.util._factory import create_quantizer
+
+        quantizer = create_quantizer(self.compile_spec(precision))
+        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+        return quantizer
+
+
+class EthosU(ArmBackend):
+    runtime_name = "EthosUBackend"
+    hardware = "NPU"
+    platforms = ("embedded",)
+    precisions = (Precision.INT8,)
+    default_precision = Precision.INT8  # Ethos-U only executes int8
+    requires = (VELA, TOSA_TOOLS)
+    target: str  # Vela accelerator configuration, e.g. ethos-u55-128
+
+    def compile_spec(self, precision):
+        from executorch.backends.arm.ethosu import EthosUCompileSpec
+
+        return EthosUCompileSpec(self.target)
+
+    def partitioner_for(self, spec):
+        from executorch.backends.arm.ethosu import EthosUPartitioner
+
+        return EthosUPartitioner(spec)

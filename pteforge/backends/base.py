@@ -1,0 +1,179 @@
+"""The backend contract. One backend is one file in this package.
+
+A backend file is the single source of truth for that backend: the CLI choices,
+the availability table, the manifest and the contract tests all read it.
+Adding a backend means adding one file that subclasses :class:`Backend` and
+calling ``register`` on it in ``backends/__init__.py``'s list.
+
+Contract
+--------
+* Class attributes are data: ``name`` (CLI spelling), ``runtime_name`` (the
+  delegate id ExecuTorch writes into the ``.pte`` and registers at run time, or
+  ``None`` when the backend delegates nothing), platforms, hardware, typical use,
+  the precisions it takes and its default, what it needs to lower, and the
+  documentation sections of the seed template.
+* ``lower_check()`` answers "can it lower here?" and ``run_check()`` answers "can
+  its programs run on this host?"; each returns a :class:`Check` with a reason and,
+  when not ok, a fix. They must be cheap and must not import the backend's SDK
+  in a way that can fail loudly, download or crash: they are called before any
+  work starts.
+* ``partitioners(precision)`` returns the real partitioners with their compile
+  specs; ``quantizer(precision)`` returns a PT2E quantizer for quantized
+  precisions. Heavy SDK imports happen inside these methods, never at module
+  import: a missing SDK makes one backend unavailable, not the tool unusable.
+* ``lower(...)`` turns an ExportedProgram into an ``EdgeProgramManager``; the
+  default calls ``to_edge_transform_and_lower`` with this backend's partitioners
+  first and then those of the rest of the chain, in priority order.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..spec import Precision
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch.export import ExportedProgram
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    reason: str
+    fix: str | None = None
+
+    def one_line(self) -> str:
+        return self.reason if self.ok or not self.fix else f"{self.reason} — {self.fix}"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A Python package the backend needs to lower: import name and how to get it."""
+
+    module: str
+    install: str  # e.g. "uv pip install 'coremltools>=9'"
+
+
+@dataclass(frozen=True)
+class Docs:
+    """The sections of the seed's backend documentation template."""
+
+    overview: str
+    features: tuple[str, ...] = ()
+    target_requirements: tuple[str, ...] = ()
+    development_requirements: tuple[str, ...] = ()
+    cmake_targets: tuple[str, ...] = ()  # libraries an app links (whole-archive)
+    build_flags: tuple[str, ...] = ()  # -DEXECUTORCH_BUILD_...=ON
+    prebuilt: str = ""  # is it in the prebuilt Android / iOS / pip packages?
+    links: tuple[str, ...] = ()
+
+
+class Backend:
+    name: ClassVar[str]
+    title: ClassVar[str]
+    runtime_name: ClassVar[str | None] = None
+    app_name: ClassVar[str | None] = None  # spelling the Flutter app knows; defaults to name
+    aliases: ClassVar[tuple[str, ...]] = ()
+    platforms: ClassVar[tuple[str, ...]]
+    hardware: ClassVar[str]
+    use_case: ClassVar[str]
+    description: ClassVar[str] = ""  # the manifest's backendDescription
+    precisions: ClassVar[tuple[Precision, ...]] = (Precision.FP32,)
+    default_precision: ClassVar[Precision] = Precision.FP32
+    requires: ClassVar[tuple[Requirement, ...]] = ()
+    docs: ClassVar[Docs]
+    # Example partitioner code for the docs ("Using <backend>").
+    code_sample: ClassVar[str] = ""
+
+    # ---- availability -------------------------------------------------------------
+
+    def lower_check(self) -> Check:
+        """Can this backend lower a model here? Default: its packages are installed."""
+        for req in self.requires:
+            if not _module_exists(req.module):
+                return Check(False, f"Python package '{req.module}' is not installed", req.install)
+        return Check(True, "its Python packages are installed")
+
+    def run_check(self, registered: frozenset[str]) -> Check:
+        """Can this backend's programs run on this host's ExecuTorch runtime?"""
+        if self.runtime_name is None:
+            return Check(True, "runs on the portable CPU kernels")
+        if self.runtime_name in registered:
+            return Check(True, f"{self.runtime_name} is registered in this runtime")
+        return Check(
+            False,
+            f"{self.runtime_name} is not registered in this runtime",
+            f"run it on a device: {', '.join(self.platforms)}",
+        )
+
+    # ---- lowering ----------------------------------------------------------------
+
+    def partitioners(self, precision: Precision) -> list[Any]:
+        raise NotImplementedError
+
+    def quantizer(self, precision: Precision) -> Any | None:
+        """A PT2E quantizer for ``precision``; ``None`` when no PT2E pass is needed."""
+        return None
+
+    def edge_compile_config(self) -> Any | None:
+        return None
+
+    def lower(self, exported: "ExportedProgram", precision: Precision, rest: list[Any]) -> Any:
+        from executorch.exir import to_edge_transform_and_lower
+
+        kwargs = {}
+        config = self.edge_compile_config()
+        if config is not None:
+            kwargs["compile_config"] = config
+        return to_edge_transform_and_lower(
+            exported, partitioner=[*self.partitioners(precision), *rest], **kwargs
+        )
+
+    def runtime_precision(self, precision: Precision) -> str | None:
+        """The precision the host runtime really computes in, when it differs from ``precision``."""
+        return None
+
+    def expected_delegate(self) -> str | None:
+        """The delegate id an artifact of this backend must contain (None: no delegate)."""
+        return self.runtime_name
+
+    def manifest_name(self) -> str:
+        return self.app_name or self.name
+
+    def __repr__(self) -> str:
+        return f"<backend {self.name} ({type(self).__module__})>"
+
+
+def _module_exists(dotted: str) -> bool:
+    try:
+        return importlib.util.find_spec(dotted) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def env_dir_check(var: str, what: str, fix: str) -> Check | None:
+    """A failing Check when the SDK directory in ``$var`` is missing; None when fine."""
+    root = os.environ.get(var)
+    if not root:
+        return Check(False, f"{what}: ${var} is not set", fix)
+    if not os.path.isdir(root):
+        return Check(False, f"{what}: ${var}={root} is not a directory", fix)
+    return None
+
+
+def platform_check(platform: str, what: str) -> Check | None:
+    if not sys.platform.startswith(platform):
+        return Check(False, f"{what} lowers only on {platform} (this is {sys.platform})", f"export on a {platform} machine")
+    return None
+
+
+@dataclass(frozen=True)
+class Availability:
+    name: str
+    lower: Check
+    run: Check
+    extra: dict = field(default_factory=dict)

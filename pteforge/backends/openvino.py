@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from ..spec import Precision
+from .base import Backend, Docs, Requirement
+
+
+class OpenVINO(Backend):
+    name = "openvino"
+    title = "OpenVINO"
+    runtime_name = "OpenvinoBackend"
+    platforms = ("linux", "windows", "embedded")
+    hardware = "CPU/GPU/NPU"
+    use_case = "Intel CPUs, integrated GPUs and NPUs"
+    description = "Intel CPU/GPU/NPU (OpenVINO)"
+    precisions = (Precision.FP32, Precision.INT8)
+    default_precision = Precision.FP32
+    requires = (
+        Requirement("openvino", "uv pip install 'openvino>=2025.1,<2026'"),
+        Requirement("nncf", "uv pip install 'nncf>=3.1,<3.3'"),
+    )
+    docs = Docs(
+        overview="The OpenVINO delegate compiles the graph with Intel's OpenVINO for Intel CPUs, GPUs and NPUs.",
+        features=("fp32 and int8 (NNCF quantizer).", "CPU, GPU and NPU devices."),
+        target_requirements=("Intel x86-64 CPU, Intel GPU or NPU; Linux or Windows with the OpenVINO runtime.",),
+        development_requirements=("openvino>=2025.1,<2026 and nncf>=3.1,<3.3 (nncf 3.4 and 2.x break ExecuTorch 1.5.1).",),
+        cmake_targets=("openvino_backend",),
+        build_flags=("-DEXECUTORCH_BUILD_OPENVINO=ON",),
+        prebuilt="Registered in the executorch pip wheel's runtime (Linux x86-64).",
+        links=("https://docs.openvino.ai/",),
+    )
+    code_sample = """from executorch.backends.openvino.partitioner import OpenvinoPartitioner
+from executorch.exir.backend.compile_spec_schema import CompileSpec
+partitioner = [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]"""
+
+    def partitioners(self, precision):
+        from executorch.backends.openvino.partitioner import OpenvinoPartitioner
+        from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+        return [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]
+
+    def runtime_precision(self, precision):
+        # OpenVINO's CPU plugin infers in bf16 on CPUs with bf16 support unless told
+        # f32, and ExecuTorch 1.5.1's OpenVINO compile specs cannot pass that hint
+        # (option values reach OpenVINO as strings, its config must be a dict).
+        # So the record says what really ran.
+        if precision is Precision.FP32 and _cpu_has_bf16():
+            return "bf16"
+        return None
+
+    def quantizer(self, precision):
+        if precision is not Precision.INT8:
+            return None
+        from executorch.backends.openvino.quantizer import OpenVINOQuantizer
+
+        return OpenVINOQuantizer()
+
+
+def _cpu_has_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from ..spec import Precision
+from .base import Backend, Docs
+
+
+class Vulkan(Backend):
+    name = "vulkan"
+    title = "Vulkan"
+    runtime_name = "VulkanBackend"
+    platforms = ("android", "linux", "windows", "macos", "ios")
+    hardware = "GPU"
+    use_case = "Cross-vendor GPU acceleration (Android GPUs, desktop GPUs)"
+    description = "GPU-accelerated (Vulkan)"
+    precisions = (Precision.FP32, Precision.FP16)
+    default_precision = Precision.FP32
+    docs = Docs(
+        overview="The Vulkan delegate runs the graph as GLSL compute shaders on any Vulkan 1.1 GPU.",
+        features=("fp32 and fp16 (force_fp16) compute.", "Texture and buffer storage."),
+        target_requirements=(
+            "A Vulkan 1.1 driver: Android 7+ GPUs; desktop GPUs with Vulkan drivers; MoltenVK on Apple.",
+        ),
+        development_requirements=("Nothing beyond the executorch pip package.",),
+        cmake_targets=("vulkan_backend",),
+        build_flags=("-DEXECUTORCH_BUILD_VULKAN=ON",),
+        prebuilt="Included in the prebuilt Android AAR; not in the pip wheel's runtime.",
+        links=("https://www.vulkan.org/",),
+    )
+    code_sample = """from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+partitioner = [VulkanPartitioner()]  # {"force_fp16": True} for fp16"""
+
+    def partitioners(self, precision):
+        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+
+        options = {"force_fp16": True} if precision is Precision.FP16 else {}
+        return [VulkanPartitioner(options)]

@@ -1,0 +1,209 @@
+"""The command line: parse, call the API, render, map errors to exit codes.
+
+Kept light: importing this module imports neither torch nor ExecuTorch, so
+``--help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .errors import ExitStatus, PteforgeError
+
+COMMANDS = ("export", "backends", "models")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="pteforge",
+        description="Turn PyTorch models into ExecuTorch programs (.pte) for every backend, and prove each one works.",
+        epilog="With no command, exports every catalog model with every backend that can lower here.",
+    )
+    parser.add_argument("--version", action="version", version=f"pteforge {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command")
+
+    ex = sub.add_parser("export", help="export models to .pte, one per target (default command)")
+    sel = ex.add_argument_group("models")
+    sel.add_argument("--mobilenet", nargs="*", metavar="NAME", help="MobileNet models (alone: mobilenet_v3_small)")
+    sel.add_argument("--yolo", nargs="*", metavar="NAME", help="YOLO models, e.g. yolo11n yolov8n (alone: yolo11n)")
+    sel.add_argument("--all", action="store_true", help="every catalog model")
+    sel.add_argument("--model", action="append", default=[], metavar="REF",
+                     help="custom model: package.module:factory or file.pt2 (repeatable)")
+    sel.add_argument("--input-shape", action="append", default=[], metavar="N,C,H,W",
+                     help="input shape of a --model factory (repeat for several inputs)")
+    sel.add_argument("--input-dtype", action="append", default=[], metavar="DTYPE",
+                     help="dtype of each --input-shape (default float32)")
+    sel.add_argument("--labels", action="store_true", help="write imagenet_classes.txt and coco_classes.txt")
+    tg = ex.add_argument_group("targets")
+    tg.add_argument("--backends", nargs="+", metavar="TARGET",
+                    help="targets: BACKEND[+BACKEND...][:PRECISION], e.g. xnnpack coreml vulkan+xnnpack xnnpack:int8 "
+                         "(default: every backend that can lower here)")
+    out = ex.add_argument_group("output and proof")
+    out.add_argument("--out", default="models", metavar="DIR", help="output directory (default: models)")
+    out.add_argument("--weights", default="pretrained", metavar="pretrained|none|PATH",
+                     help="pretrained (library download), none (seeded random init) or a local state dict")
+    out.add_argument("--seed", type=int, default=0, help="seed for random weights and inputs (default 0)")
+    out.add_argument("--no-verify", dest="verify", action="store_false", help="skip running artifacts on this host")
+    out.add_argument("--verify-inputs", type=int, default=3, metavar="N",
+                     help="seeded inputs besides the example input used to verify (default 3)")
+    out.add_argument("--tolerance", type=float, default=None, metavar="DB",
+                     help="minimum SQNR in dB against eager (default depends on precision)")
+    out.add_argument("--calibration-samples", type=int, default=8, metavar="N",
+                     help="inputs used to calibrate quantized targets (default 8)")
+    out.add_argument("--base-url", default=None, metavar="URL", help="make remoteUrl absolute under URL")
+    ex.add_argument("--debug", action="store_true", help="show tracebacks")
+
+    bk = sub.add_parser("backends", help="which backends can lower and run here")
+    bk.add_argument("--json", action="store_true", help="print JSON")
+    bk.add_argument("--debug", action="store_true", help="show tracebacks")
+    md = sub.add_parser("models", help="the model catalog")
+    md.add_argument("--debug", action="store_true", help="show tracebacks")
+    return parser
+
+
+def _normalise_argv(argv: list[str]) -> list[str]:
+    """``pteforge`` alone and ``pteforge --mobilenet`` mean ``pteforge export ...``."""
+    if not argv:
+        return ["export", "--all"]
+    if argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
+        return argv
+    if argv[0] == "--debug" and len(argv) > 1 and argv[1] in COMMANDS:
+        return argv
+    return ["export", *argv]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(_normalise_argv(argv))
+    debug = bool(getattr(args, "debug", False)) or "--debug" in argv
+    from .render import Renderer
+
+    ui = Renderer()
+    try:
+        if args.command == "backends":
+            return _cmd_backends(args, ui)
+        if args.command == "models":
+            return _cmd_models(ui)
+        return _cmd_export(args, ui, debug)
+    except PteforgeError as exc:
+        if debug:
+            ui.traceback()
+        ui.error(exc.one_line())
+        return int(exc.exit_status)
+    except KeyboardInterrupt:
+        ui.error("interrupted: artifacts and the manifest hold what finished before Ctrl-C")
+        return int(ExitStatus.INTERRUPTED)
+    except Exception as exc:  # a bug: one line unless --debug
+        if debug:
+            ui.traceback()
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        ui.error(f"internal error: {type(exc).__name__}: {text} (run with --debug for the traceback)")
+        return int(ExitStatus.INTERNAL)
+
+
+def _selected_models(args) -> list:
+    from .errors import UsageError
+    from .models.catalog import DEFAULT_MOBILENET, DEFAULT_YOLO, build_catalog
+    from .models.custom import factory_spec, pt2_spec
+    from .spec import InputSpec
+
+    catalog = build_catalog()
+    names: list[str] = []
+    if args.all:
+        names = catalog.names()
+    if args.mobilenet is not None:
+        names += args.mobilenet or [DEFAULT_MOBILENET]
+    if args.yolo is not None:
+        names += args.yolo or [DEFAULT_YOLO]
+    specs = []
+    for name in dict.fromkeys(names):
+        spec = catalog.get(name)
+        if args.mobilenet is not None and name in (args.mobilenet or []) and spec.family != "mobilenet":
+            raise UsageError(f"{name} is not a MobileNet", fix=f"use --yolo {name}")
+        if spec not in specs:
+            specs.append(spec)
+    dtypes = args.input_dtype or []
+    if dtypes and len(dtypes) not in (1, len(args.input_shape)):
+        raise UsageError("give one --input-dtype, or one per --input-shape", fix="e.g. --input-shape 1,3 --input-dtype int64")
+    inputs = tuple(
+        InputSpec.parse(shape, dtypes[i] if len(dtypes) > 1 else (dtypes[0] if dtypes else "float32"))
+        for i, shape in enumerate(args.input_shape)
+    )
+    for ref in args.model:
+        specs.append(pt2_spec(ref) if ref.endswith(".pt2") else factory_spec(ref, inputs))
+    if (args.input_shape or args.input_dtype) and not args.model:
+        raise UsageError("--input-shape and --input-dtype apply to --model", fix="add --model package.module:factory")
+    if not specs and not args.labels:
+        specs = list(catalog)  # the seed's default: every catalog model
+    return specs
+
+
+def _cmd_export(args, ui, debug: bool) -> int:
+    from .errors import UsageError
+
+    if args.verify_inputs < 0 or args.calibration_samples < 1:
+        raise UsageError("--verify-inputs must be >= 0 and --calibration-samples >= 1", fix="give a positive number")
+    models = _selected_models(args)
+    from .api import export, plan_targets
+    from .spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig
+
+    plan = plan_targets(args.backends) if models else None
+    if plan and plan.unavailable:
+        ui.unavailable(plan)
+    weights = args.weights
+    if weights not in (WEIGHTS_PRETRAINED, WEIGHTS_NONE) and not Path(weights).is_file():
+        raise UsageError(
+            f"--weights {weights}: no such file",
+            fix="use --weights pretrained, --weights none, or the path of a local state dict",
+        )
+    config = ExportConfig(
+        out_dir=Path(args.out),
+        weights=weights,
+        seed=args.seed,
+        verify=args.verify,
+        verify_inputs=args.verify_inputs,
+        tolerance=args.tolerance,
+        calibration_samples=args.calibration_samples,
+        labels=args.labels,
+        base_url=args.base_url,
+        debug=debug,
+    )
+    from .api import TargetPlan
+
+    with ui.progress() as reporter:
+        result = export(models, plan or TargetPlan([]), config, reporter, write_labels=args.labels)
+    ui.summary(result, models)
+    return int(ExitStatus.OK if result.ok else ExitStatus.TARGETS_FAILED)
+
+
+def _cmd_backends(args, ui) -> int:
+    from .api import backends
+
+    rows = backends()
+    if args.json:
+        import json
+
+        print(json.dumps([
+            {"name": a.name, "lowers_here": a.lower.ok, "lower_reason": a.lower.reason, "lower_fix": a.lower.fix,
+             "runs_here": a.run.ok, "run_reason": a.run.reason, "run_fix": a.run.fix}
+            for a in rows
+        ], indent=2))
+    else:
+        ui.backends_table(rows)
+    return int(ExitStatus.OK)
+
+
+def _cmd_models(ui) -> int:
+    from .models.catalog import build_catalog
+
+    ui.models_table(list(build_catalog()))
+    return int(ExitStatus.OK)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

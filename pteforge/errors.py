@@ -1,0 +1,67 @@
+"""Domain errors and the exit codes the command line maps them to.
+
+The library raises :class:`PteforgeError` subclasses; it never prints or exits.
+The CLI turns each into one line (cause and fix) and the error's exit code; a
+traceback is shown only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitStatus(enum.IntEnum):
+    """Process exit codes. Every user-facing failure has its own."""
+
+    OK = 0
+    TARGETS_FAILED = 1  # the run finished, some (model, target) rows failed
+    USAGE = 2  # bad command line (argparse uses 2 as well)
+    NO_BACKEND = 3  # none of the requested backends can lower here
+    MODEL = 4  # a model could not be built, loaded or captured
+    WEIGHTS = 5  # weights could not be fetched or loaded
+    OUTPUT = 6  # the output location cannot be written
+    MANIFEST = 7  # a manifest is not valid JSON or not our schema
+    INTERNAL = 70  # a bug in pteforge (EX_SOFTWARE)
+    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+
+
+class PteforgeError(Exception):
+    """A failure the user can act on: ``str(err)`` is the cause, ``fix`` the remedy."""
+
+    exit_status: ExitStatus = ExitStatus.USAGE
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.fix = fix
+
+    def one_line(self) -> str:
+        msg = str(self).strip().splitlines()[0] if str(self).strip() else type(self).__name__
+        return f"{msg} (fix: {self.fix})" if self.fix else msg
+
+
+class UsageError(PteforgeError):
+    exit_status = ExitStatus.USAGE
+
+
+class UnknownNameError(UsageError):
+    """An unknown model, backend or precision; the message lists the valid names."""
+
+
+class NoBackendError(PteforgeError):
+    exit_status = ExitStatus.NO_BACKEND
+
+
+class ModelError(PteforgeError):
+    exit_status = ExitStatus.MODEL
+
+
+class WeightsError(PteforgeError):
+    exit_status = ExitStatus.WEIGHTS
+
+
+class OutputError(PteforgeError):
+    exit_status = ExitStatus.OUTPUT
+
+
+class ManifestError(PteforgeError):
+    exit_status = ExitStatus.MANIFEST

@@ -1,0 +1,65 @@
+"""Durable file writes: temporary file, fsync, rename. Nothing half-written under a final name."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from .errors import OutputError
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never a mix."""
+    path = Path(path)
+    payload = data.encode() if isinstance(data, str) else data
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise _output_error(path, exc) from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _output_error(path, exc) from None
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _output_error(path: Path, exc: OSError) -> OutputError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return OutputError(f"no space left writing {path}", fix="free disk space or choose another --out")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return OutputError(f"cannot write {path}: permission denied", fix="choose a writable --out directory")
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return OutputError(f"cannot write {path}: a parent is a file, not a directory", fix="choose another --out")
+    return OutputError(f"cannot write {path}: {exc.strerror}", fix="check the --out directory")
+
+
+def check_output_dir(out: Path) -> None:
+    """Fail early, before any work, when ``out`` cannot hold results."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out} is a file, not a directory", fix="choose a directory for --out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _output_error(out, exc) from None
+    if not os.access(out, os.W_OK):
+        raise OutputError(f"--out {out} is not writable", fix="choose a writable --out directory")

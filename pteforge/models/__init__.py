@@ -1,0 +1,1 @@
+"""Where models come from: the catalog (torchvision, Ultralytics) and custom sources."""

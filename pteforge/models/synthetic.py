@@ -1,0 +1,39 @@
+"""Seeded synthetic inputs: image-like tensors that follow a model's preprocessing."""
+
+from __future__ import annotations
+
+from ..spec import ModelSpec
+
+
+def make_inputs(spec: ModelSpec, seed: int, batch: int | None = None) -> tuple:
+    """One tuple of example inputs for ``spec``, deterministic in ``seed``.
+
+    Image models get smooth, image-like content in [0, 1] passed through the
+    model's own normalisation, not white noise: activations then resemble those
+    of real photos, which matters for BatchNorm estimation and calibration.
+    """
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for inp in spec.inputs:
+        shape = list(inp.shape)
+        if batch is not None:
+            shape[0] = batch
+        dtype = getattr(torch, inp.dtype)
+        if dtype.is_floating_point and len(shape) == 4 and spec.preprocessing is not None:
+            n, c, h, w = shape
+            coarse = torch.rand(n, c, max(h // 16, 2), max(w // 16, 2), generator=gen)
+            img = torch.nn.functional.interpolate(coarse, size=(h, w), mode="bilinear", align_corners=False)
+            img = (img + 0.1 * torch.rand(n, c, h, w, generator=gen)).clamp(0, 1)
+            pre = spec.preprocessing
+            mean = torch.tensor(pre.mean).view(1, -1, 1, 1)
+            std = torch.tensor(pre.std).view(1, -1, 1, 1)
+            out.append(((img - mean) / std).to(dtype))
+        elif dtype.is_floating_point:
+            out.append(torch.randn(*shape, generator=gen).to(dtype))
+        elif dtype == torch.bool:
+            out.append(torch.randint(0, 2, shape, generator=gen).bool())
+        else:
+            out.append(torch.randint(0, 100, shape, generator=gen).to(dtype))
+    return tuple(out)

@@ -1,0 +1,39 @@
+"""torchvision classifiers: the library's own weights and download code."""
+
+from __future__ import annotations
+
+from ..errors import WeightsError
+from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
+from .synthetic import make_inputs
+from .weights import load_state_dict_file, recalibrate_batchnorm
+
+
+def build(spec: ModelSpec, weights: str, seed: int):
+    import torch
+    import torchvision
+
+    torch.manual_seed(seed)
+    if weights == WEIGHTS_PRETRAINED:
+        enum = torchvision.models.get_model_weights(spec.name).DEFAULT
+        try:
+            model = torchvision.models.get_model(spec.name, weights=enum)
+        except Exception as exc:  # URLError, socket errors, HTTP errors, truncated files
+            raise WeightsError(
+                f"cannot download pretrained weights for {spec.name} ({type(exc).__name__}: "
+                f"{str(exc).strip().splitlines()[0][:120] if str(exc).strip() else 'no network?'})",
+                fix="use --weights none for random initialisation or --weights PATH for a local checkpoint",
+            ) from None
+        return model.eval()
+    model = torchvision.models.get_model(spec.name, weights=None)
+    if weights == WEIGHTS_NONE:
+        recalibrate_batchnorm(model, lambda i: make_inputs(spec, seed * 1000 + i, batch=8))
+    else:
+        load_state_dict_file(model, weights)
+    return model.eval()
+
+
+def imagenet_labels() -> list[str]:
+    """ImageNet class names from torchvision's weight metadata (no download)."""
+    from torchvision.models import MobileNet_V3_Small_Weights
+
+    return list(MobileNet_V3_Small_Weights.DEFAULT.meta["categories"])

@@ -1,0 +1,79 @@
+"""A small typed registry: register, get, all — with helpful errors.
+
+A duplicate registration names both parties; an unknown name answers with the
+valid names and the closest match (as hatchling's ``ClassRegister`` and
+ExecuTorch's recipe registry do). Build a fresh ``Registry()`` wherever
+isolation matters: there is no global state to reset.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from typing import Generic, TypeVar
+
+from .errors import UnknownNameError
+
+T = TypeVar("T")
+
+
+def closest(name: str, choices: list[str]) -> str | None:
+    found = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
+    return found[0] if found else None
+
+
+def unknown_name_message(kind: str, name: str, choices: list[str]) -> str:
+    hint = closest(name, choices)
+    did_you_mean = f" Did you mean '{hint}'?" if hint else ""
+    return f"unknown {kind} '{name}'.{did_you_mean} Available: {', '.join(choices)}"
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._items: dict[str, T] = {}
+        self._aliases: dict[str, str] = {}
+
+    def register(self, name: str, item: T, aliases: tuple[str, ...] = ()) -> T:
+        for key in (name, *aliases):
+            if key in self._items or key in self._aliases:
+                owner = self._aliases.get(key, key)
+                raise ValueError(
+                    f"{self.kind} '{key}' is already registered by {self._items[owner]!r}; "
+                    f"refusing to register {item!r} under the same name"
+                )
+        self._items[name] = item
+        for alias in aliases:
+            self._aliases[alias] = name
+        return item
+
+    def resolve(self, name: str) -> str:
+        key = name.strip().lower().replace("_", "-") if name not in self._items else name
+        for candidate in (name, key, key.replace("-", "_")):
+            if candidate in self._items:
+                return candidate
+            if candidate in self._aliases:
+                return self._aliases[candidate]
+        raise UnknownNameError(unknown_name_message(self.kind, name, self.names()))
+
+    def get(self, name: str) -> T:
+        return self._items[self.resolve(name)]
+
+    def __contains__(self, name: str) -> bool:
+        try:
+            self.resolve(name)
+        except UnknownNameError:
+            return False
+        return True
+
+    def names(self) -> list[str]:
+        return list(self._items)
+
+    def all(self) -> list[T]:
+        return list(self._items.values())
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)

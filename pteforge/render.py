@@ -1,0 +1,159 @@
+"""Everything the terminal shows, with rich: progress, summaries, tables, errors.
+
+Results go to stdout; progress and errors go to stderr, so `pteforge ... > log`
+keeps the summary clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from .result import Record, Status
+
+_STAGE_WORDS = {
+    "capture": "building and capturing (torch.export)",
+    "load": "loading the capture",
+    "quantize": "quantizing (PT2E, calibrating)",
+    "lower": "lowering",
+    "serialize": "serializing",
+    "verify": "verifying on this host against eager PyTorch",
+    "write": "writing",
+}
+
+
+def mb(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+class Reporter:
+    """Progress for every long stage: a live spinner on a terminal, one line per stage otherwise."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.status = None
+        self.t0 = time.perf_counter()
+        self.prefix = ""
+
+    def _show(self, text: str) -> None:
+        if self.status is not None:
+            self.status.update(text)
+        else:
+            elapsed = time.perf_counter() - self.t0
+            self.console.print(f"[dim]{elapsed:7.1f}s[/dim] {text}", highlight=False)
+
+    def model_started(self, spec, index, total):
+        self.prefix = f"[{index}/{total}] {spec.name}"
+
+    def stage(self, model, target, stage):
+        where = f"{self.prefix} › {target}" if target else self.prefix
+        self._show(f"{where}: {_STAGE_WORDS.get(stage, stage)}…")
+
+    def record(self, record: Record):
+        mark = "✓" if record.status.ok else "✗"
+        self.console.print(f"  {mark} {record.model} {record.target}: {record.status.value}", highlight=False)
+
+
+class Renderer:
+    def __init__(self):
+        self.out = Console(highlight=False, soft_wrap=True)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def error(self, line: str) -> None:
+        self.err.print(f"[bold red]error:[/bold red] {line}", markup=True)
+
+    def traceback(self) -> None:
+        self.err.print_exception(show_locals=False)
+
+    @contextlib.contextmanager
+    def progress(self):
+        reporter = Reporter(self.err)
+        if self.err.is_terminal:
+            with self.err.status("starting…") as status:
+                reporter.status = status
+                yield reporter
+        else:
+            yield reporter
+
+    def unavailable(self, plan) -> None:
+        self.err.print(
+            f"⚠️  Unavailable backends from requested: {[u.target for u in plan.unavailable]}"
+        )
+        for u in plan.unavailable:
+            self.err.print(f"   • {u.target}: {u.check.reason}" + (f" — fix: {u.check.fix}" if u.check.fix else ""))
+        self.err.print(f"   Available backends: {plan.available_names}")
+
+    def summary(self, result, models) -> None:
+        by_model: dict[str, list[Record]] = {}
+        for r in result.records:
+            by_model.setdefault(r.model, []).append(r)
+        for spec in models:
+            rows = by_model.get(spec.name, [])
+            requested = len(rows) + len(result.unavailable)
+            good = [r for r in rows if r.status.ok]
+            bad = [r for r in rows if not r.status.ok]
+            self.out.print(f"\n[bold]{spec.name}[/bold] ({spec.family}, {spec.task})")
+            self.out.print(f"✅ Successfully exported {len(good)}/{requested} backends")
+            for r in good:
+                self.out.print(f"   • {self._artifact_line(r)}")
+            failed = len(bad) + len(result.unavailable)
+            if failed:
+                self.out.print(f"⚠️  Failed {failed} backend(s):")
+                for r in bad:
+                    extra = f" ({self._artifact_line(r)})" if r.artifact else ""
+                    self.out.print(f"   • {r.target}: {r.status.value}: {r.reason}{extra}")
+                for u in result.unavailable:
+                    self.out.print(f"   • {u.target}: UNAVAILABLE: {u.check.reason}")
+        if result.manifest_path:
+            self.out.print(f"\nManifest: {result.manifest_path}")
+
+    @staticmethod
+    def _artifact_line(r: Record) -> str:
+        if r.artifact is None:
+            return f"{r.target}: {r.status.value}"
+        from pathlib import Path
+
+        d = r.artifact.delegation
+        proof = {
+            Status.VERIFIED: f"verified: SQNR {r.verification.sqnr_db:.1f} dB" if r.verification else "verified",
+            Status.NOT_RUNNABLE_HERE: f"needs a device: {r.reason}",
+            Status.NOT_VERIFIED: "not verified",
+            Status.MISMATCH: "MISMATCH",
+        }.get(r.status, r.status.value)
+        if r.verification and r.verification.top1_agreement is not None and r.status is Status.VERIFIED:
+            proof += f", top-1 agreement {r.verification.top1_agreement:.0%}"
+        if r.verification and r.verification.runtime_precision not in (None, r.precision):
+            proof += f", ran in {r.verification.runtime_precision}"
+        return (
+            f"{r.target}: {Path(r.artifact.path).name} ({mb(r.artifact.size)}, "
+            f"{d.percent:.0f} % delegated) — {proof}"
+        )
+
+    def backends_table(self, rows) -> None:
+        from .backends import default_registry
+
+        registry = default_registry()
+        table = Table(title="ExecuTorch backends", show_lines=False)
+        for col in ("backend", "platforms", "hardware", "precisions", "lowers here", "runs here"):
+            table.add_column(col, overflow="fold")
+        for a in rows:
+            b = registry.get(a.name)
+            lower = "✓" if a.lower.ok else f"✗ {a.lower.reason}" + (f" — {a.lower.fix}" if a.lower.fix else "")
+            run = "✓" if a.run.ok else f"✗ {a.run.reason}"
+            precisions = ", ".join(
+                f"{p.value}*" if p is b.default_precision else p.value for p in b.precisions
+            )
+            table.add_row(a.name, ", ".join(b.platforms), b.hardware, precisions, lower, run)
+        self.out.print(table)
+        self.out.print("* default precision")
+
+    def models_table(self, specs) -> None:
+        table = Table(title="Model catalog")
+        for col in ("model", "category", "task", "input", "labels"):
+            table.add_column(col)
+        for s in specs:
+            table.add_row(s.name, s.family, s.task, "x".join(map(str, s.inputs[0].shape)), s.labels or "")
+        self.out.print(table)

@@ -1,0 +1,1 @@
+"""What a run leaves behind for apps and people: the manifest and the summaries."""

@@ -1,0 +1,139 @@
+"""``index.json``: the manifest an app reads to pick its artifact.
+
+It keeps the shape the executorch_flutter client parses (``version``,
+``generated``, ``baseUrl``, ``models[]`` with ``name``, ``modelName``,
+``category``, ``backend``, ``hash``, ``size`` (int), ``sizeMB``, ``inputSize``,
+``remoteUrl``, ``platforms``, ``labelsFile``...) and adds pteforge's facts.
+A later run merges into it: entries of other models and targets are kept.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import ManifestError
+from ..io import write_atomic
+
+SCHEMA_VERSION = 1
+MANIFEST_NAME = "index.json"
+
+
+class LabelsEntry(BaseModel):
+    name: str
+    file: str
+    count: int
+
+
+class BackendEntry(BaseModel):
+    description: str
+
+
+class ModelEntry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    # -- what the executorch_flutter client reads
+    name: str  # unique per artifact: the file name
+    modelName: str
+    category: str
+    backend: str
+    hash: str
+    size: int
+    sizeMB: float
+    inputSize: int | None = None
+    remoteUrl: str
+    platforms: list[str]
+    labelsFile: str | None = None
+    labelsRemoteUrl: str | None = None
+    backendDescription: str | None = None
+    # -- pteforge's own facts
+    file: str  # path relative to the manifest
+    task: str
+    target: str
+    backends: list[str]
+    precision: str
+    status: str
+    reason: str | None = None
+    delegation: dict[str, Any]
+    verification: dict[str, Any] | None = None
+    quantization: dict[str, Any] | None = None
+    timings: dict[str, float] = Field(default_factory=dict)
+    inputShapes: list[list[int]] = Field(default_factory=list)
+    preprocessing: dict[str, Any] | None = None
+    versions: dict[str, str] = Field(default_factory=dict)
+
+
+class Manifest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    version: str = "1.0"
+    schema_version: int = SCHEMA_VERSION
+    generated: str
+    baseUrl: str = ""
+    models: list[ModelEntry] = Field(default_factory=list)
+    labels: list[LabelsEntry] = Field(default_factory=list)
+    backends: dict[str, BackendEntry] = Field(default_factory=dict)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def load_manifest(path: Path) -> Manifest | None:
+    """The manifest at ``path``; None when there is none. Refuses a broken one."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        raw = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ManifestError(
+            f"{path} is not valid JSON ({exc.__class__.__name__} at {getattr(exc, 'pos', '?')})",
+            fix=f"move {path} away (pteforge rebuilds it) or restore it from backup",
+        ) from None
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise ManifestError(
+            f"{path} is not a pteforge manifest: {where}: {err['msg']}",
+            fix=f"move {path} away (pteforge rebuilds it) or point --out elsewhere",
+        ) from None
+
+
+def lock_for(out_dir: Path) -> FileLock:
+    return FileLock(str(Path(out_dir) / f".{MANIFEST_NAME}.lock"), timeout=600)
+
+
+def merge(
+    out_dir: Path,
+    entries: list[ModelEntry],
+    labels: list[LabelsEntry],
+    backends: dict[str, BackendEntry],
+    base_url: str | None,
+) -> Manifest:
+    """Add ``entries`` to ``<out>/index.json`` under a file lock; keep everything else."""
+    path = Path(out_dir) / MANIFEST_NAME
+    with lock_for(out_dir):
+        current = load_manifest(path) or Manifest(generated=now())
+        by_name = {m.name: m for m in current.models}
+        for entry in entries:
+            by_name[entry.name] = entry
+        label_map = {lab.name: lab for lab in current.labels}
+        label_map.update({lab.name: lab for lab in labels})
+        merged = Manifest(
+            version=current.version,
+            generated=now(),
+            baseUrl=base_url if base_url is not None else current.baseUrl,
+            models=sorted(by_name.values(), key=lambda m: (m.category, m.modelName, m.name)),
+            labels=sorted(label_map.values(), key=lambda lab: lab.name),
+            backends={**current.backends, **backends},
+        )
+        write_atomic(path, merged.model_dump_json(indent=2, exclude_none=True) + "\n")
+    return merged

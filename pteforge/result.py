@@ -1,0 +1,114 @@
+"""What comes out of a run: per-stage status and the numbers, as plain dataclasses.
+
+A :class:`Record` is one row per (model, target). Records are the single source
+for the manifest, the terminal summary and every report.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+
+
+class Status(str, enum.Enum):
+    """Where a (model, target) row ended. Only VERIFIED means proven on this machine."""
+
+    UNAVAILABLE = "UNAVAILABLE"
+    CAPTURE_FAILED = "CAPTURE_FAILED"
+    QUANTIZE_FAILED = "QUANTIZE_FAILED"
+    LOWER_FAILED = "LOWER_FAILED"
+    WRITE_FAILED = "WRITE_FAILED"
+    LOAD_FAILED = "LOAD_FAILED"
+    RUN_FAILED = "RUN_FAILED"
+    MISMATCH = "MISMATCH"
+    NOT_RUNNABLE_HERE = "NOT_RUNNABLE_HERE"
+    NOT_VERIFIED = "NOT_VERIFIED"  # exported; verification skipped (--no-verify)
+    VERIFIED = "VERIFIED"
+
+    @property
+    def exported(self) -> bool:
+        """An artifact exists on disk for this row."""
+        return self in (
+            Status.LOAD_FAILED,
+            Status.RUN_FAILED,
+            Status.MISMATCH,
+            Status.NOT_RUNNABLE_HERE,
+            Status.NOT_VERIFIED,
+            Status.VERIFIED,
+        )
+
+    @property
+    def ok(self) -> bool:
+        """The target succeeded: exported and not proven wrong."""
+        return self in (Status.VERIFIED, Status.NOT_RUNNABLE_HERE, Status.NOT_VERIFIED)
+
+
+@dataclass
+class OpCount:
+    op: str
+    count: int
+
+
+@dataclass
+class Delegation:
+    """How much of the graph each backend took; what stayed on the portable kernels."""
+
+    total_nodes: int
+    delegated_nodes: int
+    nodes_per_backend: dict[str, int]  # runtime backend id -> nodes
+    subgraphs_per_backend: dict[str, int]
+    portable_ops: list[OpCount]  # non-delegated ops with counts, most frequent first
+    delegates_in_program: list[str]  # backend ids recorded in the .pte, in order
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.delegated_nodes / self.total_nodes if self.total_nodes else 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["percent"] = round(self.percent, 2)
+        return d
+
+
+@dataclass
+class Verification:
+    """Host-runtime outputs against the eager model on the same inputs."""
+
+    inputs: int
+    max_abs_error: float
+    mean_abs_error: float
+    sqnr_db: float  # worst over inputs and outputs
+    cosine: float  # worst over inputs and outputs
+    top1_agreement: float | None = None  # classifiers only: fraction of inputs
+    top5_agreement: float | None = None
+    threshold_sqnr_db: float = 0.0
+    passed: bool = False
+    runtime_precision: str | None = None  # what the backend really computed in, when known
+
+
+@dataclass
+class Artifact:
+    """A written ``.pte`` and the facts read from it."""
+
+    path: str
+    size: int
+    sha256: str
+    delegation: Delegation
+
+
+@dataclass
+class Record:
+    model: str
+    family: str
+    task: str
+    target: str
+    backends: list[str]
+    precision: str
+    status: Status
+    reason: str | None = None  # one line: why it failed, or why not runnable here
+    fix: str | None = None
+    artifact: Artifact | None = None
+    verification: Verification | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    quantization: dict | None = None  # calibration facts for quantized targets
+    input_shapes: list[list[int]] = field(default_factory=list)

@@ -1,0 +1,172 @@
+"""What goes into a run: models, targets and options, as frozen plain data.
+
+Everything here is picklable so that stages can run in worker processes.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UsageError
+
+
+class Precision(str, enum.Enum):
+    """Numeric precision of an artifact. ``int8`` is static PT2E quantization."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    INT8 = "int8"
+    INT8_DYNAMIC = "int8-dynamic"
+    INT8_WEIGHT = "int8-weight"
+    INT4_WEIGHT = "int4-weight"
+
+    @property
+    def quantized(self) -> bool:
+        return self.value.startswith("int")
+
+    @classmethod
+    def parse(cls, text: str) -> "Precision":
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            from .registry import unknown_name_message
+
+            raise UsageError(
+                unknown_name_message("precision", text, [p.value for p in cls]),
+                fix="write a target as BACKEND[+BACKEND...][:PRECISION], e.g. xnnpack:int8",
+            ) from None
+
+
+_TARGET_RE = re.compile(r"^[A-Za-z0-9_\-]+(\+[A-Za-z0-9_\-]+)*(:[A-Za-z0-9_\-]+)?$")
+
+
+@dataclass(frozen=True)
+class TargetRequest:
+    """A target as the user wrote it: ``vulkan+xnnpack``, ``xnnpack:int8``."""
+
+    backends: tuple[str, ...]
+    precision: Precision | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "TargetRequest":
+        text = text.strip()
+        if not _TARGET_RE.match(text):
+            raise UsageError(
+                f"malformed target '{text}'",
+                fix="write a target as BACKEND[+BACKEND...][:PRECISION], e.g. vulkan+xnnpack or xnnpack:int8",
+            )
+        chain, _, prec = text.partition(":")
+        return cls(tuple(b for b in chain.split("+")), Precision.parse(prec) if prec else None)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved target: backend chain in partitioner priority order, and a precision.
+
+    What the first backend cannot take goes to the next; what none takes runs on
+    the portable CPU kernels.
+    """
+
+    backends: tuple[str, ...]
+    precision: Precision
+    default_precision: bool = True  # the precision was the first backend's default
+
+    @property
+    def name(self) -> str:
+        """The target as the user writes it, e.g. ``vulkan+xnnpack`` or ``xnnpack:int8``."""
+        chain = "+".join(self.backends)
+        return chain if self.default_precision else f"{chain}:{self.precision.value}"
+
+    @property
+    def slug(self) -> str:
+        """File-name form: ``vulkan-xnnpack``, ``xnnpack_int8`` (no '+' or ':' in URLs)."""
+        chain = "-".join(self.backends)
+        return chain if self.default_precision else f"{chain}_{self.precision.value.replace('-', '')}"
+
+    @property
+    def primary(self) -> str:
+        return self.backends[0]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    @classmethod
+    def parse(cls, shape: str, dtype: str = "float32") -> "InputSpec":
+        try:
+            dims = tuple(int(d) for d in shape.replace("x", ",").split(","))
+        except ValueError:
+            dims = ()
+        if not dims or any(d <= 0 for d in dims):
+            raise UsageError(
+                f"malformed --input-shape '{shape}'",
+                fix="give positive integers separated by commas, e.g. --input-shape 1,3,224,224",
+            )
+        valid = ("float32", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool")
+        if dtype not in valid:
+            raise UsageError(
+                f"unsupported --input-dtype '{dtype}'", fix=f"use one of: {', '.join(valid)}"
+            )
+        return cls(dims, dtype)
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    """What an app must do to an image before feeding the model."""
+
+    size: int  # the model's square input size
+    resize: int | None = None  # classification: shorter side before centre crop
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    layout: str = "NCHW"
+    letterbox: bool = False  # detection: letterbox with padding 114
+    scale: float = 1 / 255.0
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model the tool can build: where it comes from and what its inputs mean.
+
+    ``factory`` is an import path ``package.module:function``; the function takes
+    ``(spec, weights, seed)`` and returns an ``nn.Module`` (the catalog's builders),
+    or, for user factories, no arguments.
+    """
+
+    name: str
+    family: str  # the manifest's `category`: mobilenet, yolo, custom, ...
+    task: str  # classification, detection, ...
+    inputs: tuple[InputSpec, ...]
+    factory: str
+    source: str = "catalog"  # catalog | factory | pt2
+    preprocessing: Preprocessing | None = None
+    labels: str | None = None  # labels set: imagenet | coco
+    pt2_path: str | None = None
+
+    @property
+    def input_size(self) -> int | None:
+        shape = self.inputs[0].shape
+        return shape[-1] if len(shape) == 4 else None
+
+
+WEIGHTS_PRETRAINED = "pretrained"
+WEIGHTS_NONE = "none"
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    out_dir: Path
+    weights: str = WEIGHTS_PRETRAINED  # pretrained | none | a path
+    seed: int = 0
+    verify: bool = True
+    verify_inputs: int = 3
+    tolerance: float | None = None  # override of the precision's default (min SQNR dB)
+    calibration_samples: int = 8
+    labels: bool = False
+    base_url: str | None = None
+    debug: bool = False
+    extra: dict = field(default_factory=dict)

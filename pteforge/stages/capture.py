@@ -1,0 +1,102 @@
+"""Build the eager model and capture it once with torch.export.
+
+The capture (a ``.pt2``) and the reference (inputs and eager outputs) are files,
+so that every target lowers from the same capture, in this process or another.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ModelError
+from ..spec import ExportConfig, ModelSpec
+from ..models.synthetic import make_inputs
+
+
+@dataclass(frozen=True)
+class Capture:
+    model: str
+    pt2_path: str
+    reference_path: str  # torch.save'd {"inputs": [...], "outputs": [...]}
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def build_model(spec: ModelSpec, weights: str, seed: int):
+    module_name, _, func_name = spec.factory.partition(":")
+    if spec.source == "factory":
+        from ..models.custom import build_factory
+
+        return build_factory(spec, weights, seed)
+    factory = getattr(importlib.import_module(module_name), func_name)
+    return factory(spec, weights, seed)
+
+
+def summarize_export_error(exc: BaseException) -> str:
+    """torch.export's messages run to pages; keep the sentence that says what broke."""
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    name = type(exc).__name__
+    key = next(
+        (
+            ln
+            for ln in lines
+            if any(k in ln for k in ("data-dependent", "Data-dependent", "control flow", "Could not guard", "Unsupported", "not supported"))
+        ),
+        lines[0] if lines else name,
+    )
+    hint = ""
+    if "data" in text.lower() and "depend" in text.lower() or "control flow" in text.lower():
+        hint = " — the model branches on tensor values; rewrite with torch.cond/torch.where or move the branch out of forward()"
+    return f"torch.export failed ({name}): {key[:240]}{hint}"
+
+
+def reference_inputs(spec: ModelSpec, config: ExportConfig) -> list[tuple]:
+    """The example input (seed) plus ``verify_inputs`` more seeded inputs."""
+    return [make_inputs(spec, config.seed + i) for i in range(1 + max(config.verify_inputs, 0))]
+
+
+def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None) -> Capture:
+    """Export ``spec`` once; save the program and the eager reference outputs."""
+    import torch
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    if model is None:
+        model = build_model(spec, config.weights, config.seed)
+    timings["build"] = time.perf_counter() - t0
+
+    inputs = reference_inputs(spec, config)
+    t0 = time.perf_counter()
+    try:
+        with torch.no_grad():
+            exported = torch.export.export(model, inputs[0])
+    except Exception as exc:
+        raise ModelError(summarize_export_error(exc), fix="see https://pytorch.org/docs/stable/export.html") from exc
+    timings["capture"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        outputs = [flatten_outputs(model(*x)) for x in inputs]
+    timings["reference"] = time.perf_counter() - t0
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    pt2 = work_dir / f"{spec.name}.pt2"
+    ref = work_dir / f"{spec.name}.reference.pt"
+    torch.export.save(exported, str(pt2))
+    torch.save({"inputs": [list(x) for x in inputs], "outputs": outputs}, ref)
+    return Capture(spec.name, str(pt2), str(ref), timings)
+
+
+def flatten_outputs(out) -> list:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out.detach().clone()]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in flatten_outputs(o)]
+    if isinstance(out, dict):
+        return [t for k in sorted(out) for t in flatten_outputs(out[k])]
+    return []

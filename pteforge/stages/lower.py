@@ -1,0 +1,64 @@
+"""Lower an ExportedProgram through a backend chain and read back what happened."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..result import Delegation, OpCount
+
+
+def lower(exported, chain, precision):
+    """Lower with the chain's partitioners in priority order; return the ExecuTorch program.
+
+    The first backend drives lowering (its edge config, its special flow if any);
+    the partitioners of the others follow it: what the first cannot take goes to
+    the next, and what none takes stays on the portable kernels.
+    """
+    primary, rest = chain[0], chain[1:]
+    rest_partitioners = [p for b in rest for p in b.partitioners(precision)]
+    edge = primary.lower(exported, precision, rest_partitioners)
+    return edge, edge.to_executorch()
+
+
+def delegation_of(edge, program) -> Delegation:
+    """Delegation facts from the lowered graph and from the serialized program itself."""
+    from executorch.devtools.backend_debug import get_delegation_info
+
+    gm = edge.exported_program().graph_module
+    info = get_delegation_info(gm)
+    nodes: Counter[str] = Counter()
+    subgraphs: Counter[str] = Counter()
+    for node in gm.graph.nodes:
+        if node.op == "get_attr" and node.name.startswith("lowered_module_"):
+            lowered = getattr(gm, node.name)
+            subgraphs[lowered.backend_id] += 1
+            nodes[lowered.backend_id] += sum(
+                1 for n in lowered.original_module.graph.nodes if n.op == "call_function"
+            )
+    portable = sorted(
+        ((op, b.non_delegated) for op, b in info.delegation_by_operator.items() if b.non_delegated),
+        key=lambda kv: (-kv[1], kv[0]),
+    )
+    return Delegation(
+        total_nodes=info.num_delegated_nodes + info.num_non_delegated_nodes,
+        delegated_nodes=info.num_delegated_nodes,
+        nodes_per_backend=dict(nodes),
+        subgraphs_per_backend=dict(subgraphs),
+        portable_ops=[OpCount(op, n) for op, n in portable],
+        delegates_in_program=program_delegates(program.executorch_program),
+    )
+
+
+def program_delegates(program) -> list[str]:
+    """Delegate ids recorded in a deserialized/serialized ExecuTorch program, in order."""
+    ids: list[str] = []
+    for plan in program.execution_plan:
+        ids.extend(d.id for d in plan.delegates)
+    return ids
+
+
+def program_operators(program) -> list[str]:
+    ops: list[str] = []
+    for plan in program.execution_plan:
+        ops.extend(f"{op.name}.{op.overload}" if op.overload else op.name for op in plan.operators)
+    return ops

@@ -1,0 +1,97 @@
+"""Run an artifact on this host's ExecuTorch runtime and compare with eager PyTorch."""
+
+from __future__ import annotations
+
+import math
+
+from ..result import Verification
+from ..spec import Precision
+
+# Minimum SQNR (dB) against fp32 eager, per precision the program computes in.
+# fp32 programs differ from eager only by kernel rounding (measured > 60 dB);
+# reduced precisions lose ~6 dB per bit they drop.
+DEFAULT_MIN_SQNR_DB: dict[str, float] = {
+    "fp32": 40.0,
+    "bf16": 20.0,
+    "fp16": 25.0,
+    "int8": 10.0,
+    "int8-dynamic": 10.0,
+    "int8-weight": 15.0,
+    "int4-weight": 8.0,
+}
+
+
+def threshold_for(runtime_precision: str, override: float | None) -> float:
+    return override if override is not None else DEFAULT_MIN_SQNR_DB[runtime_precision]
+
+
+def compare(expected: list, actual: list) -> dict:
+    """Error statistics between two lists of tensors (worst case over tensors)."""
+    import torch
+
+    if len(expected) != len(actual):
+        raise ValueError(f"the program returned {len(actual)} outputs, eager returned {len(expected)}")
+    worst = {"max_abs": 0.0, "mean_abs": 0.0, "sqnr": math.inf, "cosine": 1.0}
+    for e, a in zip(expected, actual):
+        e = e.detach().double().flatten()
+        a = a.detach().double().flatten()
+        if e.shape != a.shape:
+            raise ValueError(f"output shape {tuple(a.shape)} differs from eager {tuple(e.shape)}")
+        diff = e - a
+        worst["max_abs"] = max(worst["max_abs"], float(diff.abs().max()) if diff.numel() else 0.0)
+        worst["mean_abs"] = max(worst["mean_abs"], float(diff.abs().mean()) if diff.numel() else 0.0)
+        noise = float((diff**2).sum())
+        signal = float((e**2).sum())
+        sqnr = math.inf if noise == 0 else (10 * math.log10(signal / noise) if signal > 0 else -math.inf)
+        worst["sqnr"] = min(worst["sqnr"], sqnr)
+        cos = float(torch.nn.functional.cosine_similarity(e, a, dim=0)) if e.numel() else 1.0
+        if not math.isfinite(cos):
+            cos = 1.0 if torch.equal(e, a) else 0.0
+        worst["cosine"] = min(worst["cosine"], cos)
+    return worst
+
+
+def run_program(data: bytes, inputs: list[list]) -> list[list]:
+    """Load ``data`` with the host runtime and run it once per input list."""
+    from executorch.runtime import Runtime, Verification as LoadVerification
+
+    program = Runtime.get().load_program(data, verification=LoadVerification.InternalConsistency)
+    method = program.load_method("forward")
+    return [list(method.execute(list(x))) for x in inputs]
+
+
+def verify_outputs(
+    reference: dict,
+    actual: list[list],
+    precision: Precision,
+    runtime_precision: str | None,
+    task: str,
+    tolerance: float | None,
+) -> Verification:
+    import torch
+
+    stats = [compare(e, a) for e, a in zip(reference["outputs"], actual)]
+    top1 = top5 = None
+    if task == "classification":
+        agree1 = agree5 = 0
+        for e, a in zip(reference["outputs"], actual):
+            e0, a0 = e[0].flatten(), a[0].flatten()
+            agree1 += int(int(e0.argmax()) == int(a0.argmax()))
+            k = min(5, e0.numel())
+            agree5 += int(set(torch.topk(e0, k).indices.tolist()) == set(torch.topk(a0, k).indices.tolist()))
+        top1, top5 = agree1 / len(actual), agree5 / len(actual)
+    effective = runtime_precision or precision.value
+    threshold = threshold_for(effective, tolerance)
+    sqnr = min(s["sqnr"] for s in stats)
+    return Verification(
+        inputs=len(actual),
+        max_abs_error=max(s["max_abs"] for s in stats),
+        mean_abs_error=max(s["mean_abs"] for s in stats),
+        sqnr_db=min(sqnr, 200.0),  # identical outputs: report 200 dB, not infinity
+        cosine=min(s["cosine"] for s in stats),
+        top1_agreement=top1,
+        top5_agreement=top5,
+        threshold_sqnr_db=threshold,
+        passed=sqnr >= threshold,
+        runtime_precision=effective,
+    )
