@@ -10,7 +10,7 @@ from typing import Protocol
 
 from .backends import Availability, availability, default_registry
 from .backends.base import Check
-from .errors import NoBackendError, PteforgeError, UsageError
+from .errors import CaptureError, NoBackendError, UsageError
 from .registry import Registry
 from .result import Record, Status
 from .spec import ExportConfig, ModelSpec, Target, TargetRequest
@@ -91,10 +91,12 @@ def plan_targets(requests: list[str] | None, registry: Registry | None = None) -
         else:
             plan.targets.append(target)
     if not plan.targets:
-        raise NoBackendError(
+        err = NoBackendError(
             f"No available backends from requested: {[u.target for u in plan.unavailable]}",
             fix=f"Available backends: {lowerable}",
         )
+        err.plan = plan
+        raise err
     return plan
 
 
@@ -163,7 +165,6 @@ def export(
         label_kinds |= {"imagenet", "coco"}
     labels = write_label_files(out, sorted(label_kinds))
 
-    registered = registered_backends() if plan.targets and models else frozenset()
     registry = default_registry()
     records: list[Record] = []
     manifest_path = out / MANIFEST_NAME if (models or labels) else None
@@ -176,9 +177,7 @@ def export(
             reporter.stage(spec.name, None, "capture")
             try:
                 cap = capture(spec, config, Path(work))
-            except PteforgeError as exc:
-                if exc.exit_status.name != "MODEL":
-                    raise  # weights or usage: the user must act before anything can run
+            except CaptureError as exc:
                 for target in plan.targets:
                     rec = _row(spec, target, Status.CAPTURE_FAILED, str(exc), exc.fix)
                     model_records.append(rec)
@@ -187,7 +186,7 @@ def export(
                 continue
             for target in plan.targets:
                 rec = export_target(
-                    cap, spec, target, config, registered,
+                    cap, spec, target, config, registered_backends(),
                     on_stage=lambda stage, t=target: reporter.stage(spec.name, t.name, stage),
                 )
                 rec.timings = {**{f"model_{k}": round(v, 3) for k, v in cap.timings.items()}, **rec.timings}

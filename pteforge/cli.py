@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .errors import ExitStatus, PteforgeError
+from .errors import ExitStatus, NoBackendError, PteforgeError
 
 COMMANDS = ("export", "backends", "models")
 
@@ -81,6 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(_normalise_argv(argv))
     debug = bool(getattr(args, "debug", False)) or "--debug" in argv
+    if not debug:
+        import logging
+        import warnings
+
+        # Library chatter (deprecations, INFO logs from partitioners) hides our progress.
+        warnings.filterwarnings("ignore")
+        logging.basicConfig(level=logging.WARNING)
+        logging.getLogger().setLevel(logging.WARNING)
     from .render import Renderer
 
     ui = Renderer()
@@ -90,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "models":
             return _cmd_models(ui)
         return _cmd_export(args, ui, debug)
+    except NoBackendError as exc:
+        if debug:
+            ui.traceback()
+        ui.no_backend(exc)
+        return int(exc.exit_status)
     except PteforgeError as exc:
         if debug:
             ui.traceback()

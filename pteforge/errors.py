@@ -55,6 +55,10 @@ class ModelError(PteforgeError):
     exit_status = ExitStatus.MODEL
 
 
+class CaptureError(ModelError):
+    """torch.export could not capture a model: that model's rows fail, the run goes on."""
+
+
 class WeightsError(PteforgeError):
     exit_status = ExitStatus.WEIGHTS
 

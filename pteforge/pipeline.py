@@ -41,7 +41,7 @@ def export_target(
 ) -> Record:
     import torch
 
-    from .stages.lower import delegation_of, lower, program_operators
+    from .stages.lower import delegation_of, lower, program_delegates, program_operators
     from .stages.quantize import quantize
     from .stages.verify import run_program, verify_outputs
 
@@ -87,9 +87,11 @@ def export_target(
         }
 
     try:
-        edge, program = timed("lower", lambda: lower(exported, chain, target.precision))
-        data = timed("serialize", lambda: bytes(program.buffer))
-        delegation = delegation_of(edge, program)
+        edge = timed("lower", lambda: lower(exported, chain, target.precision))
+        delegation = delegation_of(edge.exported_program().graph_module)
+        program = timed("serialize", edge.to_executorch)
+        data = bytes(program.buffer)
+        delegation.delegates_in_program = program_delegates(program.executorch_program)
     except Exception as exc:
         return _failed(record, Status.LOWER_FAILED, exc, config)
 

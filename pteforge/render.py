@@ -78,13 +78,15 @@ class Renderer:
         else:
             yield reporter
 
-    def unavailable(self, plan) -> None:
-        self.err.print(
-            f"⚠️  Unavailable backends from requested: {[u.target for u in plan.unavailable]}"
-        )
+    def unavailable(self, plan, headline: str = "Unavailable backends from requested") -> None:
+        """The seed's lines: what was requested and cannot lower, what can, and each fix."""
+        self.err.print(f"⚠️  {headline}: {[u.target for u in plan.unavailable]}")
+        self.err.print(f"   Available backends: {plan.available_names}")
         for u in plan.unavailable:
             self.err.print(f"   • {u.target}: {u.check.reason}" + (f" — fix: {u.check.fix}" if u.check.fix else ""))
-        self.err.print(f"   Available backends: {plan.available_names}")
+
+    def no_backend(self, exc) -> None:
+        self.unavailable(exc.plan, "No available backends from requested")
 
     def summary(self, result, models) -> None:
         by_model: dict[str, list[Record]] = {}

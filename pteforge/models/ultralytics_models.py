@@ -24,10 +24,10 @@ def build(spec: ModelSpec, weights: str, seed: int):
     _quiet()
     torch.manual_seed(seed)
     if weights == WEIGHTS_PRETRAINED:
-        from ultralytics.nn.tasks import attempt_load_one_weight
+        from ultralytics.nn.tasks import load_checkpoint
 
-        try:
-            model, _ = attempt_load_one_weight(f"{spec.name}.pt")
+        try:  # Ultralytics' own download and loading code (trusted release assets)
+            model, _ = load_checkpoint(f"{spec.name}.pt")
         except Exception as exc:
             raise WeightsError(
                 f"cannot download pretrained weights {spec.name}.pt ({type(exc).__name__})",

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ModelError
+from ..errors import CaptureError
 from ..spec import ExportConfig, ModelSpec
 from ..models.synthetic import make_inputs
 
@@ -74,7 +74,7 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None) -
         with torch.no_grad():
             exported = torch.export.export(model, inputs[0])
     except Exception as exc:
-        raise ModelError(summarize_export_error(exc), fix="see https://pytorch.org/docs/stable/export.html") from exc
+        raise CaptureError(summarize_export_error(exc), fix="see https://pytorch.org/docs/stable/export.html") from exc
     timings["capture"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

@@ -8,7 +8,7 @@ from ..result import Delegation, OpCount
 
 
 def lower(exported, chain, precision):
-    """Lower with the chain's partitioners in priority order; return the ExecuTorch program.
+    """Lower with the chain's partitioners in priority order; return the edge program manager.
 
     The first backend drives lowering (its edge config, its special flow if any);
     the partitioners of the others follow it: what the first cannot take goes to
@@ -16,15 +16,21 @@ def lower(exported, chain, precision):
     """
     primary, rest = chain[0], chain[1:]
     rest_partitioners = [p for b in rest for p in b.partitioners(precision)]
-    edge = primary.lower(exported, precision, rest_partitioners)
-    return edge, edge.to_executorch()
+    return primary.lower(exported, precision, rest_partitioners)
 
 
-def delegation_of(edge, program) -> Delegation:
-    """Delegation facts from the lowered graph and from the serialized program itself."""
+# Graph bookkeeping, not kernels: left out of the portable op counts.
+_NOT_OPS = {"getitem", "alloc"}
+
+
+def delegation_of(gm) -> Delegation:
+    """Delegation facts from the lowered edge graph module.
+
+    Call it before ``to_executorch``, which adds memory-planning nodes; the caller
+    fills ``delegates_in_program`` from the serialized program.
+    """
     from executorch.devtools.backend_debug import get_delegation_info
 
-    gm = edge.exported_program().graph_module
     info = get_delegation_info(gm)
     nodes: Counter[str] = Counter()
     subgraphs: Counter[str] = Counter()
@@ -36,16 +42,21 @@ def delegation_of(edge, program) -> Delegation:
                 1 for n in lowered.original_module.graph.nodes if n.op == "call_function"
             )
     portable = sorted(
-        ((op, b.non_delegated) for op, b in info.delegation_by_operator.items() if b.non_delegated),
+        (
+            (op, b.non_delegated)
+            for op, b in info.delegation_by_operator.items()
+            if b.non_delegated and op not in _NOT_OPS
+        ),
         key=lambda kv: (-kv[1], kv[0]),
     )
+    non_delegated = sum(n for _, n in portable)
     return Delegation(
-        total_nodes=info.num_delegated_nodes + info.num_non_delegated_nodes,
+        total_nodes=info.num_delegated_nodes + non_delegated,
         delegated_nodes=info.num_delegated_nodes,
         nodes_per_backend=dict(nodes),
         subgraphs_per_backend=dict(subgraphs),
         portable_ops=[OpCount(op, n) for op, n in portable],
-        delegates_in_program=program_delegates(program.executorch_program),
+        delegates_in_program=[],
     )
 
 

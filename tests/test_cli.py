@@ -1,0 +1,237 @@
+"""The command line, in-process (fast) and as a subprocess (as users run it)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, run_cli
+
+from pteforge.cli import main
+from pteforge.errors import ExitStatus
+
+TINY = ["--model", "tiny_models:tiny", "--input-shape", "1,3,16,16", "--weights", "none"]
+
+
+def cli(capsys, *args):
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def error_lines(err: str) -> list[str]:
+    return [ln for ln in err.splitlines() if ln.startswith("error:")]
+
+
+def test_help_does_not_import_the_compiler():
+    code = (
+        "import sys, pteforge.cli as c\n"
+        "try:\n    c.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print('LEAK' if any(m in sys.modules for m in ('torch', 'executorch')) else 'CLEAN')"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.stdout.strip().endswith("CLEAN"), proc.stdout + proc.stderr
+
+
+def test_unknown_backend_names_the_closest(capsys, out):
+    code, _, err = cli(capsys, *TINY, "--backends", "xnnpak", "--out", out)
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert "unknown backend 'xnnpak'" in line and "Did you mean 'xnnpack'?" in line
+
+
+def test_unknown_model_names_the_closest(capsys, out):
+    code, _, err = cli(capsys, "export", "--yolo", "yolo11", "--out", out)
+    assert code == ExitStatus.USAGE
+    assert "Did you mean 'yolo11n'?" in error_lines(err)[0]
+
+
+def test_precision_the_backend_does_not_take(capsys, out):
+    code, _, err = cli(capsys, *TINY, "--backends", "ethos-u55:fp32", "--out", out)
+    assert code == ExitStatus.USAGE
+    assert "ethos-u55 does not take precision fp32; it takes: int8" in error_lines(err)[0]
+    assert not out.exists(), "refused before any work"
+
+
+def test_only_unavailable_backends_prints_the_seed_lines(capsys, out):
+    code, _, err = cli(capsys, *TINY, "--backends", "qnn", "mps", "--out", out)
+    assert code == ExitStatus.NO_BACKEND
+    assert "No available backends from requested: ['qnn', 'mps']" in err
+    assert "Available backends: ['xnnpack'" in err
+    assert "QNN_SDK_ROOT" in err and "use --backends metal" in err
+
+
+@pytest.mark.parametrize(
+    "args, status, needle",
+    [
+        (["--model", "tiny_models:tiny", "--input-shape", "1,x,3"], ExitStatus.USAGE, "malformed --input-shape"),
+        (["--model", "tiny_models:tiny", "--input-shape", "1,3", "--input-dtype", "complex"], ExitStatus.USAGE, "--input-dtype"),
+        (["--model", "tiny_models:tiny"], ExitStatus.USAGE, "needs its input shape"),
+        (["--model", "tiny_models"], ExitStatus.USAGE, "malformed --model"),
+        (["--model", "tiny_models:not_a_module", "--input-shape", "1,3"], ExitStatus.MODEL, "returned dict, not a torch.nn.Module"),
+        (["--model", "tiny_models:raises", "--input-shape", "1,3"], ExitStatus.MODEL, "raised RuntimeError: the checkpoint server is down"),
+        (["--model", "no_such_module:f", "--input-shape", "1,3"], ExitStatus.MODEL, "cannot import 'no_such_module'"),
+        (["--model", "tiny_models:tiny", "--input-shape", "1,3,16,16", "--weights", "/nonexistent.pt"], ExitStatus.USAGE, "no such file"),
+    ],
+)
+def test_bad_input_is_one_line_with_its_exit_code(capsys, out, args, status, needle):
+    code, stdout, err = cli(capsys, *args, "--backends", "xnnpack", "--out", out)
+    assert code == status
+    [line] = error_lines(err)
+    assert needle in line
+    assert "Traceback" not in err + stdout
+
+
+def test_bad_pt2_file(capsys, out, tmp_path):
+    bad = tmp_path / "model.pt2"
+    bad.write_bytes(b"not a zip")
+    code, _, err = cli(capsys, "--model", bad, "--backends", "xnnpack", "--out", out)
+    assert code == ExitStatus.MODEL
+    assert "is not a torch.export program" in error_lines(err)[0]
+
+
+def test_out_is_a_file(capsys, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    code, _, err = cli(capsys, *TINY, "--backends", "xnnpack", "--out", f)
+    assert code == ExitStatus.OUTPUT
+    assert "is a file, not a directory" in error_lines(err)[0]
+
+
+def test_broken_manifest_is_refused_and_left_alone(capsys, out):
+    out.mkdir()
+    (out / "index.json").write_text("{not json")
+    code, _, err = cli(capsys, *TINY, "--backends", "xnnpack", "--out", out)
+    assert code == ExitStatus.MANIFEST
+    assert "index.json is not valid JSON" in error_lines(err)[0]
+    assert (out / "index.json").read_text() == "{not json"
+    assert not list(out.rglob("*.pte"))
+
+
+def test_debug_shows_the_traceback(capsys, out):
+    code, _, err = cli(capsys, "--debug", "export", "--model", "tiny_models:raises", "--input-shape", "1,3", "--out", out)
+    assert code == ExitStatus.MODEL
+    assert "Traceback" in err
+
+
+def test_export_success_and_manifest_contract(capsys, out):
+    code, stdout, err = cli(capsys, *TINY, "--backends", "xnnpack", "portable", "--out", out, "--base-url", "https://example.org/m")
+    assert code == ExitStatus.OK, err
+    assert "Successfully exported 2/2 backends" in stdout
+    assert "xnnpack: tiny_xnnpack.pte (" in stdout and "% delegated" in stdout and "verified" in stdout
+    manifest = json.loads((out / "index.json").read_text())
+    assert {"version", "generated", "baseUrl", "models", "labels", "backends"} <= set(manifest)
+    entries = {e["name"]: e for e in manifest["models"]}
+    e = entries["tiny_xnnpack.pte"]
+    assert isinstance(e["size"], int) and e["size"] == (out / "custom" / "tiny_xnnpack.pte").stat().st_size
+    assert e["remoteUrl"] == "https://example.org/m/custom/tiny_xnnpack.pte"
+    assert e["backend"] == "xnnpack" and e["category"] == "custom" and e["status"] == "VERIFIED"
+    assert e["delegation"]["nodes_per_backend"]["XnnpackBackend"] > 0
+    assert e["versions"]["executorch"] == "1.5.1"
+    import hashlib
+
+    assert e["hash"] == hashlib.sha256((out / "custom" / "tiny_xnnpack.pte").read_bytes()).hexdigest()
+    assert entries["tiny_portable.pte"]["delegation"]["delegated_nodes"] == 0
+
+
+def test_a_later_run_adds_to_the_manifest(capsys, out):
+    assert cli(capsys, *TINY, "--backends", "portable", "--out", out)[0] == ExitStatus.OK
+    assert cli(capsys, *TINY, "--backends", "xnnpack", "--out", out)[0] == ExitStatus.OK
+    names = {e["name"] for e in json.loads((out / "index.json").read_text())["models"]}
+    assert names == {"tiny_portable.pte", "tiny_xnnpack.pte"}
+
+
+def test_some_targets_unavailable_exit_code_and_summary(capsys, out):
+    code, stdout, err = cli(capsys, *TINY, "--backends", "portable", "qnn", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED
+    assert "Unavailable backends from requested: ['qnn']" in err
+    assert "Successfully exported 1/2 backends" in stdout
+    assert "Failed 1 backend(s):" in stdout and "qnn: UNAVAILABLE" in stdout
+    assert (out / "custom" / "tiny_portable.pte").exists()
+
+
+def test_capture_failure_keeps_the_earlier_artifact(capsys, out, monkeypatch):
+    """A failed target never replaces an earlier good artifact of the same name."""
+    assert cli(capsys, *TINY, "--backends", "portable", "--out", out)[0] == ExitStatus.OK
+    good = out / "custom" / "tiny_portable.pte"
+    before = good.read_bytes()
+    manifest_before = json.loads((out / "index.json").read_text())["models"]
+    import tiny_models
+
+    monkeypatch.setattr(tiny_models, "tiny", tiny_models.data_dependent)
+    code, stdout, _ = cli(capsys, "--model", "tiny_models:tiny", "--input-shape", "1,4", "--weights", "none",
+                          "--backends", "portable", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED
+    assert "CAPTURE_FAILED" in stdout and "torch.export failed" in stdout and "torch.cond" in stdout
+    assert good.read_bytes() == before
+    assert json.loads((out / "index.json").read_text())["models"] == manifest_before
+
+
+def test_capture_runs_once_per_model(capsys, out, monkeypatch):
+    import torch
+
+    import tiny_models
+
+    calls = []
+    real = torch.export.export
+
+    def spy(mod, *a, **kw):
+        if isinstance(mod, tiny_models.TinyNet):
+            calls.append(mod)
+        return real(mod, *a, **kw)
+
+    monkeypatch.setattr(torch.export, "export", spy)
+    code, _, err = cli(capsys, *TINY, "--backends", "xnnpack", "portable", "xnnpack:int8", "--out", out, "--no-verify")
+    assert code == ExitStatus.OK, err
+    assert len(calls) == 1
+
+
+def test_chain_reports_the_split_as_it_is(capsys, out):
+    code, stdout, err = cli(capsys, *TINY, "--backends", "openvino+xnnpack", "--out", out)
+    assert code == ExitStatus.OK, err
+    entry = json.loads((out / "index.json").read_text())["models"][0]
+    assert entry["backends"] == ["openvino", "xnnpack"] and entry["backend"] == "openvino"
+    split = entry["delegation"]["nodes_per_backend"]
+    assert split.get("OpenvinoBackend", 0) > 0
+    assert sum(split.values()) == entry["delegation"]["delegated_nodes"]
+
+
+def test_labels_only(capsys, out):
+    code, _, err = cli(capsys, "export", "--labels", "--out", out)
+    assert code == ExitStatus.OK, err
+    assert len((out / "imagenet_classes.txt").read_text().splitlines()) == 1000
+    assert len((out / "coco_classes.txt").read_text().splitlines()) == 80
+    assert (out / "imagenet_classes.txt").read_text().splitlines()[0] == "tench"
+    assert (out / "coco_classes.txt").read_text().splitlines()[0] == "person"
+
+
+def test_main_py_behaves_like_pteforge(tmp_path):
+    """Same exit code and output through `python main.py` and the `pteforge` script."""
+    args = ["export", "--model", "tiny_models:tiny", "--input-shape", "1,3,16,16", "--backends", "xnnpk"]
+    via_main = run_cli(*args, "--out", tmp_path / "a")
+    script = Path(sys.executable).parent / "pteforge"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    via_script = subprocess.run([str(script), *args, "--out", str(tmp_path / "a")],
+                                capture_output=True, text=True, env=env)
+    assert via_main.returncode == via_script.returncode == ExitStatus.USAGE
+    assert via_main.stderr == via_script.stderr and "Did you mean 'xnnpack'?" in via_main.stderr
+
+
+def test_subprocess_export_and_exit_codes(tmp_path):
+    ok = run_cli("export", *TINY, "--backends", "xnnpack", "--out", tmp_path / "o")
+    assert ok.returncode == 0, ok.stderr
+    assert "Successfully exported 1/1 backends" in ok.stdout
+    assert (tmp_path / "o" / "custom" / "tiny_xnnpack.pte").exists()
+    usage = run_cli("export", "--no-such-flag")
+    assert usage.returncode == 2
+
+
+def test_pretrained_offline_names_the_alternatives(capsys, out):
+    code, _, err = cli(capsys, "export", "--mobilenet", "--backends", "portable", "--out", out)
+    if code == ExitStatus.OK:
+        pytest.skip("this machine can download weights")
+    assert code == ExitStatus.WEIGHTS
+    line = error_lines(err)[0]
+    assert "--weights none" in line and "--weights PATH" in line

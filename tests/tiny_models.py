@@ -1,0 +1,60 @@
+"""Tiny models for fast tests: real torch modules, exported and lowered for real."""
+
+import torch
+
+
+class TinyNet(torch.nn.Module):
+    """conv + relu + pool + linear: every backend that lowers here takes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        y = torch.nn.functional.adaptive_avg_pool2d(y, 1).flatten(1)
+        return self.fc(y)
+
+
+class DataDependent(torch.nn.Module):
+    """Branches on a tensor value: torch.export cannot capture it."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        if x.sum() > 0:
+            return self.fc(x)
+        return -self.fc(x)
+
+
+class TwoInputs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(100, 8)
+        self.fc = torch.nn.Linear(8, 3)
+
+    def forward(self, tokens, scale):
+        return self.fc(self.emb(tokens).mean(1)) * scale
+
+
+def tiny():
+    return TinyNet()
+
+
+def data_dependent():
+    return DataDependent()
+
+
+def two_inputs():
+    return TwoInputs()
+
+
+def not_a_module():
+    return {"weights": [1, 2, 3]}
+
+
+def raises():
+    raise RuntimeError("the checkpoint server is down")
