@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import ExitStatus, NoBackendError, PteforgeError
 
-COMMANDS = ("export", "backends", "models")
+COMMANDS = ("export", "validate", "backends", "models")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,7 +56,18 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--calibration-samples", type=int, default=8, metavar="N",
                      help="inputs used to calibrate quantized targets (default 8)")
     out.add_argument("--base-url", default=None, metavar="URL", help="make remoteUrl absolute under URL")
+    out.add_argument("--bundle", action="store_true",
+                     help="also write a BundledProgram (.bpte) with verification inputs and expected outputs")
     ex.add_argument("--debug", action="store_true", help="show tracebacks")
+
+    va = sub.add_parser("validate", help="run every artifact on real images and compare with eager PyTorch")
+    va.add_argument("--models-dir", default="models", metavar="DIR", help="where the artifacts and index.json are (default: models)")
+    va.add_argument("--images-dir", default=None, metavar="DIR",
+                    help="images to run (default: the photos Ultralytics ships, bus.jpg and zidane.jpg)")
+    va.add_argument("--output-file", default=None, metavar="FILE",
+                    help="JSON report (default: <models-dir>/validation_report.json)")
+    va.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds per file before it is killed")
+    va.add_argument("--debug", action="store_true", help="show tracebacks")
 
     bk = sub.add_parser("backends", help="which backends can lower and run here")
     bk.add_argument("--json", action="store_true", help="print JSON")
@@ -97,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_backends(args, ui)
         if args.command == "models":
             return _cmd_models(ui)
+        if args.command == "validate":
+            return _cmd_validate(args, ui)
         return _cmd_export(args, ui, debug)
     except NoBackendError as exc:
         if debug:
@@ -184,6 +197,7 @@ def _cmd_export(args, ui, debug: bool) -> int:
         calibration_samples=args.calibration_samples,
         labels=args.labels,
         base_url=args.base_url,
+        bundle=args.bundle,
         debug=debug,
     )
     from .api import TargetPlan
@@ -192,6 +206,30 @@ def _cmd_export(args, ui, debug: bool) -> int:
         result = export(models, plan or TargetPlan([]), config, reporter, write_labels=args.labels)
     ui.summary(result, models)
     return int(ExitStatus.OK if result.ok else ExitStatus.TARGETS_FAILED)
+
+
+def _cmd_validate(args, ui) -> int:
+    from .errors import UsageError
+    from .vision import images_in, shipped_images
+
+    models_dir = Path(args.models_dir)
+    if not models_dir.is_dir():
+        raise UsageError(f"--models-dir {models_dir} is not a directory", fix="export first, or point --models-dir at your artifacts")
+    if args.images_dir:
+        images = images_in(Path(args.images_dir))
+        if not images:
+            raise UsageError(f"no images (.jpg, .png, ...) in --images-dir {args.images_dir}", fix="give a directory of photos")
+    else:
+        images = shipped_images()
+    from .validate import validate, write_report
+
+    with ui.progress() as reporter:
+        results = validate(models_dir, images, on_file=reporter.file_done, timeout=args.timeout)
+    output = Path(args.output_file) if args.output_file else models_dir / "validation_report.json"
+    write_report(output, results, images, models_dir)
+    ui.validation_table(results, output)
+    ok = {"VERIFIED", "NOT_RUNNABLE_HERE", "NOT_VERIFIED"}
+    return int(ExitStatus.OK if all(r.status in ok for r in results) else ExitStatus.TARGETS_FAILED)
 
 
 def _cmd_backends(args, ui) -> int:

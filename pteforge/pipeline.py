@@ -147,6 +147,11 @@ def export_target(
     from .io import write_atomic
 
     timed("write", lambda: write_atomic(path, data))
+    if config.bundle and record.status is not Status.MISMATCH:
+        reference = torch.load(capture.reference_path, weights_only=True)
+        bpte = path.with_suffix(".bpte")
+        timed("bundle", lambda: write_atomic(bpte, bundled_program(program, reference)))
+        record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}
     record.artifact = Artifact(
         path=str(path),
         size=len(data),
@@ -154,6 +159,23 @@ def export_target(
         delegation=delegation,
     )
     return record
+
+
+def bundled_program(program, reference: dict) -> bytes:
+    """A BundledProgram: the program plus its verification inputs and eager outputs,
+    so an app can self-test on the device."""
+    from executorch.devtools import BundledProgram
+    from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
+    from executorch.devtools.bundled_program.serialize import (
+        serialize_from_bundled_program_to_flatbuffer,
+    )
+
+    cases = [
+        MethodTestCase(inputs=list(inputs), expected_outputs=list(outputs))
+        for inputs, outputs in zip(reference["inputs"], reference["outputs"])
+    ]
+    bundled = BundledProgram(program, [MethodTestSuite(method_name="forward", test_cases=cases)])
+    return serialize_from_bundled_program_to_flatbuffer(bundled)
 
 
 def _missing_delegate(chain, delegates: list[str], operators: list[str]) -> str | None:

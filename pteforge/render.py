@@ -57,6 +57,12 @@ class Reporter:
         self.console.print(f"  {mark} {record.model} {record.target}: {record.status.value}", highlight=False)
 
 
+    def file_done(self, result) -> None:
+        mark = "✓" if result.status in ("VERIFIED", "NOT_RUNNABLE_HERE", "NOT_VERIFIED") else "✗"
+        why = f" — {result.reason}" if result.reason else ""
+        self.console.print(f"  {mark} {result.file}: {result.status}{why}", highlight=False)
+
+
 class Renderer:
     def __init__(self):
         self.out = Console(highlight=False, soft_wrap=True)
@@ -159,3 +165,27 @@ class Renderer:
         for s in specs:
             table.add_row(s.name, s.family, s.task, "x".join(map(str, s.inputs[0].shape)), s.labels or "")
         self.out.print(table)
+
+    def validation_table(self, results, report_path) -> None:
+        table = Table(title="Validation on real images")
+        for col in ("file", "status", "delegates", "agreement", "SQNR dB", "ms/image", "top-1 / detections"):
+            table.add_column(col, overflow="fold")
+        for r in results:
+            times = [i.inference_ms for i in r.images if i.inference_ms is not None]
+            first = r.images[0] if r.images else None
+            what = ""
+            if first and first.top5:
+                what = first.top5[0]["name"]
+            elif first and first.detections is not None:
+                what = f"{len(first.detections)} boxes"
+            table.add_row(
+                r.file,
+                r.status if not r.reason or r.status == "VERIFIED" else f"{r.status}: {r.reason}",
+                ", ".join(sorted(set(r.delegates))) or "portable",
+                f"{r.agreement:.0%}" if r.agreement is not None else "",
+                f"{r.sqnr_db:.1f}" if r.sqnr_db is not None else "",
+                f"{sum(times) / len(times):.1f}" if times else "",
+                what,
+            )
+        self.out.print(table)
+        self.out.print(f"Report: {report_path}")

@@ -111,4 +111,5 @@ class Record:
     verification: Verification | None = None
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
     quantization: dict | None = None  # calibration facts for quantized targets
+    bundle: dict | None = None  # {"file": ..., "testsets": n} when a .bpte was written
     input_shapes: list[list[int]] = field(default_factory=list)

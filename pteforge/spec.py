@@ -168,5 +168,6 @@ class ExportConfig:
     calibration_samples: int = 8
     labels: bool = False
     base_url: str | None = None
+    bundle: bool = False  # also write a BundledProgram (.bpte) with inputs and expected outputs
     debug: bool = False
     extra: dict = field(default_factory=dict)

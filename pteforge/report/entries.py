@@ -77,6 +77,13 @@ def manifest_entries(
                 timings=rec.timings,
                 inputShapes=rec.input_shapes,
                 preprocessing=asdict(spec.preprocessing) if spec.preprocessing else None,
+                bundle=(
+                    {**rec.bundle, "file": Path(os.path.relpath(rec.bundle["file"], out)).as_posix()}
+                    if rec.bundle else None
+                ),
+                source={"catalog": "catalog", "factory": spec.factory, "pt2": spec.pt2_path}[spec.source],
+                weights=config.weights if config.weights in ("pretrained", "none") else str(Path(config.weights).resolve()),
+                seed=config.seed,
                 versions=versions,
             )
         )

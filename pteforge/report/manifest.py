@@ -65,6 +65,11 @@ class ModelEntry(BaseModel):
     timings: dict[str, float] = Field(default_factory=dict)
     inputShapes: list[list[int]] = Field(default_factory=list)
     preprocessing: dict[str, Any] | None = None
+    bundle: dict[str, Any] | None = None  # {"file": "<rel>.bpte", "testsets": n}
+    # how to rebuild the eager reference (validate compares with it)
+    source: str | None = None  # catalog | package.module:factory | /path/model.pt2
+    weights: str | None = None
+    seed: int | None = None
     versions: dict[str, str] = Field(default_factory=dict)
 
 

@@ -1,0 +1,122 @@
+"""The child process that opens ``.pte`` / ``.bpte`` files for the parent.
+
+A damaged program can abort (SIGABRT) or segfault the process that loads it, so
+pteforge never loads an untrusted file in its own process: it sends requests to
+this child, one JSON line each, and reads one JSON line back. Native code that
+prints to stdout is redirected to stderr so it cannot corrupt the protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
+
+
+# ExecuTorch ScalarType codes -> torch dtype names
+_DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
+           7: "float64", 11: "bool", 15: "bfloat16"}
+
+
+def _load(path: str):
+    from executorch.runtime import Runtime, Verification
+
+    return Runtime.get().load_program(path, verification=Verification.InternalConsistency)
+
+
+def _inspect(req: dict) -> dict:
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    from .stages.lower import program_delegates, program_operators
+
+    with open(req["path"], "rb") as f:
+        data = f.read()
+    if not data:
+        raise ValueError("the file is empty")
+    ident = data[4:8]
+    if ident.startswith(b"BP"):
+        raise ValueError("this is a bundled program (.bpte), not a .pte")
+    if not ident.startswith(b"ET"):
+        raise ValueError(f"not an ExecuTorch program (file identifier {ident!r}, expected b'ET..')")
+    try:
+        pte = deserialize_pte_binary(data)
+    except Exception as exc:
+        raise ValueError(f"damaged ExecuTorch program ({_one_line(exc)[:160]})") from None
+    program = getattr(pte, "program", pte)
+    loaded = _load(req["path"])
+    meta = loaded.metadata("forward")
+    inputs = []
+    for i in range(meta.num_inputs()):
+        info = meta.input_tensor_meta(i)
+        inputs.append({"shape": list(info.sizes()), "dtype": _DTYPES.get(int(info.dtype()), str(info.dtype()))})
+    return {"delegates": program_delegates(program), "operators": program_operators(program), "inputs": inputs}
+
+
+def _run(req: dict) -> dict:
+    import torch
+
+    batches = torch.load(req["inputs"], weights_only=True)
+    t0 = time.perf_counter()
+    program = _load(req["path"])
+    method = program.load_method("forward")
+    load_ms = (time.perf_counter() - t0) * 1000
+    outputs, times = [], []
+    for inputs in batches:
+        t0 = time.perf_counter()
+        result = method.execute(list(inputs))
+        times.append((time.perf_counter() - t0) * 1000)
+        outputs.append([t.clone() if isinstance(t, torch.Tensor) else t for t in result])
+    torch.save(outputs, req["outputs"])
+    return {"load_ms": load_ms, "times_ms": times}
+
+
+def _run_bundled(req: dict) -> dict:
+    from executorch.extension.pybindings.portable_lib import _load_bundled_program_from_buffer
+
+    with open(req["path"], "rb") as f:
+        data = f.read()
+    if data[4:8][:2] != b"BP":
+        raise ValueError(f"not a bundled program (file identifier {data[4:8]!r}, expected b'BP..')")
+    bundle = _load_bundled_program_from_buffer(data)
+    for idx in range(req["testsets"]):
+        # loads test case idx's inputs, runs the method, compares with its expected outputs
+        bundle.verify_result_with_bundled_expected_output(
+            "forward", idx, rtol=req.get("rtol", 1e-3), atol=req.get("atol", 1e-3)
+        )
+    return {"testsets": req["testsets"]}
+
+
+def _registered(req: dict) -> dict:
+    from executorch.runtime import Runtime
+
+    return {"backends": sorted(Runtime.get().backend_registry.registered_backend_names)}
+
+
+HANDLERS = {"inspect": _inspect, "run": _run, "run_bundled": _run_bundled, "registered": _registered}
+
+
+def main() -> None:
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # native prints go to stderr, never into the protocol
+    sys.stdout = sys.stderr
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    for line in sys.stdin:
+        req = json.loads(line)
+        try:
+            reply = {"ok": True, **HANDLERS[req["op"]](req)}
+        except Exception as exc:
+            reply = {"ok": False, "error": _one_line(exc)}
+        out.write(json.dumps(reply) + "\n")
+
+
+if __name__ == "__main__":
+    main()
