@@ -53,7 +53,7 @@ def discover(models_dir: Path) -> list[tuple[Path, ModelEntry | None, Path | Non
     found: dict[Path, tuple[Path, ModelEntry | None, Path | None]] = {}
     for manifest_path in sorted(models_dir.rglob(MANIFEST_NAME)):
         manifest = load_manifest(manifest_path)
-        for entry in manifest.models if manifest else []:
+        for entry in [*manifest.models, *manifest.failed] if manifest else []:
             f = (manifest_path.parent / entry.file).resolve()
             if f.exists():
                 found[f] = (f, entry, manifest_path.parent)
@@ -171,10 +171,8 @@ def _validate_pte(child, path, entry, manifest_dir, registered, images, eager, t
         prepared = [detection_input(img, entry.inputSize) for img in images]
         batches = [[x] for x, _ in prepared]
         boxes_meta = [lb for _, lb in prepared]
-    else:  # no manifest entry or a custom task: run it on seeded inputs of its own shapes
-        gen = torch.Generator().manual_seed(0)
-        batches = [[torch.rand(*i["shape"], generator=gen).to(getattr(torch, i["dtype"], torch.float32))
-                    for i in info["inputs"]]]
+    else:  # a custom task, or no manifest entry: seeded inputs of the program's own shapes
+        batches = [_seeded_inputs(info["inputs"], seed) for seed in range(3)]
         boxes_meta = None
     inputs_file, outputs_file = tmp / f"{path.stem}.in.pt", tmp / f"{path.stem}.out.pt"
     torch.save(batches, inputs_file)
@@ -186,19 +184,20 @@ def _validate_pte(child, path, entry, manifest_dir, registered, images, eager, t
     outputs = torch.load(outputs_file, weights_only=True)
 
     reference = None
-    if entry is not None and task in ("classification", "detection"):
+    if entry is not None:
         try:
             model = eager.get(entry)
+            from .stages.capture import flatten_outputs
+
             with torch.no_grad():
-                reference = [model(*b) for b in batches]
-            reference = [[r] if isinstance(r, torch.Tensor) else list(r) for r in reference]
+                reference = [flatten_outputs(model(*b)) for b in batches]
         except Exception as exc:  # e.g. pretrained weights offline
             res.reason = f"no eager reference ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})"
 
     agreements, sqnrs = [], []
     img_dets: dict[int, list] = {}
     for i, out in enumerate(outputs):
-        img = ImageResult(image=images[i].name if task in ("classification", "detection") else "synthetic",
+        img = ImageResult(image=images[i].name if task in ("classification", "detection") else f"seeded input {i}",
                           status="ok", inference_ms=round(reply["times_ms"][i], 3))
         if task == "classification":
             img.top5 = top_k(out[0], 5, names)
@@ -211,6 +210,8 @@ def _validate_pte(child, path, entry, manifest_dir, registered, images, eager, t
             if task == "classification":
                 img.eager_top1 = int(ref[0].flatten().argmax())
                 img.agreement = float(img.eager_top1 == img.top5[0]["class"])
+            elif task != "detection":
+                continue  # custom task: the SQNR is the comparison
             else:
                 eager_dets = decode_yolo(ref[0], boxes_meta[i])
                 img.eager_detections = len(eager_dets)
@@ -226,17 +227,32 @@ def _validate_pte(child, path, entry, manifest_dir, registered, images, eager, t
         res.status = Status.NOT_VERIFIED.value
         res.reason = res.reason or "no manifest entry: ran on this host; no eager reference to compare with"
         return
-    res.agreement = sum(agreements) / len(agreements)
+    res.agreement = sum(agreements) / len(agreements) if agreements else None
     res.sqnr_db = round(min(min(sqnrs), 200.0), 2)
     effective = (entry.verification or {}).get("runtime_precision") or entry.precision
     threshold = DEFAULT_MIN_SQNR_DB.get(effective, 10.0)
     need = (1.0 if task == "classification" else 0.9) if effective in FP_PRECISIONS else 0.0
-    if res.sqnr_db >= threshold and res.agreement >= need:
+    if res.sqnr_db >= threshold and (res.agreement is None or res.agreement >= need):
         res.status, res.reason = Status.VERIFIED.value, None
     else:
         res.status = Status.MISMATCH.value
-        res.reason = (f"differs from eager on real images: SQNR {res.sqnr_db:.1f} dB (needs {threshold:.0f}), "
-                      f"agreement {res.agreement:.0%}")
+        agreement = f", agreement {res.agreement:.0%}" if res.agreement is not None else ""
+        where = "real images" if task in ("classification", "detection") else "seeded inputs"
+        res.reason = f"differs from eager on {where}: SQNR {res.sqnr_db:.1f} dB (needs {threshold:.0f}){agreement}"
+
+
+def _seeded_inputs(specs: list[dict], seed: int) -> list:
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for spec in specs:
+        dtype = getattr(torch, spec["dtype"], torch.float32)
+        if dtype.is_floating_point:
+            out.append(torch.rand(*spec["shape"], generator=gen).to(dtype))
+        else:
+            out.append(torch.randint(0, 2 if dtype == torch.bool else 10, spec["shape"], generator=gen).to(dtype))
+    return out
 
 
 def write_report(path: Path, results: list[FileResult], images: list[Path], models_dir: Path) -> None:

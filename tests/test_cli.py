@@ -235,3 +235,21 @@ def test_pretrained_offline_names_the_alternatives(capsys, out):
     assert code == ExitStatus.WEIGHTS
     line = error_lines(err)[0]
     assert "--weights none" in line and "--weights PATH" in line
+
+
+def test_mismatch_is_kept_marked_failed_and_never_replaces_a_good_artifact(capsys, out):
+    assert cli(capsys, *TINY, "--backends", "xnnpack", "--out", out)[0] == ExitStatus.OK
+    good = out / "custom" / "tiny_xnnpack.pte"
+    before = good.read_bytes()
+    # An impossible SQNR floor: the proof fails, as it would for a wrong program.
+    code, stdout, _ = cli(capsys, *TINY, "--backends", "xnnpack", "--out", out, "--tolerance", "500")
+    assert code == ExitStatus.TARGETS_FAILED
+    assert "MISMATCH" in stdout and "< 500.0 dB" in stdout
+    assert good.read_bytes() == before
+    assert (out / "custom" / "tiny_xnnpack.mismatch.pte").exists()
+    manifest = json.loads((out / "index.json").read_text())
+    entries = {e["name"]: e for e in manifest["models"]}
+    assert set(entries) == {"tiny_xnnpack.pte"} and entries["tiny_xnnpack.pte"]["status"] == "VERIFIED"
+    [bad] = manifest["failed"]  # kept, marked failed, out of the list an app reads
+    assert bad["status"] == "MISMATCH" and bad["verification"]["passed"] is False
+    assert bad["verification"]["threshold_sqnr_db"] == 500

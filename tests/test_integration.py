@@ -61,13 +61,69 @@ def test_mobilenet_manifest_is_what_the_app_reads(mobilenet_run):
     assert next(m for m in manifest["models"] if m["target"] == "ethos-u55")["backend"] == "arm"
 
 
-def test_yolo11n_on_xnnpack(tmp_path):
-    proc = run_cli("export", "--yolo", "yolo11n", "--weights", "none", "--backends", "xnnpack", "--out", tmp_path)
+@pytest.fixture(scope="module")
+def yolo_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("yolo")
+    proc = run_cli("export", "--yolo", "yolo11n", "--weights", "none", "--backends", "xnnpack", "--out", out)
+    return proc, out
+
+
+def test_yolo11n_on_xnnpack(yolo_run):
+    proc, out = yolo_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    [e] = json.loads((tmp_path / "index.json").read_text())["models"]
+    [e] = json.loads((out / "index.json").read_text())["models"]
     assert e["name"] == "yolo11n_xnnpack.pte" and e["category"] == "yolo" and e["inputSize"] == 640
     assert e["status"] == "VERIFIED" and e["labelsFile"] == "coco_classes.txt"
     assert e["inputShapes"] == [[1, 3, 640, 640]]
     # YOLO is split around ops XNNPACK does not take: report the split as it is.
     assert e["delegation"]["subgraphs_per_backend"]["XnnpackBackend"] > 1
     assert e["delegation"]["portable_ops"], "some YOLO ops stay on the portable kernels"
+
+
+def test_validate_on_real_images_catches_damaged_weights(mobilenet_run, tmp_path):
+    """Flipped weight bytes load and run silently wrong: only the comparison catches them."""
+    import shutil
+
+    from conftest import run_cli as run
+
+    _, out = mobilenet_run
+    d = tmp_path / "models"
+    (d / "mobilenet").mkdir(parents=True)
+    shutil.copy(out / "index.json", d)
+    for target in ("xnnpack", "coreml"):
+        shutil.copy(out / "mobilenet" / f"mobilenet_v3_small_{target}.pte", d / "mobilenet")
+    shutil.copy(out / "mobilenet" / "mobilenet_v3_small_xnnpack.pte", d / "mobilenet" / "damaged.pte")
+    manifest = json.loads((d / "index.json").read_text())
+    entry = next(m for m in manifest["models"] if m["target"] == "xnnpack")
+    manifest["models"].append({**entry, "name": "damaged.pte", "file": "mobilenet/damaged.pte", "remoteUrl": "mobilenet/damaged.pte"})
+    (d / "index.json").write_text(json.dumps(manifest))
+    damaged = bytearray((d / "mobilenet" / "damaged.pte").read_bytes())
+    start = int(len(damaged) * 0.6)
+    for i in range(start, start + 4096):
+        damaged[i] ^= 0xFF
+    (d / "mobilenet" / "damaged.pte").write_bytes(bytes(damaged))
+
+    proc = run("validate", "--models-dir", d, "--output-file", d / "report.json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    files = {f["file"]: f for f in json.loads((d / "report.json").read_text())["files"]}
+    assert files["mobilenet/damaged.pte"]["status"] == "MISMATCH"
+    good = files["mobilenet/mobilenet_v3_small_xnnpack.pte"]
+    assert good["status"] == "VERIFIED" and good["agreement"] == 1.0
+    assert [i["image"] for i in good["images"]] == ["bus.jpg", "zidane.jpg"]
+    assert len(good["images"][0]["top5"]) == 5 and good["images"][0]["top5"][0]["name"]
+    assert good["images"][0]["inference_ms"] > 0
+    assert files["mobilenet/mobilenet_v3_small_coreml.pte"]["status"] == "NOT_RUNNABLE_HERE"
+
+
+def test_validate_yolo_detections_on_real_images(yolo_run):
+    _, out = yolo_run
+    proc = run_cli("validate", "--models-dir", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [f] = json.loads((out / "validation_report.json").read_text())["files"]
+    assert f["status"] == "VERIFIED" and f["agreement"] >= 0.9
+    bus = f["images"][0]
+    assert bus["image"] == "bus.jpg" and bus["eager_detections"] == len(bus["detections"])
+    det = bus["detections"][0]
+    assert set(det) == {"box", "score", "class", "name"} and det["score"] > 0.25
+    x1, y1, x2, y2 = det["box"]
+    assert 0 <= x1 <= x2 <= 810 and 0 <= y1 <= y2 <= 1080, "boxes are in the original image's pixels"

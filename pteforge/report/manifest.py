@@ -81,6 +81,9 @@ class Manifest(BaseModel):
     generated: str
     baseUrl: str = ""
     models: list[ModelEntry] = Field(default_factory=list)
+    # Artifacts kept on disk whose proof failed (MISMATCH): out of `models`, so an app
+    # that reads `models` never picks one.
+    failed: list[ModelEntry] = Field(default_factory=list)
     labels: list[LabelsEntry] = Field(default_factory=list)
     backends: dict[str, BackendEntry] = Field(default_factory=dict)
 
@@ -128,8 +131,11 @@ def merge(
     with lock_for(out_dir):
         current = load_manifest(path) or Manifest(generated=now())
         by_name = {m.name: m for m in current.models}
+        failed = {m.name: m for m in current.failed}
         for entry in entries:
-            by_name[entry.name] = entry
+            good = entry.status != "MISMATCH"
+            (by_name if good else failed)[entry.name] = entry
+            (failed if good else by_name).pop(entry.name, None)
         label_map = {lab.name: lab for lab in current.labels}
         label_map.update({lab.name: lab for lab in labels})
         merged = Manifest(
@@ -137,6 +143,7 @@ def merge(
             generated=now(),
             baseUrl=base_url if base_url is not None else current.baseUrl,
             models=sorted(by_name.values(), key=lambda m: (m.category, m.modelName, m.name)),
+            failed=sorted(failed.values(), key=lambda m: (m.category, m.modelName, m.name)),
             labels=sorted(label_map.values(), key=lambda lab: lab.name),
             backends={**current.backends, **backends},
         )

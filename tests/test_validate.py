@@ -1,0 +1,149 @@
+"""validate: real runtime in a child process, real files (good, damaged, foreign), real images."""
+
+import copy
+import json
+import os
+import signal
+import threading
+
+import pytest
+import torch
+from test_cli import TINY, cli
+
+from pteforge.errors import ExitStatus
+from pteforge.isolate import ChildCrashed, IsolatedRuntime
+from pteforge.vision import Detection, decode_yolo, detection_input, matched_fraction, shipped_images
+
+
+@pytest.fixture(scope="module")
+def tiny_out(tmp_path_factory):
+    from pteforge.cli import main
+
+    out = tmp_path_factory.mktemp("tiny")
+    assert main([*TINY, "--backends", "xnnpack", "portable", "coreml", "--bundle", "--out", str(out)]) == 0
+    return out
+
+
+def report(path):
+    data = json.loads(path.read_text())
+    return {f["file"]: f for f in data["files"]}
+
+
+def test_validate_runs_every_artifact_and_compares_with_eager(capsys, tiny_out):
+    code, stdout, _ = cli(capsys, "validate", "--models-dir", tiny_out)
+    assert code == ExitStatus.OK, stdout
+    files = report(tiny_out / "validation_report.json")
+    assert files["custom/tiny_xnnpack.pte"]["status"] == "VERIFIED"
+    assert files["custom/tiny_xnnpack.pte"]["sqnr_db"] > 40
+    assert files["custom/tiny_portable.pte"]["status"] == "VERIFIED"
+    assert files["custom/tiny_coreml.pte"]["status"] == "NOT_RUNNABLE_HERE"
+    assert files["custom/tiny_coreml.pte"]["reason"] == "CoreMLBackend is not registered in this runtime"
+    assert files["custom/tiny_xnnpack.bpte"]["status"] == "VERIFIED"
+    assert "bundled test case(s) matched" in files["custom/tiny_xnnpack.bpte"]["reason"]
+    assert "Validation on real images" in stdout
+
+
+def test_bad_files_are_one_line_each_and_the_rest_is_validated(capsys, tiny_out, tmp_path):
+    import shutil
+
+    d = tmp_path / "models"
+    shutil.copytree(tiny_out, d)
+    good = (d / "custom" / "tiny_xnnpack.pte").read_bytes()
+    (d / "random.pte").write_bytes(os.urandom(4096))
+    (d / "truncated.pte").write_bytes(good[: len(good) // 3])
+    (d / "empty.pte").write_bytes(b"")
+    shutil.copy(d / "custom" / "tiny_xnnpack.bpte", d / "bundle_named.pte")
+    (d / "orphan.pte").write_bytes(good)  # no manifest entry: facts from the file itself
+    code, _, _ = cli(capsys, "validate", "--models-dir", d, "--output-file", d / "r.json")
+    assert code == ExitStatus.TARGETS_FAILED
+    files = report(d / "r.json")
+    expected = {
+        "random.pte": "not an ExecuTorch program",
+        "truncated.pte": "damaged ExecuTorch program",
+        "empty.pte": "the file is empty",
+        "bundle_named.pte": "bundled program (.bpte), not a .pte",
+    }
+    for name, needle in expected.items():
+        assert files[name]["status"] == "LOAD_FAILED" and needle in files[name]["reason"], files[name]
+        assert "\n" not in files[name]["reason"]
+    assert files["orphan.pte"]["status"] == "NOT_VERIFIED"
+    assert files["orphan.pte"]["delegates"] == ["XnnpackBackend"] * len(files["orphan.pte"]["delegates"])
+    assert files["custom/tiny_xnnpack.pte"]["status"] == "VERIFIED"
+
+
+@pytest.fixture(scope="module")
+def many_inputs(tiny_out):
+    """Enough runs of a real program that a kill lands mid-request."""
+    path = tiny_out / "many.pt"
+    torch.save([[torch.rand(1, 3, 16, 16)] for _ in range(30_000)], path)
+    return path
+
+
+def _slow_request(child, tiny_out, many_inputs):
+    return child.request("run", path=str(tiny_out / "custom" / "tiny_portable.pte"),
+                         inputs=str(many_inputs), outputs=str(tiny_out / "many.out.pt"))
+
+
+def test_a_crash_in_the_child_is_that_request_only(tiny_out, many_inputs):
+    with IsolatedRuntime(timeout=120) as child:
+        assert child.request("registered")["ok"]
+        timer = threading.Timer(1.0, os.kill, (child.proc.pid, signal.SIGSEGV))
+        timer.start()
+        with pytest.raises(ChildCrashed, match="killed by SIGSEGV"):
+            _slow_request(child, tiny_out, many_inputs)
+        timer.join()
+        assert child.request("inspect", path=str(tiny_out / "custom" / "tiny_portable.pte"))["ok"]
+
+
+def test_a_hang_past_the_timeout_is_killed(tiny_out, many_inputs):
+    with IsolatedRuntime(timeout=120) as child:
+        child.request("registered")
+        child.timeout = 1
+        with pytest.raises(ChildCrashed, match="timed out after 1 s"):
+            _slow_request(child, tiny_out, many_inputs)
+        child.timeout = 120
+        assert child.request("registered")["ok"]
+
+
+def _seeded_yolo():
+    """yolo11n with seeded weights whose class head gives spread, untied scores
+    (random weights saturate every score at 1.0, and then any box order is right)."""
+    from ultralytics import YOLO
+    from ultralytics.nn.modules import Detect
+
+    from pteforge.models.catalog import build_catalog
+    from pteforge.models.synthetic import make_inputs
+    from pteforge.models.weights import recalibrate_batchnorm
+
+    torch.manual_seed(0)
+    yolo = YOLO("yolo11n.yaml")
+    spec = build_catalog().get("yolo11n")
+    recalibrate_batchnorm(yolo.model, lambda i: make_inputs(spec, i, batch=2))
+    head = next(m for m in yolo.model.modules() if isinstance(m, Detect))
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for branch in head.cv3:
+            conv = branch[-1]
+            conv.weight.copy_(torch.randn(conv.weight.shape, generator=g) * 0.0005)
+            conv.bias.copy_(torch.randn(conv.bias.shape, generator=g) - 3)
+    return yolo.eval() if hasattr(yolo, "eval") else yolo
+
+
+@pytest.mark.slow
+def test_yolo_decoding_agrees_with_ultralytics_predictor():
+    from pteforge.models.ultralytics_models import to_export_mode
+
+    yolo = _seeded_yolo()
+    ours = to_export_mode(copy.deepcopy(yolo.model))
+    bus = next(p for p in shipped_images() if p.name == "bus.jpg")
+    conf = 0.44
+    result = yolo.predict(str(bus), conf=conf, iou=0.45, imgsz=640, rect=False, verbose=False)[0]
+    theirs = [Detection(tuple(b.tolist()), float(s), int(c))
+              for b, s, c in zip(result.boxes.xyxy, result.boxes.conf, result.boxes.cls)]
+    x, lb = detection_input(bus, 640)
+    with torch.no_grad():
+        mine = decode_yolo(ours(x), lb, conf=conf)
+    assert 5 <= len(theirs) < 300, "the test needs a handful of distinct boxes"
+    assert len(mine) == len(theirs)
+    assert matched_fraction(theirs, mine, iou=0.99) == 1.0
+    assert [d.cls for d in mine] == [d.cls for d in theirs]
