@@ -253,3 +253,38 @@ def test_mismatch_is_kept_marked_failed_and_never_replaces_a_good_artifact(capsy
     [bad] = manifest["failed"]  # kept, marked failed, out of the list an app reads
     assert bad["status"] == "MISMATCH" and bad["verification"]["passed"] is False
     assert bad["verification"]["threshold_sqnr_db"] == 500
+
+
+def test_same_seed_same_artifact(capsys, tmp_path):
+    hashes = []
+    for run in ("a", "b"):
+        out = tmp_path / run
+        assert cli(capsys, *TINY, "--backends", "xnnpack", "--seed", "7", "--out", out)[0] == ExitStatus.OK
+        hashes.append(json.loads((out / "index.json").read_text())["models"][0]["hash"])
+    assert hashes[0] == hashes[1]
+    out = tmp_path / "c"
+    assert cli(capsys, *TINY, "--backends", "xnnpack", "--seed", "8", "--out", out)[0] == ExitStatus.OK
+    assert json.loads((out / "index.json").read_text())["models"][0]["hash"] != hashes[0]
+
+
+def test_pt2_model_file(capsys, out, tmp_path):
+    import torch
+
+    import tiny_models
+
+    pt2 = tmp_path / "exported_tiny.pt2"
+    torch.export.save(torch.export.export(tiny_models.tiny().eval(), (torch.rand(1, 3, 16, 16),)), str(pt2))
+    code, stdout, err = cli(capsys, "export", "--model", pt2, "--backends", "xnnpack", "--out", out)
+    assert code == ExitStatus.OK, err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["name"] == "exported_tiny_xnnpack.pte" and e["status"] == "VERIFIED"
+    assert e["inputShapes"] == [[1, 3, 16, 16]] and e["source"] == str(pt2.resolve())
+
+
+def test_factory_with_several_inputs_and_dtypes(capsys, out):
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:two_inputs", "--input-shape", "2,5",
+                       "--input-dtype", "int64", "--input-shape", "1", "--input-dtype", "float32",
+                       "--weights", "none", "--backends", "portable", "--out", out)
+    assert code == ExitStatus.OK, err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["inputShapes"] == [[2, 5], [1]] and e["status"] == "VERIFIED"
