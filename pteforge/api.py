@@ -10,7 +10,7 @@ from typing import Protocol
 
 from .backends import Availability, availability, default_registry
 from .backends.base import Check
-from .errors import CaptureError, NoBackendError, UsageError
+from .errors import CaptureError, NoBackendError, PteforgeError, UsageError
 from .registry import Registry
 from .result import Record, Status
 from .spec import ExportConfig, ModelSpec, Target, TargetRequest
@@ -135,6 +135,18 @@ class RunResult:
         return not self.unavailable and all(r.status.ok for r in self.records)
 
 
+# The status a row ends in when its worker dies during a stage.
+_CRASH_STATUS = {
+    "load": Status.LOWER_FAILED,
+    "quantize": Status.QUANTIZE_FAILED,
+    "lower": Status.LOWER_FAILED,
+    "serialize": Status.LOWER_FAILED,
+    "verify": Status.RUN_FAILED,
+    "write": Status.WRITE_FAILED,
+    "bundle": Status.WRITE_FAILED,
+}
+
+
 def export(
     models: list[ModelSpec],
     plan: TargetPlan,
@@ -142,18 +154,19 @@ def export(
     reporter: Reporter | None = None,
     write_labels: bool = False,
 ) -> RunResult:
-    """Capture each model once and lower it for every target; merge the manifest per model.
+    """Capture each model once and lower it for every target, each job in a worker process.
 
     A model that cannot be captured fails its rows (CAPTURE_FAILED) and the run goes
-    on; each model's results land in the manifest as soon as it is done, so an
-    interrupted run keeps what finished.
+    on; a worker that crashes or hangs fails its row with the signal or the timeout.
+    Every finished row is merged into the manifest at once, so an interrupted or
+    killed run keeps what finished.
     """
-    from .io import check_output_dir
-    from .pipeline import export_target
-    from .report.entries import labels_entries, manifest_entries, write_label_files
-    from .report.manifest import MANIFEST_NAME, BackendEntry, load_manifest, merge
-    from .runtime import registered_backends
-    from .stages.capture import capture
+    import os
+    import uuid
+
+    from .io import RUN_ID_ENV, check_output_dir, remove_run_temporaries
+    from .report.manifest import MANIFEST_NAME, load_manifest
+    from .workers import Job, WorkerPool, default_size
 
     reporter = reporter or SilentReporter()
     out = Path(config.out_dir)
@@ -163,44 +176,116 @@ def export(
     label_kinds = {m.labels for m in models if m.labels}
     if write_labels:
         label_kinds |= {"imagenet", "coco"}
-    labels = write_label_files(out, sorted(label_kinds))
+    from .report.entries import write_label_files
 
-    registry = default_registry()
-    records: list[Record] = []
-    manifest_path = out / MANIFEST_NAME if (models or labels) else None
+    labels = write_label_files(out, sorted(label_kinds))
+    sink = _ManifestSink(out, config, labels)
     if labels and not models:
-        merge(out, [], labels_entries(labels), {}, config.base_url)
-    for index, spec in enumerate(models, 1):
-        reporter.model_started(spec, index, len(models))
-        model_records: list[Record] = []
-        with tempfile.TemporaryDirectory(prefix="pteforge-") as work:
-            reporter.stage(spec.name, None, "capture")
-            try:
-                cap = capture(spec, config, Path(work))
-            except CaptureError as exc:
+        sink.merge([], None)
+
+    run_id = uuid.uuid4().hex[:12]
+    os.environ[RUN_ID_ENV] = run_id  # temp-file names of this run; workers inherit it
+    stages: dict[str, str] = {}
+    names: dict[str, tuple[str, str | None]] = {}
+
+    def on_stage(key: str, stage: str) -> None:
+        stages[key] = stage
+        reporter.stage(*names[key], stage)
+
+    records: list[Record] = []
+    size = config.jobs or default_size(len(plan.targets))
+    try:
+        with WorkerPool(size, quiet=not config.debug, on_stage=on_stage) as pool, tempfile.TemporaryDirectory(
+            prefix="pteforge-"
+        ) as work:
+            for index, spec in enumerate(models, 1):
+                reporter.model_started(spec, index, len(models))
+                key = f"{spec.name}/capture"
+                names[key] = (spec.name, None)
+                reporter.stage(spec.name, None, "capture")
+                job = Job(key, "pteforge.stages.capture:capture", (spec, config, Path(work) / spec.name), timeout=config.timeout)
+                [outcome] = list(pool.run([job]))
+                if not outcome.ok:
+                    if outcome.error is not None and not isinstance(outcome.error, CaptureError):
+                        if isinstance(outcome.error, PteforgeError):
+                            raise outcome.error  # weights, model or output: the user must act first
+                        _debug_traceback(config, outcome)
+                    reason, fix = _failure_text(outcome)
+                    for target in plan.targets:
+                        rec = _row(spec, target, Status.CAPTURE_FAILED, reason, fix)
+                        records.append(rec)
+                        reporter.record(rec)
+                    continue
+                cap = outcome.value
+                jobs = []
                 for target in plan.targets:
-                    rec = _row(spec, target, Status.CAPTURE_FAILED, str(exc), exc.fix)
-                    model_records.append(rec)
+                    key = f"{spec.name}/{target.name}"
+                    names[key] = (spec.name, target.name)
+                    jobs.append(Job(key, "pteforge.pipeline:export_target", (cap, spec, target, config), timeout=config.timeout))
+                by_key = {j.key: t for j, t in zip(jobs, plan.targets)}
+                done: dict[str, Record] = {}
+                for outcome in pool.run(jobs):
+                    target = by_key[outcome.job.key]
+                    if outcome.ok:
+                        rec = outcome.value
+                    elif isinstance(outcome.error, PteforgeError):
+                        raise outcome.error  # e.g. the disk is full: stop, keep what finished
+                    else:
+                        _debug_traceback(config, outcome)
+                        status = _CRASH_STATUS.get(stages.get(outcome.job.key, "lower"), Status.LOWER_FAILED)
+                        rec = _row(spec, target, status, *_failure_text(outcome))
+                    rec.timings = {**{f"model_{k}": round(v, 3) for k, v in cap.timings.items()}, **rec.timings}
+                    done[outcome.job.key] = rec
                     reporter.record(rec)
-                records.extend(model_records)
-                continue
-            for target in plan.targets:
-                rec = export_target(
-                    cap, spec, target, config, registered_backends(),
-                    on_stage=lambda stage, t=target: reporter.stage(spec.name, t.name, stage),
-                )
-                rec.timings = {**{f"model_{k}": round(v, 3) for k, v in cap.timings.items()}, **rec.timings}
-                model_records.append(rec)
-                reporter.record(rec)
-        records.extend(model_records)
-        used = {b for r in model_records for b in r.backends}
-        entries = manifest_entries(model_records, spec, out, config, labels, versions(used))
+                    sink.merge([rec], spec)
+                records.extend(done[j.key] for j in jobs)
+    except BaseException:
+        remove_run_temporaries(out, run_id)
+        raise
+    return RunResult(records, plan.unavailable, sink.path if (models or labels) else None)
+
+
+class _ManifestSink:
+    """Merges finished rows into ``<out>/index.json`` as they come."""
+
+    def __init__(self, out: Path, config: ExportConfig, labels):
+        from .report.manifest import MANIFEST_NAME
+
+        self.out, self.config, self.labels = out, config, labels
+        self.path = out / MANIFEST_NAME
+
+    def merge(self, records: list[Record], spec: ModelSpec | None) -> None:
+        from .report.entries import labels_entries, manifest_entries
+        from .report.manifest import BackendEntry, merge
+
+        registry = default_registry()
+        entries = (
+            manifest_entries(records, spec, self.out, self.config, self.labels, versions({b for r in records for b in r.backends}))
+            if spec else []
+        )
         backend_entries = {
-            registry.get(b).manifest_name(): BackendEntry(description=registry.get(b).description)
-            for r in model_records if r.artifact for b in r.backends[:1]
+            registry.get(r.backends[0]).manifest_name(): BackendEntry(description=registry.get(r.backends[0]).description)
+            for r in records if r.artifact
         }
-        merge(out, entries, labels_entries(labels), backend_entries, config.base_url)
-    return RunResult(records, plan.unavailable, manifest_path)
+        merge(self.out, entries, labels_entries(self.labels), backend_entries, self.config.base_url)
+
+
+def _failure_text(outcome) -> tuple[str, str | None]:
+    if outcome.crash:
+        return outcome.crash, "the native code crashed or hung: try another backend, or --timeout for slow lowering"
+    exc = outcome.error
+    if isinstance(exc, PteforgeError):
+        return str(exc), exc.fix
+    from .pipeline import one_line
+
+    return one_line(exc), None
+
+
+def _debug_traceback(config: ExportConfig, outcome) -> None:
+    if config.debug and outcome.traceback:
+        import sys
+
+        print(outcome.traceback, file=sys.stderr)
 
 
 def _row(spec: ModelSpec, target: Target, status: Status, reason: str, fix: str | None) -> Record:

@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--calibration-samples", type=int, default=8, metavar="N",
                      help="inputs used to calibrate quantized targets (default 8)")
     out.add_argument("--base-url", default=None, metavar="URL", help="make remoteUrl absolute under URL")
+    out.add_argument("--timeout", type=float, default=1200.0, metavar="S",
+                     help="seconds per model capture and per target before its worker is killed (default 1200)")
+    out.add_argument("--jobs", type=int, default=None, metavar="N",
+                     help="worker processes (default: one per core)")
     out.add_argument("--bundle", action="store_true",
                      help="also write a BundledProgram (.bpte) with verification inputs and expected outputs")
     ex.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -172,8 +176,11 @@ def _selected_models(args) -> list:
 def _cmd_export(args, ui, debug: bool) -> int:
     from .errors import UsageError
 
-    if args.verify_inputs < 0 or args.calibration_samples < 1:
-        raise UsageError("--verify-inputs must be >= 0 and --calibration-samples >= 1", fix="give a positive number")
+    if args.verify_inputs < 0 or args.calibration_samples < 1 or args.timeout <= 0 or (args.jobs is not None and args.jobs < 1):
+        raise UsageError(
+            "--verify-inputs must be >= 0; --calibration-samples, --timeout and --jobs must be positive",
+            fix="give a positive number",
+        )
     models = _selected_models(args)
     from .api import export, plan_targets
     from .spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig
@@ -198,6 +205,8 @@ def _cmd_export(args, ui, debug: bool) -> int:
         labels=args.labels,
         base_url=args.base_url,
         bundle=args.bundle,
+        timeout=args.timeout,
+        jobs=args.jobs,
         debug=debug,
     )
     from .api import TargetPlan

@@ -11,13 +11,33 @@ from pathlib import Path
 from .errors import OutputError
 
 
+RUN_ID_ENV = "PTEFORGE_RUN_ID"
+
+
+@contextlib.contextmanager
+def check_writable_tmp(directory: Path):
+    """Map a failed write in pteforge's scratch space to one OutputError line."""
+    try:
+        yield
+    except OSError as exc:
+        raise _output_error(Path(directory), exc) from None
+
+
+def remove_run_temporaries(out: Path, run_id: str) -> None:
+    """Delete the temporary files a killed worker of this run left behind."""
+    for tmp in Path(out).rglob(f".*.{run_id}.*.tmp"):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
 def write_atomic(path: Path, data: bytes | str) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never a mix."""
     path = Path(path)
     payload = data.encode() if isinstance(data, str) else data
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        run_id = os.environ.get(RUN_ID_ENV, "x")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{run_id}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise _output_error(path, exc) from None
     try:

@@ -36,7 +36,7 @@ def export_target(
     spec: ModelSpec,
     target: Target,
     config: ExportConfig,
-    registered: frozenset[str],
+    registered: frozenset[str] | None = None,
     on_stage: StageCallback | None = None,
 ) -> Record:
     import torch
@@ -45,6 +45,10 @@ def export_target(
     from .stages.quantize import quantize
     from .stages.verify import run_program, verify_outputs
 
+    if registered is None:
+        from .runtime import registered_backends
+
+        registered = registered_backends()
     registry = default_registry()
     chain = [registry.get(name) for name in target.backends]
     primary = chain[0]

@@ -169,5 +169,7 @@ class ExportConfig:
     labels: bool = False
     base_url: str | None = None
     bundle: bool = False  # also write a BundledProgram (.bpte) with inputs and expected outputs
+    timeout: float = 1200.0  # seconds per (model, target) job before its worker is killed
+    jobs: int | None = None  # worker processes (default: one per core, at most one per target)
     debug: bool = False
     extra: dict = field(default_factory=dict)

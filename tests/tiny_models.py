@@ -1,5 +1,7 @@
 """Tiny models for fast tests: real torch modules, exported and lowered for real."""
 
+import os
+
 import torch
 
 
@@ -12,6 +14,10 @@ class TinyNet(torch.nn.Module):
         self.fc = torch.nn.Linear(8, 10)
 
     def forward(self, x):
+        log = os.environ.get("TINY_TRACE_LOG")
+        if log and isinstance(x, torch._subclasses.fake_tensor.FakeTensor):
+            with open(log, "a") as f:  # one line per symbolic trace (torch.export)
+                f.write(f"{os.getpid()}\n")
         y = torch.relu(self.conv(x))
         y = torch.nn.functional.adaptive_avg_pool2d(y, 1).flatten(1)
         return self.fc(y)
@@ -41,7 +47,39 @@ class TwoInputs(torch.nn.Module):
 
 
 def tiny():
+    if os.environ.get("TINY_BREAK"):  # same name, a model torch.export cannot capture
+        return DataDependent()
     return TinyNet()
+
+
+class Crash(torch.nn.Module):
+    """Kills the process that runs it (as native code can), or hangs."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        import signal
+        import time
+
+        if self.how == "hang":
+            time.sleep(3600)
+        os.kill(os.getpid(), getattr(signal, self.how))
+        return self.fc(x)
+
+
+def segfaults():
+    return Crash("SIGSEGV")
+
+
+def sigkills():
+    return Crash("SIGKILL")
+
+
+def hangs():
+    return Crash("hang")
 
 
 def data_dependent():

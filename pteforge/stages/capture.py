@@ -58,9 +58,11 @@ def reference_inputs(spec: ModelSpec, config: ExportConfig) -> list[tuple]:
     return [make_inputs(spec, config.seed + i) for i in range(1 + max(config.verify_inputs, 0))]
 
 
-def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None) -> Capture:
+def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, on_stage=None) -> Capture:
     """Export ``spec`` once; save the program and the eager reference outputs."""
     import torch
+
+    from ..io import check_writable_tmp
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -82,11 +84,13 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None) -
         outputs = [flatten_outputs(model(*x)) for x in inputs]
     timings["reference"] = time.perf_counter() - t0
 
+    work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     pt2 = work_dir / f"{spec.name}.pt2"
     ref = work_dir / f"{spec.name}.reference.pt"
-    torch.export.save(exported, str(pt2))
-    torch.save({"inputs": [list(x) for x in inputs], "outputs": outputs}, ref)
+    with check_writable_tmp(work_dir):
+        torch.export.save(exported, str(pt2))
+        torch.save({"inputs": [list(x) for x in inputs], "outputs": outputs}, ref)
     return Capture(spec.name, str(pt2), str(ref), timings)
 
 

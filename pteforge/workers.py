@@ -1,0 +1,216 @@
+"""Long-lived worker processes that may die: a crash or a hang is one job's failure.
+
+Lowering and running ExecuTorch programs is native code: a segfault, an abort, a
+hang or running out of memory must end one (model, target) row, not the run. Each
+worker imports torch and ExecuTorch once and serves many jobs; a worker that dies or
+overruns its job's deadline is killed and replaced, and its job fails with the
+signal or the timeout. Workers ignore Ctrl-C (the parent ends them) and die with
+the parent (PR_SET_PDEATHSIG), so a killed run leaves no orphan writing files.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from typing import Any
+
+from .isolate import describe_exit
+
+
+@dataclass
+class Job:
+    key: str
+    fn: str  # "package.module:function"
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    timeout: float = 1200.0
+
+
+@dataclass
+class Outcome:
+    job: Job
+    value: Any = None
+    error: BaseException | None = None  # raised by the job (re-raised domain errors keep their type)
+    crash: str | None = None  # the worker died or was killed: "killed by SIGSEGV", "timed out after 30 s"
+    traceback: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.crash is None
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    # Forked from the fork server: take the parent's environment as it is now, plus
+    # what the preloaded libraries set for themselves when the fork server imported them.
+    for key in [k for k in os.environ if k not in env and k not in PRELOAD_ENV]:
+        del os.environ[key]
+    os.environ.update(env)
+    if quiet:
+        import logging
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        logging.basicConfig(level=logging.WARNING)
+        logging.getLogger().setLevel(logging.WARNING)
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        module, _, name = job.fn.partition(":")
+        fn = getattr(importlib.import_module(module), name)
+
+        def stage(stage_name: str, key=job.key) -> None:
+            conn.send(("stage", key, stage_name))
+
+        try:
+            value = fn(*job.args, on_stage=stage, **job.kwargs)
+            conn.send(("ok", job.key, value))
+        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+            tb = traceback.format_exc()
+            try:
+                conn.send(("error", job.key, exc, tb))
+            except Exception:  # an unpicklable exception: send its text
+                conn.send(("error", job.key, RuntimeError(f"{type(exc).__name__}: {exc}"), tb))
+
+
+class _Worker:
+    def __init__(self, ctx, quiet: bool):
+        parent, child = ctx.Pipe()
+        self.conn = parent
+        self.proc = ctx.Process(target=_worker_main, args=(child, quiet, dict(os.environ)), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job: Job | None = None
+        self.deadline = 0.0
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=10)
+        self.conn.close()
+
+
+class WorkerPool:
+    """Run jobs on ``size`` worker processes; yield each job's Outcome as it finishes."""
+
+    def __init__(self, size: int = 1, quiet: bool = True, on_stage: Callable[[str, str], None] | None = None):
+        self.size = max(1, size)
+        self.quiet = quiet
+        self.on_stage = on_stage or (lambda key, stage: None)
+        self.ctx = _context()
+        self.idle: list[_Worker] = []
+        self.busy: list[_Worker] = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        for w in self.idle:
+            try:
+                w.conn.send(None)
+            except OSError:
+                pass
+        for w in self.idle:
+            w.proc.join(timeout=5)
+            w.kill()
+        for w in self.busy:
+            w.kill()
+        self.idle, self.busy = [], []
+
+    def _worker(self) -> _Worker:
+        return self.idle.pop() if self.idle else _Worker(self.ctx, self.quiet)
+
+    def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
+        pending = deque(jobs)
+        while pending or self.busy:
+            while pending and len(self.busy) < self.size:
+                job = pending.popleft()
+                w = self._worker()
+                w.job, w.deadline = job, time.monotonic() + job.timeout
+                try:
+                    w.conn.send(job)
+                except (OSError, BrokenPipeError):
+                    w.kill()
+                    pending.appendleft(job)
+                    continue
+                self.busy.append(w)
+            now = time.monotonic()
+            timeout = max(0.0, min(w.deadline for w in self.busy) - now) if self.busy else None
+            ready = wait([w.conn for w in self.busy] + [w.proc.sentinel for w in self.busy], timeout=timeout)
+            for w in list(self.busy):
+                outcome = self._poll(w, ready)
+                if outcome is not None:
+                    yield outcome
+
+    def _poll(self, w: _Worker, ready) -> Outcome | None:
+        job = w.job
+        assert job is not None
+        if w.conn in ready:
+            try:
+                while w.conn.poll():
+                    msg = w.conn.recv()
+                    if msg[0] == "stage":
+                        self.on_stage(msg[1], msg[2])
+                        continue
+                    self.busy.remove(w)
+                    w.job = None
+                    self.idle.append(w)
+                    if msg[0] == "ok":
+                        return Outcome(job, value=msg[2])
+                    return Outcome(job, error=msg[2], traceback=msg[3])
+            except (EOFError, OSError):
+                pass  # the worker died mid-message: handled below
+        if not w.proc.is_alive() or w.proc.sentinel in ready:
+            w.proc.join(timeout=5)
+            code = w.proc.exitcode
+            self.busy.remove(w)
+            w.kill()
+            return Outcome(job, crash=f"the worker process {describe_exit(code)}")
+        if time.monotonic() >= w.deadline:
+            self.busy.remove(w)
+            w.kill()
+            return Outcome(job, crash=f"timed out after {job.timeout:.0f} s (--timeout)")
+        return None
+
+
+# Imported once by the fork server; every worker forks from it with them loaded
+# (``import executorch.runtime`` alone costs ~10 s).
+# Set by ExecuTorch's pybindings at import so its OpenVINO backend finds libopenvino_c.
+PRELOAD_ENV = ("OPENVINO_LIB_PATH",)
+PRELOAD = ["torch", "executorch.exir", "executorch.runtime", "pteforge.pipeline", "pteforge.stages.capture"]
+
+
+def _context():
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def default_size(jobs: int) -> int:
+    return max(1, min(jobs, os.cpu_count() or 1))
