@@ -236,8 +236,8 @@ def export(
                         rec = _row(spec, target, status, *_failure_text(outcome))
                     rec.timings = {**{f"model_{k}": round(v, 3) for k, v in cap.timings.items()}, **rec.timings}
                     done[outcome.job.key] = rec
+                    sink.merge([rec], spec)  # on disk before it is reported
                     reporter.record(rec)
-                    sink.merge([rec], spec)
                 records.extend(done[j.key] for j in jobs)
     except BaseException:
         remove_run_temporaries(out, run_id)

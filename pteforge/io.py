@@ -15,12 +15,29 @@ RUN_ID_ENV = "PTEFORGE_RUN_ID"
 
 
 @contextlib.contextmanager
-def check_writable_tmp(directory: Path):
-    """Map a failed write in pteforge's scratch space to one OutputError line."""
+def check_writable_tmp(directory: Path, probe_bytes: int = 4 << 20):
+    """Map a failed write in pteforge's scratch space to one OutputError line.
+
+    torch's serializers report a short write as ``RuntimeError: unexpected pos``;
+    a probe write tells a full disk (or file-size limit) from any other error.
+    """
     try:
         yield
     except OSError as exc:
         raise _output_error(Path(directory), exc) from None
+    except RuntimeError:
+        probe = Path(directory) / f".pteforge-probe-{os.getpid()}"
+        try:
+            with open(probe, "wb") as f:
+                f.write(b"\0" * probe_bytes)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            raise _output_error(Path(directory), exc) from None
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+        raise
 
 
 def remove_run_temporaries(out: Path, run_id: str) -> None:

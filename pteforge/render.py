@@ -92,7 +92,11 @@ class Renderer:
             self.err.print(f"   • {u.target}: {u.check.reason}" + (f" — fix: {u.check.fix}" if u.check.fix else ""))
 
     def no_backend(self, exc) -> None:
-        self.unavailable(exc.plan, "No available backends from requested")
+        plan = exc.plan
+        self.error(f"No available backends from requested: {[u.target for u in plan.unavailable]}")
+        self.err.print(f"   Available backends: {plan.available_names}")
+        for u in plan.unavailable:
+            self.err.print(f"   • {u.target}: {u.check.reason}" + (f" — fix: {u.check.fix}" if u.check.fix else ""))
 
     def summary(self, result, models) -> None:
         by_model: dict[str, list[Record]] = {}

@@ -1,0 +1,373 @@
+"""Reliability: crashes, hangs, interrupts, kills, concurrent runs, untrusted and bad input."""
+
+import hashlib
+import json
+import os
+import pickle
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, TESTS
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_cli import TINY, cli, error_lines
+
+from pteforge.errors import ExitStatus, ManifestError
+from pteforge.isolate import ChildCrashed, IsolatedRuntime
+from pteforge.report.manifest import load_manifest
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def assert_manifest_matches_disk(out: Path) -> dict:
+    manifest = json.loads((out / "index.json").read_text())
+    for e in manifest["models"]:
+        f = out / e["file"]
+        assert f.exists() and sha(f) == e["hash"] and f.stat().st_size == e["size"], e["name"]
+    assert not list(out.rglob("*.tmp")), "no partial file left behind"
+    return manifest
+
+
+def popen_cli(*args, **kw):
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    return subprocess.Popen([sys.executable, str(ROOT / "main.py"), *map(str, args)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def wait_for_line(stream, needle: str, timeout: float = 600) -> list[str]:
+    seen, deadline = [], time.monotonic() + timeout
+    for line in stream:
+        seen.append(line)
+        if needle in line:
+            return seen
+        if time.monotonic() > deadline:
+            break
+    raise AssertionError(f"never saw {needle!r}: {''.join(seen)[-2000:]}")
+
+
+def children_of(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for k in map(int, kids):
+                if k not in found:
+                    found.add(k)
+                    todo.append(k)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+# ---- isolation ---------------------------------------------------------------------
+
+
+def test_worker_crashes_and_hangs_fail_their_rows_only(capsys, out):
+    code, stdout, err = cli(
+        capsys, "export",
+        "--model", "tiny_models:segfaults", "--model", "tiny_models:tiny", "--model", "tiny_models:sigkills",
+        "--model", "tiny_models:hangs", "--input-shape", "1,3,16,16", "--weights", "none",
+        "--backends", "xnnpack", "portable", "--timeout", "40", "--out", out,
+    )
+    assert code == ExitStatus.TARGETS_FAILED
+    assert "killed by SIGSEGV" in stdout and "killed by SIGKILL" in stdout and "timed out after 40 s" in stdout
+    assert stdout.count("CAPTURE_FAILED") == 6
+    manifest = assert_manifest_matches_disk(out)
+    assert {e["name"]: e["status"] for e in manifest["models"]} == {
+        "tiny_xnnpack.pte": "VERIFIED", "tiny_portable.pte": "VERIFIED"}
+
+
+def test_ctrl_c_stops_promptly_and_keeps_what_finished(tmp_path):
+    out = tmp_path / "out"
+    proc = popen_cli("export", "--mobilenet", "--weights", "none", "--backends", "portable", "xnnpack", "vulkan",
+                     "coreml", "--jobs", "1", "--out", out)
+    wait_for_line(proc.stderr, "✓ mobilenet_v3_small portable")
+    workers = children_of(proc.pid)
+    proc.send_signal(signal.SIGINT)
+    t0 = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 30, "Ctrl-C stops promptly"
+    assert proc.returncode == ExitStatus.INTERRUPTED
+    assert "interrupted" in err
+    manifest = assert_manifest_matches_disk(out)
+    assert "mobilenet_v3_small_portable.pte" in {e["name"] for e in manifest["models"]}
+    time.sleep(2)
+    assert not [p for p in workers if alive(p)], "workers are ended"
+
+
+def test_sigkill_of_the_parent_leaves_intact_results(tmp_path):
+    out = tmp_path / "out"
+    proc = popen_cli("export", "--mobilenet", "--weights", "none", "--backends", "portable", "xnnpack", "vulkan",
+                     "coreml", "--jobs", "1", "--out", out)
+    wait_for_line(proc.stderr, "✓ mobilenet_v3_small portable")
+    time.sleep(3)  # mid-way through the next target
+    workers = children_of(proc.pid)
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while [p for p in workers if alive(p)] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [p for p in workers if alive(p)], "workers die with the parent"
+    load_manifest(out / "index.json")  # parses and is our schema
+    manifest = assert_manifest_matches_disk(out)
+    assert manifest["models"], "what finished before the kill is listed"
+
+
+def test_two_runs_into_one_out_both_land(tmp_path):
+    out = tmp_path / "out"
+    a = popen_cli(*TINY, "--backends", "xnnpack", "--out", out)
+    b = popen_cli(*TINY, "--backends", "portable", "--out", out)
+    for p in (a, b):
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    manifest = assert_manifest_matches_disk(out)
+    assert {e["name"] for e in manifest["models"]} == {"tiny_xnnpack.pte", "tiny_portable.pte"}
+
+
+# ---- untrusted input ---------------------------------------------------------------
+
+
+class Payload:
+    def __reduce__(self):
+        return (os.system, (f"touch {os.environ['PTEFORGE_PAYLOAD_MARK']}",))
+
+
+def test_pickle_payload_is_refused_and_never_runs(capsys, out, tmp_path, monkeypatch):
+    mark = tmp_path / "pwned"
+    monkeypatch.setenv("PTEFORGE_PAYLOAD_MARK", str(mark))
+    evil = tmp_path / "weights.pt"
+    evil.write_bytes(pickle.dumps({"conv.weight": Payload()}))
+    code, _, err = cli(capsys, "--model", "tiny_models:tiny", "--input-shape", "1,3,16,16", "--weights", evil,
+                       "--backends", "portable", "--out", out)
+    assert code == ExitStatus.WEIGHTS
+    assert "refused to load" in error_lines(err)[0]
+    assert not mark.exists(), "nothing in the pickle ran"
+
+
+# ---- bad input everywhere else -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def earlier(tmp_path_factory):
+    """An output directory with a good artifact that no bad input may touch."""
+    from pteforge.cli import main
+
+    out = tmp_path_factory.mktemp("earlier")
+    assert main([*TINY, "--backends", "xnnpack", "--out", str(out)]) == 0
+    return out
+
+
+def snapshot(out: Path) -> dict:
+    return {str(p.relative_to(out)): sha(p) for p in out.rglob("*") if p.is_file() and not p.name.startswith(".")}
+
+
+def assert_intact(out: Path, before: dict) -> None:
+    """Every file that was there before is there, byte for byte (new files may appear)."""
+    now = snapshot(out)
+    assert {k: now.get(k) for k in before} == before
+
+
+M = ["--model", "tiny_models:tiny"]
+S = ["--input-shape", "1,3,16,16"]
+BAD_INPUTS = [
+    # (args, exit status, text the one error line holds)
+    (["export", "--yolo", "yolo12n"], ExitStatus.USAGE, "unknown model 'yolo12n'. Did you mean"),
+    (["export", "--mobilenet", "mobilenet_v4"], ExitStatus.USAGE, "unknown model 'mobilenet_v4'"),
+    (["export", "--mobilenet", "yolo11n"], ExitStatus.USAGE, "yolo11n is not a MobileNet"),
+    ([*M, *S, "--backends", "xnnpak"], ExitStatus.USAGE, "Did you mean 'xnnpack'?"),
+    ([*M, *S, "--backends", "vulcan"], ExitStatus.USAGE, "Did you mean 'vulkan'?"),
+    ([*M, *S, "--backends", "xnnpack:"], ExitStatus.USAGE, "malformed target 'xnnpack:'"),
+    ([*M, *S, "--backends", "xnnpack:int9"], ExitStatus.USAGE, "unknown precision 'int9'"),
+    ([*M, *S, "--backends", "xnnpack+xnnpack"], ExitStatus.USAGE, "names a backend twice"),
+    ([*M, *S, "--backends", "ethos-u55:fp16"], ExitStatus.USAGE, "ethos-u55 does not take precision fp16"),
+    ([*M, *S, "--backends", "coreml:int4-weight"], ExitStatus.USAGE, "coreml does not take precision int4-weight"),
+    ([*M, *S, "--backends", "qnn"], ExitStatus.NO_BACKEND, "No available backends from requested: ['qnn']"),
+    ([*M, "--input-shape", "1,3,x"], ExitStatus.USAGE, "malformed --input-shape '1,3,x'"),
+    ([*M, "--input-shape", "1,0,3"], ExitStatus.USAGE, "malformed --input-shape '1,0,3'"),
+    ([*M, *S, "--input-dtype", "complex64"], ExitStatus.USAGE, "unsupported --input-dtype 'complex64'"),
+    ([*M, *S, "--input-shape", "1,2", "--input-shape", "3", "--input-dtype", "int64", "--input-dtype", "int64"],
+     ExitStatus.USAGE, "one per --input-shape"),
+    (["export", *S], ExitStatus.USAGE, "--input-shape and --input-dtype apply to --model"),
+    (["--model", "tiny_models:tiny"], ExitStatus.USAGE, "needs its input shape"),
+    (["--model", "tiny_models", *S], ExitStatus.USAGE, "malformed --model 'tiny_models'"),
+    (["--model", "nope.nothing:f", *S], ExitStatus.MODEL, "cannot import 'nope.nothing'"),
+    (["--model", "tiny_models:absent", *S], ExitStatus.MODEL, "has no callable 'absent'"),
+    (["--model", "tiny_models:raises", *S], ExitStatus.MODEL, "raised RuntimeError"),
+    (["--model", "tiny_models:not_a_module", *S], ExitStatus.MODEL, "returned dict, not a torch.nn.Module"),
+    (["--model", "missing.pt2"], ExitStatus.USAGE, "model file 'missing.pt2' does not exist"),
+    ([*M, *S, "--weights", "/no/such/weights.pt"], ExitStatus.USAGE, "--weights /no/such/weights.pt: no such file"),
+    ([*M, *S, "--verify-inputs", "-1"], ExitStatus.USAGE, "--verify-inputs must be >= 0"),
+    ([*M, *S, "--calibration-samples", "0"], ExitStatus.USAGE, "must be positive"),
+    ([*M, *S, "--timeout", "0"], ExitStatus.USAGE, "must be positive"),
+    (["validate", "--models-dir", "/no/such/dir"], ExitStatus.USAGE, "is not a directory"),
+]
+
+
+@pytest.mark.parametrize("args, status, needle", BAD_INPUTS, ids=[" ".join(map(str, a[0]))[:60] for a in BAD_INPUTS])
+def test_bad_input_table(capsys, earlier, args, status, needle):
+    before = snapshot(earlier)
+    extra = [] if args[0] == "validate" else ["--out", earlier]
+    code, stdout, err = cli(capsys, *args, *extra)
+    assert code == status, err + stdout
+    lines = error_lines(err)
+    assert len(lines) == 1 and needle in lines[0], err
+    assert "Traceback" not in err + stdout
+    assert_intact(earlier, before)
+
+
+def write_bad_file(tmp_path, kind):
+    if kind == "bad-pt2":
+        p = tmp_path / "model.pt2"
+        p.write_bytes(b"PK\x03\x04 not really a zip")
+    elif kind == "garbage-weights":
+        p = tmp_path / "weights.pt"
+        p.write_bytes(os.urandom(256))
+    elif kind == "wrong-weights":
+        import torch
+
+        p = tmp_path / "weights.pt"
+        torch.save({"something.else": torch.zeros(3)}, p)
+    return p
+
+
+@pytest.mark.parametrize(
+    "kind, args, status, needle",
+    [
+        ("bad-pt2", lambda p: ["--model", p], ExitStatus.MODEL, "is not a torch.export program"),
+        ("garbage-weights", lambda p: [*M, *S, "--weights", p], ExitStatus.WEIGHTS, "weights.pt"),
+        ("wrong-weights", lambda p: [*M, *S, "--weights", p], ExitStatus.WEIGHTS, "does not match the model"),
+    ],
+)
+def test_bad_files(capsys, earlier, tmp_path, kind, args, status, needle):
+    before = snapshot(earlier)
+    code, _, err = cli(capsys, *args(write_bad_file(tmp_path, kind)), "--backends", "portable", "--out", earlier)
+    assert code == status
+    assert needle in error_lines(err)[0]
+    assert_intact(earlier, before)
+
+
+def test_bad_output_locations(capsys, tmp_path):
+    f = tmp_path / "a_file"
+    f.write_text("keep me")
+    for out, needle in ((f, "is a file, not a directory"), ("/proc/pteforge-out", "cannot write")):
+        code, _, err = cli(capsys, *M, *S, "--backends", "portable", "--out", out)
+        assert code == ExitStatus.OUTPUT
+        assert needle in error_lines(err)[0]
+    assert f.read_text() == "keep me"
+
+
+def test_manifest_not_ours_is_refused(capsys, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "index.json").write_text(json.dumps({"models": [{"name": 3}]}))
+    code, _, err = cli(capsys, *M, *S, "--backends", "portable", "--out", out)
+    assert code == ExitStatus.MANIFEST
+    assert "is not a pteforge manifest" in error_lines(err)[0]
+
+
+def test_disk_full_while_writing(tmp_path, earlier):
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(earlier, out)
+    before = snapshot(out)
+
+    def small_disk():  # files over 1 MiB cannot be written (EFBIG), like a full disk
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    proc = subprocess.run([sys.executable, str(ROOT / "main.py"), "export", "--mobilenet", "--weights", "none",
+                           "--backends", "portable", "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, env=env, preexec_fn=small_disk, timeout=600)
+    assert proc.returncode == ExitStatus.OUTPUT, proc.stderr
+    [line] = error_lines(proc.stderr)
+    assert "no space left" in line
+    assert_intact(out, before)
+    assert_manifest_matches_disk(out)
+
+
+# ---- property-based: the parent never crashes --------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_mutated_manifests_never_crash_the_loader(tmp_path_factory, earlier, data):
+    original = (earlier / "index.json").read_text()
+    doc = json.loads(original)
+    choice = data.draw(st.sampled_from(["bytes", "field", "json"]))
+    if choice == "bytes":
+        raw = bytearray(original.encode())
+        for _ in range(data.draw(st.integers(1, 8))):
+            raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+        text = bytes(raw).decode("utf-8", errors="replace")
+    elif choice == "field":
+        entry = doc["models"][0]
+        key = data.draw(st.sampled_from(sorted(entry)))
+        entry[key] = data.draw(json_values)
+        text = json.dumps(doc)
+    else:
+        text = json.dumps(data.draw(json_values))
+    path = tmp_path_factory.mktemp("m") / "index.json"
+    path.write_text(text)
+    try:
+        load_manifest(path)
+    except ManifestError as exc:
+        assert exc.fix and "\n" not in exc.one_line()
+
+
+@pytest.fixture(scope="module")
+def child_runtime():
+    with IsolatedRuntime(timeout=60) as rt:
+        yield rt
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_mutated_programs_never_crash_the_parent(tmp_path_factory, earlier, child_runtime, data):
+    import torch
+
+    good = (earlier / "custom" / "tiny_xnnpack.pte").read_bytes()
+    raw = bytearray(good)
+    mode = data.draw(st.sampled_from(["flip", "truncate", "splice"]))
+    if mode == "flip":
+        for _ in range(data.draw(st.integers(1, 64))):
+            raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
+    elif mode == "truncate":
+        raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
+    else:
+        at = data.draw(st.integers(0, len(raw)))
+        raw[at:at] = data.draw(st.binary(min_size=1, max_size=512))
+    d = tmp_path_factory.mktemp("pte")
+    path = d / "mutant.pte"
+    path.write_bytes(bytes(raw))
+    torch.save([[torch.rand(1, 3, 16, 16)]], d / "in.pt")
+    for op, fields in (("inspect", {}), ("run", {"inputs": str(d / "in.pt"), "outputs": str(d / "out.pt")})):
+        try:
+            reply = child_runtime.request(op, path=str(path), **fields)
+        except ChildCrashed as exc:
+            assert str(exc)  # a crash is that file's failure, described
+            continue
+        assert reply["ok"] or reply["error"]
