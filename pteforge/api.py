@@ -37,6 +37,7 @@ class SilentReporter:
 class Unavailable:
     target: str
     check: Check
+    requested: bool = True  # named by the user (False: implied by --target PLATFORM)
 
 
 @dataclass
@@ -55,11 +56,15 @@ def backends(registered: frozenset[str] | None = None) -> list[Availability]:
     return [availability(b, registered) for b in default_registry()]
 
 
-def plan_targets(requests: list[str] | None, registry: Registry | None = None) -> TargetPlan:
+def plan_targets(
+    requests: list[str] | None, registry: Registry | None = None, implied: frozenset[str] = frozenset()
+) -> TargetPlan:
     """Turn ``--backends`` words into targets; sort out what cannot lower here.
 
     Unknown names and precisions a backend does not take are usage errors, raised
-    before any work. ``None`` means every backend that can lower here.
+    before any work. ``None`` means every backend that can lower here. Targets in
+    ``implied`` come from ``--target PLATFORM``: when they cannot lower here they are
+    listed, but do not fail the run.
     """
     registry = registry or default_registry()
     lowerable = [b.name for b in registry if b.lower_check().ok]
@@ -87,7 +92,7 @@ def plan_targets(requests: list[str] | None, registry: Registry | None = None) -
         seen.add(target.name)
         blocked = next(((b, c) for b in chain if not (c := registry.get(b).lower_check()).ok), None)
         if blocked:
-            plan.unavailable.append(Unavailable(target.name, blocked[1]))
+            plan.unavailable.append(Unavailable(target.name, blocked[1], requested=text not in implied))
         else:
             plan.targets.append(target)
     if not plan.targets:
@@ -132,7 +137,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return not self.unavailable and all(r.status.ok for r in self.records)
+        return not any(u.requested for u in self.unavailable) and all(r.status.ok for r in self.records)
 
 
 # The status a row ends in when its worker dies during a stage.

@@ -93,13 +93,24 @@ def _run_bundled(req: dict) -> dict:
     return {"testsets": req["testsets"]}
 
 
+def _load_method(req: dict) -> dict:
+    _load(req["path"]).load_method("forward")  # delegates initialise here
+    return {}
+
+
 def _registered(req: dict) -> dict:
     from executorch.runtime import Runtime
 
     return {"backends": sorted(Runtime.get().backend_registry.registered_backend_names)}
 
 
-HANDLERS = {"inspect": _inspect, "run": _run, "run_bundled": _run_bundled, "registered": _registered}
+HANDLERS = {
+    "inspect": _inspect,
+    "run": _run,
+    "run_bundled": _run_bundled,
+    "load": _load_method,
+    "registered": _registered,
+}
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import ExitStatus, NoBackendError, PteforgeError
 
-COMMANDS = ("export", "validate", "backends", "models")
+COMMANDS = ("export", "validate", "select", "manifest", "backends", "models")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="dtype of each --input-shape (default float32)")
     sel.add_argument("--labels", action="store_true", help="write imagenet_classes.txt and coco_classes.txt")
     tg = ex.add_argument_group("targets")
+    tg.add_argument("--target", choices=["ios", "android", "desktop", "embedded", "web", "all"], default=None,
+                    help="a platform's backends in seed 004's priority order (ios: coreml metal xnnpack; "
+                         "android: qnn vulkan xnnpack; desktop: vulkan xnnpack; embedded: ethos-u55 xnnpack; web: xnnpack)")
     tg.add_argument("--backends", nargs="+", metavar="TARGET",
                     help="targets: BACKEND[+BACKEND...][:PRECISION], e.g. xnnpack coreml vulkan+xnnpack xnnpack:int8 "
                          "(default: every backend that can lower here)")
@@ -72,6 +75,20 @@ def _parser() -> argparse.ArgumentParser:
                     help="JSON report (default: <models-dir>/validation_report.json)")
     va.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds per file before it is killed")
     va.add_argument("--debug", action="store_true", help="show tracebacks")
+
+    se = sub.add_parser("select", help="which artifact an app on PLATFORM should load, with the fallbacks skipped")
+    se.add_argument("model", metavar="MODEL")
+    se.add_argument("--platform", default=None, choices=["ios", "android", "desktop", "embedded", "web", "all"],
+                    help="the app's platform (default: any)")
+    se.add_argument("--manifest", default="models/index.json", metavar="FILE", help="default: models/index.json")
+    se.add_argument("--debug", action="store_true", help="show tracebacks")
+
+    mf = sub.add_parser("manifest", help="check a manifest, or print its JSON Schema")
+    mf_sub = mf.add_subparsers(dest="manifest_command", required=True)
+    mc = mf_sub.add_parser("check", help="validate FILE against pteforge's manifest schema")
+    mc.add_argument("file", metavar="FILE")
+    mf_sub.add_parser("schema", help="print the manifest's JSON Schema")
+    mf.add_argument("--debug", action="store_true", help="show tracebacks")
 
     bk = sub.add_parser("backends", help="which backends can lower and run here")
     bk.add_argument("--json", action="store_true", help="print JSON")
@@ -114,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_models(ui)
         if args.command == "validate":
             return _cmd_validate(args, ui)
+        if args.command == "select":
+            return _cmd_select(args, ui)
+        if args.command == "manifest":
+            return _cmd_manifest(args, ui)
         return _cmd_export(args, ui, debug)
     except NoBackendError as exc:
         if debug:
@@ -185,7 +206,13 @@ def _cmd_export(args, ui, debug: bool) -> int:
     from .api import export, plan_targets
     from .spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig
 
-    plan = plan_targets(args.backends) if models else None
+    requested, implied = args.backends, frozenset()
+    if args.target:
+        from .platforms import targets_for
+
+        implied = frozenset(targets_for(args.target)) - set(args.backends or [])
+        requested = [*targets_for(args.target), *(args.backends or [])]
+    plan = plan_targets(requested, implied=implied) if models else None
     if plan and plan.unavailable:
         ui.unavailable(plan)
     weights = args.weights
@@ -239,6 +266,45 @@ def _cmd_validate(args, ui) -> int:
     ui.validation_table(results, output)
     ok = {"VERIFIED", "NOT_RUNNABLE_HERE", "NOT_VERIFIED"}
     return int(ExitStatus.OK if all(r.status in ok for r in results) else ExitStatus.TARGETS_FAILED)
+
+
+def _cmd_select(args, ui) -> int:
+    from .isolate import IsolatedRuntime
+    from .selection import choose
+
+    with IsolatedRuntime() as child:
+        registered = frozenset(child.request("registered")["backends"])
+
+        def load(path):  # in the child: a damaged file cannot take this process down
+            reply = child.request("load", path=str(path))
+            if not reply["ok"]:
+                raise RuntimeError(reply["error"])
+
+        selection = choose(args.manifest, args.model, args.platform, registered, load)
+    ui.selection(selection)
+    from .errors import ExitStatus as E
+
+    return int(E.OK if selection.entry else E.TARGETS_FAILED)
+
+
+def _cmd_manifest(args, ui) -> int:
+    import json
+
+    from .report.manifest import Manifest, load_manifest
+
+    if args.manifest_command == "schema":
+        print(json.dumps(Manifest.model_json_schema(), indent=2))
+        return int(ExitStatus.OK)
+    manifest = load_manifest(Path(args.file))
+    if manifest is None:
+        from .errors import UsageError
+
+        raise UsageError(f"no such file: {args.file}", fix="give the path of an index.json")
+    ui.out.print(
+        f"{args.file}: valid pteforge manifest (schema_version {manifest.schema_version}): "
+        f"{len(manifest.models)} artifact(s), {len(manifest.failed)} failed"
+    )
+    return int(ExitStatus.OK)
 
 
 def _cmd_backends(args, ui) -> int:

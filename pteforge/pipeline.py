@@ -108,12 +108,7 @@ def export_target(
         return record
 
     # Proof: run on this host when every delegate in the program is registered here.
-    blockers = [
-        b.run_check(registered)
-        for b in chain
-        if (b.expected_delegate() in delegation.delegates_in_program) or getattr(b, "ops_namespace", None)
-    ]
-    blockers = [c for c in blockers if not c.ok]
+    blockers = run_blockers(chain, delegation.delegates_in_program, registered)
     verification = None
     if blockers:
         record.status, record.reason, record.fix = Status.NOT_RUNNABLE_HERE, blockers[0].reason, blockers[0].fix
@@ -163,6 +158,16 @@ def export_target(
         delegation=delegation,
     )
     return record
+
+
+def run_blockers(chain, delegates: list[str], registered: frozenset[str]) -> list:
+    """Why a program of this chain cannot run here (empty: it can)."""
+    checks = [
+        b.run_check(registered)
+        for b in chain
+        if b.expected_delegate() in delegates or getattr(b, "ops_namespace", None)
+    ]
+    return [c for c in checks if not c.ok]
 
 
 def bundled_program(program, reference: dict) -> bytes:

@@ -193,3 +193,12 @@ class Renderer:
             )
         self.out.print(table)
         self.out.print(f"Report: {report_path}")
+
+    def selection(self, sel) -> None:
+        where = sel.platform or "any platform"
+        for name, why in sel.skipped:
+            self.out.print(f"skip {name}: {why}")
+        if sel.entry:
+            self.out.print(f"→ {sel.entry.name} ({sel.entry.target}, {sel.entry.status}) for {sel.model} on {where}: {sel.path}")
+        else:
+            self.out.print(f"✗ no artifact of {sel.model} can be loaded here for {where}")

@@ -86,6 +86,8 @@ class Manifest(BaseModel):
     failed: list[ModelEntry] = Field(default_factory=list)
     labels: list[LabelsEntry] = Field(default_factory=list)
     backends: dict[str, BackendEntry] = Field(default_factory=dict)
+    # modelName -> platform -> artifact names, in the order an app should try them
+    fallback: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
 
 
 def now() -> str:
@@ -115,6 +117,16 @@ def load_manifest(path: Path) -> Manifest | None:
         ) from None
 
 
+def fallback_table(models: list[ModelEntry]) -> dict[str, dict[str, list[str]]]:
+    from ..platforms import PRIORITIES, fallback_order
+
+    table: dict[str, dict[str, list[str]]] = {}
+    for name in dict.fromkeys(m.modelName for m in models):
+        mine = [m for m in models if m.modelName == name]
+        table[name] = {p: [e.name for e in fallback_order(mine, p)] for p in PRIORITIES}
+    return table
+
+
 def lock_for(out_dir: Path) -> FileLock:
     return FileLock(str(Path(out_dir) / f".{MANIFEST_NAME}.lock"), timeout=600)
 
@@ -138,11 +150,13 @@ def merge(
             (failed if good else by_name).pop(entry.name, None)
         label_map = {lab.name: lab for lab in current.labels}
         label_map.update({lab.name: lab for lab in labels})
+        models = sorted(by_name.values(), key=lambda m: (m.category, m.modelName, m.name))
         merged = Manifest(
             version=current.version,
             generated=now(),
             baseUrl=base_url if base_url is not None else current.baseUrl,
-            models=sorted(by_name.values(), key=lambda m: (m.category, m.modelName, m.name)),
+            models=models,
+            fallback=fallback_table(models),
             failed=sorted(failed.values(), key=lambda m: (m.category, m.modelName, m.name)),
             labels=sorted(label_map.values(), key=lambda lab: lab.name),
             backends={**current.backends, **backends},

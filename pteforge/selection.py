@@ -1,0 +1,97 @@
+"""Run-time selection with fallback: the best artifact of a model this runtime can load.
+
+``load_best`` walks a platform's fallback order (seed 004: iOS Core ML > Metal >
+XNNPACK, Android QNN > Vulkan > XNNPACK, ...) and skips, with a reason, every
+artifact whose delegates this runtime lacks, whose file is missing or altered, or
+that fails to load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UsageError
+from .platforms import fallback_order, parse_platform
+from .registry import unknown_name_message
+from .report.manifest import MANIFEST_NAME, Manifest, ModelEntry, load_manifest
+
+Loader = Callable[[Path], object]
+
+
+@dataclass
+class Selection:
+    model: str
+    platform: str | None
+    entry: ModelEntry | None = None
+    path: Path | None = None
+    program: object | None = None
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (artifact name, why)
+
+
+def _manifest(manifest) -> tuple[Manifest, Path]:
+    if isinstance(manifest, Manifest):
+        return manifest, Path(".")
+    path = Path(manifest)
+    if path.is_dir():
+        path = path / MANIFEST_NAME
+    loaded = load_manifest(path)
+    if loaded is None:
+        raise UsageError(f"no manifest at {path}", fix="export first, or give --manifest FILE")
+    return loaded, path.parent
+
+
+def choose(manifest, model: str, platform: str | None, registered: frozenset[str], load: Loader) -> Selection:
+    from .backends import default_registry
+    from .pipeline import one_line, run_blockers
+
+    man, base = _manifest(manifest)
+    if platform is not None and platform != "all":
+        parse_platform(platform)
+    mine = [e for e in man.models if e.modelName == model]
+    if not mine:
+        names = sorted({e.modelName for e in man.models})
+        raise UsageError(unknown_name_message("model", model, names), fix="pick a model the manifest holds")
+    registry = default_registry()
+    selection = Selection(model, platform)
+    for entry in fallback_order(mine, None if platform == "all" else platform):
+        chain = [registry.get(b) for b in entry.backends]
+        blockers = run_blockers(chain, entry.delegation.get("delegates_in_program", []), registered)
+        path = base / entry.file
+        if blockers:
+            selection.skipped.append((entry.name, blockers[0].reason))
+        elif not path.exists():
+            selection.skipped.append((entry.name, f"file {entry.file} is missing"))
+        elif hashlib.sha256(path.read_bytes()).hexdigest() != entry.hash:
+            selection.skipped.append((entry.name, "file differs from the manifest's sha256"))
+        else:
+            try:
+                program = load(path)
+            except Exception as exc:  # noqa: BLE001 - a failed load is a reason to fall back
+                selection.skipped.append((entry.name, f"failed to load: {one_line(exc)}"))
+                continue
+            selection.entry, selection.path, selection.program = entry, path, program
+            return selection
+    return selection
+
+
+def load_best(manifest, model: str, platform: str | None = None) -> Selection:
+    """Load the best artifact of ``model`` for ``platform`` in this process.
+
+    Returns the loaded ``executorch.runtime`` program, the manifest entry chosen and
+    why each earlier artifact was skipped (``selection.program`` is None when none fit).
+    """
+    from executorch.runtime import Runtime, Verification
+
+    from .runtime import registered_backends
+
+    runtime = Runtime.get()
+
+    def load(path: Path):
+        program = runtime.load_program(path, verification=Verification.InternalConsistency)
+        program.load_method("forward")  # delegates initialise here: a missing runtime fails now
+        return program
+
+    return choose(manifest, model, platform, registered_backends(), load)

@@ -1,0 +1,109 @@
+"""Platform targets, run-time selection with fallback, and the manifest as a contract."""
+
+import json
+from pathlib import Path
+
+import pytest
+from test_cli import TINY, cli, error_lines
+
+from pteforge.errors import ExitStatus
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    """One model with coreml, vulkan and xnnpack artifacts."""
+    from pteforge.cli import main
+
+    out = tmp_path_factory.mktemp("three")
+    assert main([*TINY, "--backends", "coreml", "vulkan", "xnnpack", "--out", str(out)]) == 0
+    return out
+
+
+def test_target_android_exports_what_lowers_and_lists_the_rest(capsys, out):
+    code, stdout, err = cli(capsys, *TINY, "--target", "android", "--out", out)
+    assert code == ExitStatus.OK, "a platform's backends that cannot lower here do not fail the run"
+    assert "qnn" in err and "QNN_SDK_ROOT" in err
+    manifest = json.loads((out / "index.json").read_text())
+    assert {e["target"] for e in manifest["models"]} == {"vulkan", "xnnpack"}
+    assert manifest["fallback"]["tiny"]["android"] == ["tiny_vulkan.pte", "tiny_xnnpack.pte"]
+    assert manifest["fallback"]["tiny"]["web"] == ["tiny_xnnpack.pte"]
+
+
+def test_named_unavailable_backend_still_fails_the_run(capsys, out):
+    code, _, _ = cli(capsys, *TINY, "--target", "web", "--backends", "qnn", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED
+
+
+def test_load_best_falls_back_to_what_this_runtime_runs(three):
+    from pteforge import load_best
+
+    sel = load_best(three / "index.json", "tiny")
+    assert sel.entry.name == "tiny_xnnpack.pte" and sel.program is not None
+    assert dict(sel.skipped) == {
+        "tiny_coreml.pte": "CoreMLBackend is not registered in this runtime",
+        "tiny_vulkan.pte": "VulkanBackend is not registered in this runtime",
+    }
+    import torch
+
+    out = sel.program.load_method("forward").execute([torch.rand(1, 3, 16, 16)])
+    assert out[0].shape == (1, 10)
+
+
+def test_load_best_skips_an_altered_file(three, tmp_path):
+    import shutil
+
+    from pteforge import load_best
+
+    d = tmp_path / "m"
+    shutil.copytree(three, d)
+    data = bytearray((d / "custom" / "tiny_xnnpack.pte").read_bytes())
+    data[-10] ^= 0xFF
+    (d / "custom" / "tiny_xnnpack.pte").write_bytes(bytes(data))
+    sel = load_best(d, "tiny", platform="desktop")
+    assert sel.entry is None and sel.program is None
+    assert dict(sel.skipped)["tiny_xnnpack.pte"] == "file differs from the manifest's sha256"
+
+
+def test_select_prints_the_same_decision(capsys, three):
+    code, stdout, _ = cli(capsys, "select", "--platform", "android", "--manifest", three / "index.json", "tiny")
+    assert code == ExitStatus.OK
+    assert "skip tiny_vulkan.pte: VulkanBackend is not registered in this runtime" in stdout
+    assert "→ tiny_xnnpack.pte" in stdout
+    assert "coreml" not in stdout, "iOS artifacts are not candidates on Android"
+
+
+def test_select_unknown_model(capsys, three):
+    code, _, err = cli(capsys, "select", "--manifest", three / "index.json", "tiny2")
+    assert code == ExitStatus.USAGE
+    assert "Did you mean 'tiny'?" in error_lines(err)[0]
+
+
+def test_manifest_check(capsys, three, tmp_path):
+    code, stdout, _ = cli(capsys, "manifest", "check", three / "index.json")
+    assert code == ExitStatus.OK and "valid pteforge manifest (schema_version 1): 3 artifact(s)" in stdout
+    bad = tmp_path / "index.json"
+    doc = json.loads((three / "index.json").read_text())
+    doc["models"][0]["size"] = "big"
+    bad.write_text(json.dumps(doc))
+    code, _, err = cli(capsys, "manifest", "check", bad)
+    assert code == ExitStatus.MANIFEST and "models.0.size" in error_lines(err)[0]
+
+
+def test_committed_schema_is_current():
+    from pteforge.report.manifest import Manifest
+
+    committed = json.loads((ROOT / "schema" / "manifest.schema.json").read_text())
+    assert committed == Manifest.model_json_schema(), "regenerate: pteforge manifest schema > schema/manifest.schema.json"
+
+
+def test_manifest_keeps_the_flutter_client_fields_strict(three):
+    """The app casts these strictly: a missing remoteUrl or a float size breaks it."""
+    manifest = json.loads((three / "index.json").read_text())
+    assert isinstance(manifest["version"], str) and isinstance(manifest["generated"], str)
+    assert isinstance(manifest["baseUrl"], str) and isinstance(manifest["labels"], list)
+    for e in manifest["models"]:
+        for key, typ in {"name": str, "modelName": str, "category": str, "backend": str, "hash": str,
+                         "size": int, "sizeMB": float, "remoteUrl": str, "platforms": list}.items():
+            assert isinstance(e[key], typ), key
