@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import ExitStatus, NoBackendError, PteforgeError
 
-COMMANDS = ("export", "validate", "select", "manifest", "backends", "models")
+COMMANDS = ("export", "validate", "select", "manifest", "backends", "models", "docs")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -90,6 +90,10 @@ def _parser() -> argparse.ArgumentParser:
     mf_sub.add_parser("schema", help="print the manifest's JSON Schema")
     mf.add_argument("--debug", action="store_true", help="show tracebacks")
 
+    dc = sub.add_parser("docs", help="write docs/backends/<name>.md for every backend (seed 002's template)")
+    dc.add_argument("--out", default="docs/backends", metavar="DIR", help="default: docs/backends")
+    dc.add_argument("--debug", action="store_true", help="show tracebacks")
+
     bk = sub.add_parser("backends", help="which backends can lower and run here")
     bk.add_argument("--json", action="store_true", help="print JSON")
     bk.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -131,6 +135,13 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_models(ui)
         if args.command == "validate":
             return _cmd_validate(args, ui)
+        if args.command == "docs":
+            from .report.docs import write_docs
+            from .runtime import registered_backends
+
+            for path in write_docs(Path(args.out), registered_backends()):
+                ui.out.print(f"wrote {path}")
+            return int(ExitStatus.OK)
         if args.command == "select":
             return _cmd_select(args, ui)
         if args.command == "manifest":

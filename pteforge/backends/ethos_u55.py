@@ -30,5 +30,4 @@ from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_qua
 spec = EthosUCompileSpec("ethos-u55-128")
 quantizer = EthosUQuantizer(spec)
 quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
-# prepare_pt2e / calibrate / convert_pt2e / torch.export.export, then:
 partitioner = [EthosUPartitioner(spec)]"""

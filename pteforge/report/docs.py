@@ -1,0 +1,120 @@
+"""Backend documentation pages, generated from the backend files (seed 002's template)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..backends import availability, default_registry
+from ..backends.base import Backend
+
+_QUANTIZED_SAMPLE = """
+# {title} takes int8: quantize with its PT2E quantizer first
+from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+prepared = prepare_pt2e(exported.module(check_guards=False), quantizer)
+for batch in calibration_batches:  # a few representative inputs
+    prepared(*batch)
+exported = torch.export.export(convert_pt2e(prepared), example_inputs)
+"""
+
+
+def page(backend: Backend, lower, run) -> str:
+    d = backend.docs
+    lines = [f"# {backend.title} backend", "", d.overview, ""]
+    if d.links:
+        lines += [f"Vendor documentation: {', '.join(d.links)}", ""]
+    lines += [
+        "| name | platforms | hardware | typical use | precisions (default first) | runtime delegate |",
+        "|---|---|---|---|---|---|",
+        f"| `{backend.name}` | {', '.join(backend.platforms)} | {backend.hardware} | {backend.use_case} | "
+        + ", ".join([backend.default_precision.value, *[p.value for p in backend.precisions if p is not backend.default_precision]])
+        + f" | {backend.runtime_name or 'none (no delegate)'} |",
+        "",
+        "## Features",
+        "",
+        *[f"- {f}" for f in d.features],
+        "",
+        "## Target Requirements",
+        "",
+        *[f"- {t}" for t in d.target_requirements],
+        "",
+        "## Development Requirements",
+        "",
+        *[f"- {t}" for t in d.development_requirements],
+        "",
+        "On the machine that generated this page (Linux x86-64, Python 3.11, ExecuTorch 1.5.1):",
+        "",
+        f"- lowers here: {'yes' if lower.ok else 'no'} — {lower.reason}" + (f" (fix: {lower.fix})" if not lower.ok and lower.fix else ""),
+        f"- runs here: {'yes' if run.ok else 'no'} — {run.reason}",
+        "",
+        f"## Using {backend.title}",
+        "",
+        "With pteforge:",
+        "",
+        "```bash",
+        f"pteforge export --mobilenet --backends {backend.name}",
+        "```",
+        "",
+        "The same with ExecuTorch's API:",
+        "",
+        "```python",
+        "import torch",
+        "import torchvision.models as models",
+        "from executorch.exir import to_edge_transform_and_lower",
+        backend.code_sample,
+        "",
+        "model = models.mobilenet_v3_small(weights=\"DEFAULT\").eval()",
+        "example_inputs = (torch.randn(1, 3, 224, 224),)",
+        "exported = torch.export.export(model, example_inputs)",
+    ]
+    if backend.default_precision.quantized and backend.runtime_name:
+        lines += _QUANTIZED_SAMPLE.format(title=backend.title).strip("\n").splitlines()
+    lines += [
+        "program = to_edge_transform_and_lower(exported, partitioner=partitioner).to_executorch()",
+        f'with open("mobilenet_v3_small_{backend.name}.pte", "wb") as f:',
+        "    program.write_to_file(f)",
+        "```",
+        "",
+        "## Runtime Integration",
+        "",
+    ]
+    if d.cmake_targets:
+        targets = " ".join(d.cmake_targets)
+        whole = " ".join(f'"$<LINK_LIBRARY:WHOLE_ARCHIVE,{t}>"' for t in d.cmake_targets)
+        lines += [
+            f"Build ExecuTorch with {' '.join(f'`{f}`' for f in d.build_flags) or 'the default options'} and link "
+            f"{', '.join(f'`{t}`' for t in d.cmake_targets)}. Backends register themselves in static "
+            "initialisers, so link them whole-archive or the linker drops the registration:",
+            "",
+            "```cmake",
+            'add_subdirectory("executorch")',
+            f"target_link_libraries(my_app PRIVATE executorch {whole})",
+            f"# the plain targets: {targets}",
+            "```",
+            "",
+        ]
+    lines += [f"Prebuilt packages: {d.prebuilt}", ""]
+    if backend.runtime_name:
+        lines += [f"Any `.pte` holding `{backend.runtime_name}` delegates runs once the backend is linked; "
+                  "nothing else is needed at run time.", ""]
+    lines += [
+        "## Reference",
+        "",
+        "- Partitioner options, quantization schemes and troubleshooting: ExecuTorch's "
+        f"backend documentation for {backend.title}.",
+        "- pteforge's contract for this backend: `pteforge/backends/"
+        f"{type(backend).__module__.rsplit('.', 1)[-1]}.py`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_docs(directory: Path, registered: frozenset[str]) -> list[Path]:
+    from ..io import write_atomic
+
+    written = []
+    for backend in default_registry():
+        a = availability(backend, registered)
+        path = Path(directory) / f"{backend.name}.md"
+        write_atomic(path, page(backend, a.lower, a.run))
+        written.append(path)
+    return written

@@ -1,0 +1,26 @@
+"""The backend pages are generated from the backend files and committed: they must be current."""
+
+from pathlib import Path
+
+from pteforge.backends import default_registry
+from pteforge.report.docs import write_docs
+from pteforge.runtime import registered_backends
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "backends"
+TEMPLATE_SECTIONS = ["## Features", "## Target Requirements", "## Development Requirements", "## Using ",
+                     "## Runtime Integration", "## Reference"]
+
+
+def test_backend_pages_are_current(tmp_path):
+    fresh = write_docs(tmp_path, registered_backends())
+    assert {p.name for p in fresh} == {p.name for p in DOCS.glob("*.md")}, "one page per backend"
+    for page in fresh:
+        assert page.read_text() == (DOCS / page.name).read_text(), f"stale {page.name}: run `pteforge docs`"
+
+
+def test_pages_follow_the_seed_template():
+    for backend in default_registry():
+        text = (DOCS / f"{backend.name}.md").read_text()
+        positions = [text.index(section) for section in TEMPLATE_SECTIONS]
+        assert positions == sorted(positions), backend.name
+        assert "to_edge_transform_and_lower" in text and "write_to_file" in text
