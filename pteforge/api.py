@@ -247,7 +247,37 @@ def export(
     except BaseException:
         remove_run_temporaries(out, run_id)
         raise
+    if models:
+        write_run_reports(out, records, plan, config)
     return RunResult(records, plan.unavailable, sink.path if (models or labels) else None)
+
+
+def write_run_reports(out: Path, records: list[Record], plan: TargetPlan, config: ExportConfig) -> None:
+    """EXPORT_SUMMARY.md, report.json, report.html — and with --oplist the selective-build files."""
+    from .report.manifest import MANIFEST_NAME, load_manifest
+    from .report.summary import write_reports
+
+    manifest = load_manifest(out / MANIFEST_NAME)
+    if manifest is None:
+        return
+    failures = [
+        {"model": r.model, "target": r.target, "status": r.status.value, "reason": r.reason}
+        for r in records if not r.status.ok
+    ] + [
+        {"model": "*", "target": u.target, "status": "UNAVAILABLE", "reason": u.check.reason}
+        for u in plan.unavailable
+    ]
+    write_reports(out, manifest, failures)
+    if config.oplist:
+        from .report.oplist import MERGED_NAME, artifact_oplist, cmake_lines, merge_oplists
+
+        done = [r for r in records if r.artifact and r.status.ok]
+        lists = [artifact_oplist(Path(r.artifact.path)) for r in done]
+        merged = merge_oplists(lists, out / MERGED_NAME)
+        delegates = {d for r in done for d in r.artifact.delegation.delegates_in_program}
+        from .io import write_atomic
+
+        write_atomic(out / "executorch_link.cmake", cmake_lines(delegates, {b for r in done for b in r.backends}, merged.name))
 
 
 class _ManifestSink:

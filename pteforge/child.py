@@ -93,6 +93,52 @@ def _run_bundled(req: dict) -> dict:
     return {"testsets": req["testsets"]}
 
 
+def _vm(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])  # kB
+    return 0
+
+
+def _bench(req: dict) -> dict:
+    import statistics
+
+    import torch
+
+    inputs = list(torch.load(req["inputs"], weights_only=True)[0])
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset the peak RSS so it measures this artifact alone
+    except OSError:
+        pass
+    rss_before = _vm("VmRSS")
+    t0 = time.perf_counter()
+    method = _load(req["path"]).load_method("forward")
+    load_ms = (time.perf_counter() - t0) * 1000
+    t0 = time.perf_counter()
+    method.execute(inputs)
+    first_ms = (time.perf_counter() - t0) * 1000
+    for _ in range(req.get("warmup", 3)):
+        method.execute(inputs)
+    times = []
+    for _ in range(req.get("runs", 20)):
+        t0 = time.perf_counter()
+        method.execute(inputs)
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {
+        "load_ms": load_ms,
+        "first_run_ms": first_ms,
+        "p50_ms": statistics.median(times),
+        "p90_ms": times[min(len(times) - 1, int(round(0.9 * (len(times) - 1))))],
+        "runs": len(times),
+        "peak_rss_mb": _vm("VmHWM") / 1024,
+        "rss_added_mb": max(0, _vm("VmRSS") - rss_before) / 1024,
+        "threads": len(os.listdir("/proc/self/task")),
+    }
+
+
 def _load_method(req: dict) -> dict:
     _load(req["path"]).load_method("forward")  # delegates initialise here
     return {}
@@ -109,6 +155,7 @@ HANDLERS = {
     "run": _run,
     "run_bundled": _run_bundled,
     "load": _load_method,
+    "bench": _bench,
     "registered": _registered,
 }
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import ExitStatus, NoBackendError, PteforgeError
 
-COMMANDS = ("export", "validate", "select", "manifest", "backends", "models", "docs")
+COMMANDS = ("export", "validate", "bench", "select", "manifest", "backends", "models", "docs")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="seconds per model capture and per target before its worker is killed (default 1200)")
     out.add_argument("--jobs", type=int, default=None, metavar="N",
                      help="worker processes (default: one per core)")
+    out.add_argument("--oplist", action="store_true",
+                     help="selective build: selected_operators.yaml per artifact and merged, plus executorch_link.cmake")
     out.add_argument("--bundle", action="store_true",
                      help="also write a BundledProgram (.bpte) with verification inputs and expected outputs")
     ex.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -75,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="JSON report (default: <models-dir>/validation_report.json)")
     va.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds per file before it is killed")
     va.add_argument("--debug", action="store_true", help="show tracebacks")
+
+    bn = sub.add_parser("bench", help="latency, load time, peak memory of every artifact that runs here")
+    bn.add_argument("path", nargs="?", default="models", metavar="DIR|FILE", help="default: models")
+    bn.add_argument("--runs", type=int, default=20, metavar="N", help="timed runs after warm-up (default 20)")
+    bn.add_argument("--warmup", type=int, default=3, metavar="N", help="warm-up runs (default 3)")
+    bn.add_argument("--compare", choices=["eager"], default=None, help="time eager PyTorch beside each artifact")
+    bn.add_argument("--debug", action="store_true", help="show tracebacks")
 
     se = sub.add_parser("select", help="which artifact an app on PLATFORM should load, with the fallbacks skipped")
     se.add_argument("model", metavar="MODEL")
@@ -144,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             return int(ExitStatus.OK)
         if args.command == "select":
             return _cmd_select(args, ui)
+        if args.command == "bench":
+            return _cmd_bench(args, ui)
         if args.command == "manifest":
             return _cmd_manifest(args, ui)
         return _cmd_export(args, ui, debug)
@@ -243,6 +254,7 @@ def _cmd_export(args, ui, debug: bool) -> int:
         labels=args.labels,
         base_url=args.base_url,
         bundle=args.bundle,
+        oplist=args.oplist,
         timeout=args.timeout,
         jobs=args.jobs,
         debug=debug,
@@ -277,6 +289,19 @@ def _cmd_validate(args, ui) -> int:
     ui.validation_table(results, output)
     ok = {"VERIFIED", "NOT_RUNNABLE_HERE", "NOT_VERIFIED"}
     return int(ExitStatus.OK if all(r.status in ok for r in results) else ExitStatus.TARGETS_FAILED)
+
+
+def _cmd_bench(args, ui) -> int:
+    from .bench import bench
+    from .errors import UsageError
+
+    if not Path(args.path).exists():
+        raise UsageError(f"{args.path}: no such file or directory", fix="give a directory of artifacts or a .pte")
+    if args.runs < 1 or args.warmup < 0:
+        raise UsageError("--runs must be >= 1 and --warmup >= 0", fix="give positive numbers")
+    results = bench(Path(args.path), args.runs, args.warmup, args.compare == "eager")
+    ui.bench_table(results)
+    return int(ExitStatus.OK if all(r.status != "failed" for r in results) else ExitStatus.TARGETS_FAILED)
 
 
 def _cmd_select(args, ui) -> int:

@@ -67,6 +67,8 @@ class Renderer:
     def __init__(self):
         self.out = Console(highlight=False, soft_wrap=True)
         self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        if not self.out.is_terminal:  # logs and pipes: full rows, not 80 columns
+            self.out.width = 180
 
     def error(self, line: str) -> None:
         self.err.print(f"[bold red]error:[/bold red] {line}", markup=True)
@@ -202,3 +204,21 @@ class Renderer:
             self.out.print(f"→ {sel.entry.name} ({sel.entry.target}, {sel.entry.status}) for {sel.model} on {where}: {sel.path}")
         else:
             self.out.print(f"✗ no artifact of {sel.model} can be loaded here for {where}")
+
+    def bench_table(self, results) -> None:
+        table = Table(title="Benchmark on this host (ms)")
+        for col in ("file", "status", "load", "first run", "p50", "p90", "peak RSS MB", "threads", "eager p50", "vs eager"):
+            table.add_column(col, overflow="fold")
+        for r in results:
+            n = r.numbers
+            eager = (r.eager or {}).get("p50_ms")
+            ratio = f"{n['p50_ms'] / eager:.2f}x" if eager and n.get("p50_ms") else ""
+            table.add_row(
+                r.file, r.status if not r.reason else f"{r.status}: {r.reason}",
+                *(f"{n[k]:.2f}" if k in n else "" for k in ("load_ms", "first_run_ms", "p50_ms", "p90_ms", "peak_rss_mb")),
+                str(n.get("threads", "")), f"{eager:.2f}" if eager else "", ratio,
+            )
+        self.out.print(table)
+        notes = {r.onnxruntime for r in results if r.onnxruntime}
+        for note in notes:
+            self.out.print(note)

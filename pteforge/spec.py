@@ -168,6 +168,7 @@ class ExportConfig:
     calibration_samples: int = 8
     labels: bool = False
     base_url: str | None = None
+    oplist: bool = False  # write selected_operators.yaml per artifact, merged, and the CMake lines
     bundle: bool = False  # also write a BundledProgram (.bpte) with inputs and expected outputs
     timeout: float = 1200.0  # seconds per (model, target) job before its worker is killed
     jobs: int | None = None  # worker processes (default: one per core, at most one per target)

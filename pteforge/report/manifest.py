@@ -66,6 +66,7 @@ class ModelEntry(BaseModel):
     inputShapes: list[list[int]] = Field(default_factory=list)
     preprocessing: dict[str, Any] | None = None
     bundle: dict[str, Any] | None = None  # {"file": "<rel>.bpte", "testsets": n}
+    bench: dict[str, Any] | None = None  # `pteforge bench`: load, first run, p50/p90, peak RSS, threads
     # how to rebuild the eager reference (validate compares with it)
     source: str | None = None  # catalog | package.module:factory | /path/model.pt2
     weights: str | None = None
@@ -125,6 +126,21 @@ def fallback_table(models: list[ModelEntry]) -> dict[str, dict[str, list[str]]]:
         mine = [m for m in models if m.modelName == name]
         table[name] = {p: [e.name for e in fallback_order(mine, p)] for p in PRIORITIES}
     return table
+
+
+def update_entries(out_dir: Path, fields: dict[str, dict[str, Any]]) -> Manifest | None:
+    """Set ``fields[name]`` on the entries named ``name`` (under the lock); keep the rest."""
+    path = Path(out_dir) / MANIFEST_NAME
+    with lock_for(out_dir):
+        current = load_manifest(path)
+        if current is None:
+            return None
+        for entry in [*current.models, *current.failed]:
+            for key, value in fields.get(entry.name, {}).items():
+                setattr(entry, key, value)
+        current.generated = now()
+        write_atomic(path, current.model_dump_json(indent=2, exclude_none=True) + "\n")
+    return current
 
 
 def lock_for(out_dir: Path) -> FileLock:

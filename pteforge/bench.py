@@ -1,0 +1,120 @@
+"""``pteforge bench``: how fast each artifact that runs here is, in a child process.
+
+Per artifact: load time, first run, p50 and p90 over ``runs`` after ``warmup``, peak
+RSS and threads; ``--compare eager`` times the eager PyTorch model on the same input
+in the same run (and ONNX Runtime when it is installed). Results go into the
+manifest (``bench``) and the reports.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .isolate import ChildCrashed, IsolatedRuntime
+from .validate import EagerCache, _seeded_inputs, discover
+
+
+@dataclass
+class BenchResult:
+    file: str
+    status: str  # measured | not runnable here | failed
+    reason: str | None = None
+    numbers: dict = field(default_factory=dict)
+    eager: dict | None = None
+    onnxruntime: str | None = None
+    entry_name: str | None = None
+    manifest_dir: Path | None = None
+
+
+def time_eager(model, inputs, runs: int, warmup: int) -> dict:
+    import torch
+
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        model(*inputs)
+        first = (time.perf_counter() - t0) * 1000
+        for _ in range(warmup):
+            model(*inputs)
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            model(*inputs)
+            times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"first_run_ms": first, "p50_ms": statistics.median(times),
+            "p90_ms": times[min(len(times) - 1, int(round(0.9 * (len(times) - 1))))],
+            "threads": torch.get_num_threads()}
+
+
+def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = False, on_file=None) -> list[BenchResult]:
+    import torch
+
+    root = Path(path)
+    if root.is_file():
+        items = [(root.resolve(), None, None)]
+    else:
+        items = [t for t in discover(root) if t[0].suffix == ".pte"]
+    eager = EagerCache()
+    results = []
+    with IsolatedRuntime() as child, tempfile.TemporaryDirectory(prefix="pteforge-bench-") as tmp:
+        registered = set(child.request("registered")["backends"])
+        for pte, entry, manifest_dir in items:
+            res = BenchResult(str(pte), "failed", entry_name=entry.name if entry else None, manifest_dir=manifest_dir)
+            try:
+                info = child.request("inspect", path=str(pte))
+                if not info["ok"]:
+                    res.reason = info["error"]
+                else:
+                    missing = [d for d in dict.fromkeys(info["delegates"]) if d not in registered]
+                    if missing:
+                        res.status, res.reason = "not runnable here", f"{missing[0]} is not registered in this runtime"
+                    else:
+                        inputs = _seeded_inputs(info["inputs"], 0)
+                        torch.save([inputs], Path(tmp) / "in.pt")
+                        reply = child.request("bench", path=str(pte), inputs=str(Path(tmp) / "in.pt"), runs=runs, warmup=warmup)
+                        if reply["ok"]:
+                            res.status = "measured"
+                            res.numbers = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in reply.items() if k != "ok"}
+                        else:
+                            res.reason = reply["error"]
+                        if compare_eager and entry is not None and res.status == "measured":
+                            try:
+                                res.eager = time_eager(eager.get(entry), inputs, runs, warmup)
+                            except Exception as exc:  # e.g. pretrained weights offline
+                                res.eager = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"}
+                            res.onnxruntime = _onnxruntime_note()
+            except ChildCrashed as exc:
+                res.reason = f"the child process {exc}"
+            results.append(res)
+            if on_file:
+                on_file(res)
+    _record(results)
+    return results
+
+
+def _onnxruntime_note() -> str:
+    import importlib.util
+
+    if importlib.util.find_spec("onnxruntime") is None:
+        return "ONNX Runtime is not installed (uv pip install onnxruntime onnx to compare)"
+    return "ONNX Runtime is installed; its comparison is in bench/artifact_latency.py"
+
+
+def _record(results: list[BenchResult]) -> None:
+    """Write the numbers into each manifest's entries and regenerate its reports."""
+    from .report.manifest import update_entries
+    from .report.summary import write_reports
+
+    by_dir: dict[Path, dict[str, dict]] = {}
+    for r in results:
+        if r.status == "measured" and r.entry_name and r.manifest_dir:
+            numbers = {**r.numbers, **({"eager": r.eager} if r.eager else {})}
+            by_dir.setdefault(r.manifest_dir, {})[r.entry_name] = {"bench": numbers}
+    for directory, fields in by_dir.items():
+        manifest = update_entries(directory, fields)
+        if manifest is not None:
+            write_reports(directory, manifest, [])
