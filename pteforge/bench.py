@@ -25,7 +25,7 @@ class BenchResult:
     reason: str | None = None
     numbers: dict = field(default_factory=dict)
     eager: dict | None = None
-    onnxruntime: str | None = None
+    onnxruntime: dict | None = None
     entry_name: str | None = None
     manifest_dir: Path | None = None
 
@@ -83,10 +83,11 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
                             res.reason = reply["error"]
                         if compare_eager and entry is not None and res.status == "measured":
                             try:
-                                res.eager = time_eager(eager.get(entry), inputs, runs, warmup)
+                                model = eager.get(entry)
+                                res.eager = time_eager(model, inputs, runs, warmup)
+                                res.onnxruntime = time_onnxruntime(model, inputs, runs, warmup)
                             except Exception as exc:  # e.g. pretrained weights offline
                                 res.eager = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"}
-                            res.onnxruntime = _onnxruntime_note()
             except ChildCrashed as exc:
                 res.reason = f"the child process {exc}"
             results.append(res)
@@ -96,12 +97,38 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
     return results
 
 
-def _onnxruntime_note() -> str:
+def time_onnxruntime(model, inputs, runs: int, warmup: int) -> dict | None:
+    """The same model exported to ONNX and timed with ONNX Runtime (CPU), when installed."""
     import importlib.util
+    import io
 
     if importlib.util.find_spec("onnxruntime") is None:
-        return "ONNX Runtime is not installed (uv pip install onnxruntime onnx to compare)"
-    return "ONNX Runtime is installed; its comparison is in bench/artifact_latency.py"
+        return None
+    import onnxruntime as ort
+    import torch
+
+    buf = io.BytesIO()
+    try:
+        with torch.no_grad():
+            torch.onnx.export(model, tuple(inputs), buf, dynamo=False)
+    except Exception as exc:  # not every model exports to ONNX
+        return {"error": f"ONNX export failed: {type(exc).__name__}"}
+    session = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    feed = {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)}
+    t0 = time.perf_counter()
+    session.run(None, feed)
+    first = (time.perf_counter() - t0) * 1000
+    for _ in range(warmup):
+        session.run(None, feed)
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        session.run(None, feed)
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return {"first_run_ms": first, "p50_ms": statistics.median(times),
+            "p90_ms": times[min(len(times) - 1, int(round(0.9 * (len(times) - 1))))],
+            "version": ort.__version__}
 
 
 def _record(results: list[BenchResult]) -> None:
@@ -112,7 +139,8 @@ def _record(results: list[BenchResult]) -> None:
     by_dir: dict[Path, dict[str, dict]] = {}
     for r in results:
         if r.status == "measured" and r.entry_name and r.manifest_dir:
-            numbers = {**r.numbers, **({"eager": r.eager} if r.eager else {})}
+            numbers = {**r.numbers, **({"eager": r.eager} if r.eager else {}),
+                       **({"onnxruntime": r.onnxruntime} if r.onnxruntime else {})}
             by_dir.setdefault(r.manifest_dir, {})[r.entry_name] = {"bench": numbers}
     for directory, fields in by_dir.items():
         manifest = update_entries(directory, fields)

@@ -207,18 +207,18 @@ class Renderer:
 
     def bench_table(self, results) -> None:
         table = Table(title="Benchmark on this host (ms)")
-        for col in ("file", "status", "load", "first run", "p50", "p90", "peak RSS MB", "threads", "eager p50", "vs eager"):
+        for col in ("file", "status", "load", "first run", "p50", "p90", "peak RSS MB", "threads", "eager p50",
+                    "vs eager", "ORT p50"):
             table.add_column(col, overflow="fold")
         for r in results:
             n = r.numbers
             eager = (r.eager or {}).get("p50_ms")
             ratio = f"{n['p50_ms'] / eager:.2f}x" if eager and n.get("p50_ms") else ""
+            ort_p50 = (r.onnxruntime or {}).get("p50_ms")
             table.add_row(
                 r.file, r.status if not r.reason else f"{r.status}: {r.reason}",
                 *(f"{n[k]:.2f}" if k in n else "" for k in ("load_ms", "first_run_ms", "p50_ms", "p90_ms", "peak_rss_mb")),
                 str(n.get("threads", "")), f"{eager:.2f}" if eager else "", ratio,
+                f"{ort_p50:.2f}" if ort_p50 else "",
             )
         self.out.print(table)
-        notes = {r.onnxruntime for r in results if r.onnxruntime}
-        for note in notes:
-            self.out.print(note)
