@@ -251,7 +251,6 @@ def _cmd_export(args, ui, debug: bool) -> int:
         verify_inputs=args.verify_inputs,
         tolerance=args.tolerance,
         calibration_samples=args.calibration_samples,
-        labels=args.labels,
         base_url=args.base_url,
         bundle=args.bundle,
         oplist=args.oplist,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UsageError
@@ -166,11 +166,9 @@ class ExportConfig:
     verify_inputs: int = 3
     tolerance: float | None = None  # override of the precision's default (min SQNR dB)
     calibration_samples: int = 8
-    labels: bool = False
     base_url: str | None = None
     oplist: bool = False  # write selected_operators.yaml per artifact, merged, and the CMake lines
     bundle: bool = False  # also write a BundledProgram (.bpte) with inputs and expected outputs
     timeout: float = 1200.0  # seconds per (model, target) job before its worker is killed
     jobs: int | None = None  # worker processes (default: one per core, at most one per target)
     debug: bool = False
-    extra: dict = field(default_factory=dict)

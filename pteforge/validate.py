@@ -101,8 +101,6 @@ def _labels(entry: ModelEntry, manifest_dir: Path | None) -> list[str] | None:
 
 
 def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float = 300.0) -> list[FileResult]:
-    import torch
-
     results: list[FileResult] = []
     eager = EagerCache()
     with IsolatedRuntime(timeout=timeout) as child, tempfile.TemporaryDirectory(prefix="pteforge-validate-") as tmp:
@@ -120,7 +118,7 @@ def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float 
                 if path.suffix == ".bpte":
                     _validate_bundle(child, path, entry, registered, res)
                 else:
-                    _validate_pte(child, path, entry, manifest_dir, registered, images, eager, Path(tmp), res, torch)
+                    _validate_pte(child, path, entry, manifest_dir, registered, images, eager, Path(tmp), res)
             except ChildCrashed as exc:
                 res.status = Status.RUN_FAILED.value if res.delegates else Status.LOAD_FAILED.value
                 res.reason = f"the child process {exc} while running this file"
@@ -148,7 +146,9 @@ def _validate_bundle(child, path, entry, registered, res) -> None:
         res.status, res.reason = Status.MISMATCH.value if "mismatch" in reply["error"].lower() else Status.RUN_FAILED.value, reply["error"]
 
 
-def _validate_pte(child, path, entry, manifest_dir, registered, images, eager, tmp, res, torch) -> None:
+def _validate_pte(child, path, entry, manifest_dir, registered, images, eager, tmp, res) -> None:
+    import torch
+
     from .stages.verify import DEFAULT_MIN_SQNR_DB, compare
     from .vision import anchor_agreement, classification_input, decode_yolo, detection_input, matched_fraction, top_k
 

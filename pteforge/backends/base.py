@@ -31,7 +31,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..spec import Precision
@@ -176,4 +176,3 @@ class Availability:
     name: str
     lower: Check
     run: Check
-    extra: dict = field(default_factory=dict)
