@@ -8,13 +8,12 @@ manifest (``bench``) and the reports.
 
 from __future__ import annotations
 
-import statistics
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .isolate import ChildCrashed, IsolatedRuntime
+from .timing import measure
 from .validate import EagerCache, _seeded_inputs, discover
 
 
@@ -34,20 +33,8 @@ def time_eager(model, inputs, runs: int, warmup: int) -> dict:
     import torch
 
     with torch.no_grad():
-        t0 = time.perf_counter()
-        model(*inputs)
-        first = (time.perf_counter() - t0) * 1000
-        for _ in range(warmup):
-            model(*inputs)
-        times = []
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            model(*inputs)
-            times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return {"first_run_ms": first, "p50_ms": statistics.median(times),
-            "p90_ms": times[min(len(times) - 1, int(round(0.9 * (len(times) - 1))))],
-            "threads": torch.get_num_threads()}
+        stats = measure(lambda: model(*inputs), runs, warmup)
+    return {**stats, "threads": torch.get_num_threads()}
 
 
 def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = False, on_file=None) -> list[BenchResult]:
@@ -115,20 +102,7 @@ def time_onnxruntime(model, inputs, runs: int, warmup: int) -> dict | None:
         return {"error": f"ONNX export failed: {type(exc).__name__}"}
     session = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
     feed = {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)}
-    t0 = time.perf_counter()
-    session.run(None, feed)
-    first = (time.perf_counter() - t0) * 1000
-    for _ in range(warmup):
-        session.run(None, feed)
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        session.run(None, feed)
-        times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    return {"first_run_ms": first, "p50_ms": statistics.median(times),
-            "p90_ms": times[min(len(times) - 1, int(round(0.9 * (len(times) - 1))))],
-            "version": ort.__version__}
+    return {**measure(lambda: session.run(None, feed), runs, warmup), "version": ort.__version__}
 
 
 def _record(results: list[BenchResult]) -> None:

@@ -102,9 +102,9 @@ def _vm(key: str) -> int:
 
 
 def _bench(req: dict) -> dict:
-    import statistics
-
     import torch
+
+    from .timing import measure
 
     inputs = list(torch.load(req["inputs"], weights_only=True)[0])
     try:
@@ -116,23 +116,10 @@ def _bench(req: dict) -> dict:
     t0 = time.perf_counter()
     method = _load(req["path"]).load_method("forward")
     load_ms = (time.perf_counter() - t0) * 1000
-    t0 = time.perf_counter()
-    method.execute(inputs)
-    first_ms = (time.perf_counter() - t0) * 1000
-    for _ in range(req.get("warmup", 3)):
-        method.execute(inputs)
-    times = []
-    for _ in range(req.get("runs", 20)):
-        t0 = time.perf_counter()
-        method.execute(inputs)
-        times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
+    stats = measure(lambda: method.execute(inputs), req.get("runs", 20), req.get("warmup", 3))
     return {
         "load_ms": load_ms,
-        "first_run_ms": first_ms,
-        "p50_ms": statistics.median(times),
-        "p90_ms": times[min(len(times) - 1, int(round(0.9 * (len(times) - 1))))],
-        "runs": len(times),
+        **stats,
         "peak_rss_mb": _vm("VmHWM") / 1024,
         "rss_added_mb": max(0, _vm("VmRSS") - rss_before) / 1024,
         "threads": len(os.listdir("/proc/self/task")),
