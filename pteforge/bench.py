@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .isolate import ChildCrashed, IsolatedRuntime
 from .timing import measure
-from .validate import EagerCache, _seeded_inputs, discover
+from .validate import EagerCache, seeded_inputs, discover
 
 
 @dataclass
@@ -60,7 +60,7 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
                     if missing:
                         res.status, res.reason = "not runnable here", f"{missing[0]} is not registered in this runtime"
                     else:
-                        inputs = _seeded_inputs(info["inputs"], 0)
+                        inputs = seeded_inputs(info["inputs"], 0)
                         torch.save([inputs], Path(tmp) / "in.pt")
                         reply = child.request("bench", path=str(pte), inputs=str(Path(tmp) / "in.pt"), runs=runs, warmup=warmup)
                         if reply["ok"]:

@@ -26,8 +26,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pteforge {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show tracebacks")
 
-    ex = sub.add_parser("export", help="export models to .pte, one per target (default command)")
+    ex = sub.add_parser("export", parents=[common], help="export models to .pte, one per target (default command)")
     sel = ex.add_argument_group("models")
     sel.add_argument("--mobilenet", nargs="*", metavar="NAME", help="MobileNet models (alone: mobilenet_v3_small)")
     sel.add_argument("--yolo", nargs="*", metavar="NAME", help="YOLO models, e.g. yolo11n yolov8n (alone: yolo11n)")
@@ -67,47 +69,39 @@ def _parser() -> argparse.ArgumentParser:
                      help="selective build: selected_operators.yaml per artifact and merged, plus executorch_link.cmake")
     out.add_argument("--bundle", action="store_true",
                      help="also write a BundledProgram (.bpte) with verification inputs and expected outputs")
-    ex.add_argument("--debug", action="store_true", help="show tracebacks")
 
-    va = sub.add_parser("validate", help="run every artifact on real images and compare with eager PyTorch")
+    va = sub.add_parser("validate", parents=[common], help="run every artifact on real images and compare with eager PyTorch")
     va.add_argument("--models-dir", default="models", metavar="DIR", help="where the artifacts and index.json are (default: models)")
     va.add_argument("--images-dir", default=None, metavar="DIR",
                     help="images to run (default: the photos Ultralytics ships, bus.jpg and zidane.jpg)")
     va.add_argument("--output-file", default=None, metavar="FILE",
                     help="JSON report (default: <models-dir>/validation_report.json)")
     va.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds per file before it is killed")
-    va.add_argument("--debug", action="store_true", help="show tracebacks")
 
-    bn = sub.add_parser("bench", help="latency, load time, peak memory of every artifact that runs here")
+    bn = sub.add_parser("bench", parents=[common], help="latency, load time, peak memory of every artifact that runs here")
     bn.add_argument("path", nargs="?", default="models", metavar="DIR|FILE", help="default: models")
     bn.add_argument("--runs", type=int, default=20, metavar="N", help="timed runs after warm-up (default 20)")
     bn.add_argument("--warmup", type=int, default=3, metavar="N", help="warm-up runs (default 3)")
     bn.add_argument("--compare", choices=["eager"], default=None, help="time eager PyTorch beside each artifact")
-    bn.add_argument("--debug", action="store_true", help="show tracebacks")
 
-    se = sub.add_parser("select", help="which artifact an app on PLATFORM should load, with the fallbacks skipped")
+    se = sub.add_parser("select", parents=[common], help="which artifact an app on PLATFORM should load, with the fallbacks skipped")
     se.add_argument("model", metavar="MODEL")
     se.add_argument("--platform", default=None, choices=["ios", "android", "desktop", "embedded", "web", "all"],
                     help="the app's platform (default: any)")
     se.add_argument("--manifest", default="models/index.json", metavar="FILE", help="default: models/index.json")
-    se.add_argument("--debug", action="store_true", help="show tracebacks")
 
-    mf = sub.add_parser("manifest", help="check a manifest, or print its JSON Schema")
+    mf = sub.add_parser("manifest", parents=[common], help="check a manifest, or print its JSON Schema")
     mf_sub = mf.add_subparsers(dest="manifest_command", required=True)
     mc = mf_sub.add_parser("check", help="validate FILE against pteforge's manifest schema")
     mc.add_argument("file", metavar="FILE")
     mf_sub.add_parser("schema", help="print the manifest's JSON Schema")
-    mf.add_argument("--debug", action="store_true", help="show tracebacks")
 
-    dc = sub.add_parser("docs", help="write docs/backends/<name>.md for every backend (seed 002's template)")
+    dc = sub.add_parser("docs", parents=[common], help="write docs/backends/<name>.md for every backend (seed 002's template)")
     dc.add_argument("--out", default="docs/backends", metavar="DIR", help="default: docs/backends")
-    dc.add_argument("--debug", action="store_true", help="show tracebacks")
 
-    bk = sub.add_parser("backends", help="which backends can lower and run here")
+    bk = sub.add_parser("backends", parents=[common], help="which backends can lower and run here")
     bk.add_argument("--json", action="store_true", help="print JSON")
-    bk.add_argument("--debug", action="store_true", help="show tracebacks")
-    md = sub.add_parser("models", help="the model catalog")
-    md.add_argument("--debug", action="store_true", help="show tracebacks")
+    md = sub.add_parser("models", parents=[common], help="the model catalog")
     return parser
 
 

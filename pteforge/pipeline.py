@@ -109,13 +109,14 @@ def export_target(
 
     # Proof: run on this host when every delegate in the program is registered here.
     blockers = run_blockers(chain, delegation.delegates_in_program, registered)
+    needs_reference = (not blockers and config.verify) or config.bundle
+    reference = torch.load(capture.reference_path, weights_only=True) if needs_reference else None
     verification = None
     if blockers:
         record.status, record.reason, record.fix = Status.NOT_RUNNABLE_HERE, blockers[0].reason, blockers[0].fix
     elif not config.verify:
         record.status, record.reason = Status.NOT_VERIFIED, "verification skipped (--no-verify)"
     else:
-        reference = torch.load(capture.reference_path, weights_only=True)
         try:
             stage("verify")
             t0 = time.perf_counter()
@@ -147,7 +148,6 @@ def export_target(
 
     timed("write", lambda: write_atomic(path, data))
     if config.bundle and record.status is not Status.MISMATCH:
-        reference = torch.load(capture.reference_path, weights_only=True)
         bpte = path.with_suffix(".bpte")
         timed("bundle", lambda: write_atomic(bpte, bundled_program(program, reference)))
         record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}

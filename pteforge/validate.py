@@ -172,7 +172,7 @@ def _validate_pte(child, path, entry, manifest_dir, registered, images, eager, t
         batches = [[x] for x, _ in prepared]
         boxes_meta = [lb for _, lb in prepared]
     else:  # a custom task, or no manifest entry: seeded inputs of the program's own shapes
-        batches = [_seeded_inputs(info["inputs"], seed) for seed in range(3)]
+        batches = [seeded_inputs(info["inputs"], seed) for seed in range(3)]
         boxes_meta = None
     inputs_file, outputs_file = tmp / f"{path.stem}.in.pt", tmp / f"{path.stem}.out.pt"
     torch.save(batches, inputs_file)
@@ -241,7 +241,7 @@ def _validate_pte(child, path, entry, manifest_dir, registered, images, eager, t
         res.reason = f"differs from eager on {where}: SQNR {res.sqnr_db:.1f} dB (needs {threshold:.0f}){agreement}"
 
 
-def _seeded_inputs(specs: list[dict], seed: int) -> list:
+def seeded_inputs(specs: list[dict], seed: int) -> list:
     import torch
 
     gen = torch.Generator().manual_seed(seed)
