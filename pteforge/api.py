@@ -45,6 +45,10 @@ class TargetPlan:
     targets: list[Target]
     unavailable: list[Unavailable] = field(default_factory=list)
     available_names: list[str] = field(default_factory=list)
+    references: list[str] = field(default_factory=list)  # fp32 targets added to measure reduced ones against
+    auto: list = field(default_factory=list)  # AutoGroup per backend under --precision auto
+    auto_notes: list[str] = field(default_factory=list)
+    choices: list[dict] = field(default_factory=list)  # filled after the run: auto's winners and why
 
 
 def backends(registered: frozenset[str] | None = None) -> list[Availability]:
@@ -57,19 +61,44 @@ def backends(registered: frozenset[str] | None = None) -> list[Availability]:
 
 
 def plan_targets(
-    requests: list[str] | None, registry: Registry | None = None, implied: frozenset[str] = frozenset()
+    requests: list[str] | None,
+    registry: Registry | None = None,
+    implied: frozenset[str] = frozenset(),
+    precision: str | None = None,
+    registered: frozenset[str] | None = None,
 ) -> TargetPlan:
     """Turn ``--backends`` words into targets; sort out what cannot lower here.
 
     Unknown names and precisions a backend does not take are usage errors, raised
     before any work. ``None`` means every backend that can lower here. Targets in
     ``implied`` come from ``--target PLATFORM``: when they cannot lower here they are
-    listed, but do not fail the run.
+    listed, but do not fail the run. ``precision`` (``--precision``) is the precision
+    of targets that name none, or ``auto``. Every reduced-precision target brings its
+    fp32 reference (see :mod:`pteforge.precision`).
     """
+    from .precision import expand_auto, with_references
+    from .spec import Precision
+
     registry = registry or default_registry()
+    plan = _plan(requests, registry, implied, None if precision in (None, "auto") else Precision.parse(precision))
+    if precision == "auto":
+        if registered is None:
+            from .runtime import registered_backends
+
+            registered = registered_backends()
+        plan.targets, plan.auto, plan.auto_notes = expand_auto(plan.targets, registered)
+    plan.targets, plan.references = with_references(plan.targets)
+    return plan
+
+
+def _plan(requests, registry: Registry, implied: frozenset[str], default) -> TargetPlan:
     lowerable = [b.name for b in registry if b.lower_check().ok]
     if requests is None:
-        targets = [Target((name,), registry.get(name).default_precision) for name in lowerable]
+        targets = []
+        for name in lowerable:
+            b = registry.get(name)
+            p = default if default in b.precisions else b.default_precision
+            targets.append(Target((name,), p, default_precision=p is b.default_precision))
         return TargetPlan(targets, [], lowerable)
     plan = TargetPlan([], [], lowerable)
     seen: set[str] = set()
@@ -79,7 +108,7 @@ def plan_targets(
         if len(set(chain)) != len(chain):
             raise UsageError(f"target '{text}' names a backend twice", fix="name each backend once in a chain")
         primary = registry.get(chain[0])
-        precision = req.precision or primary.default_precision
+        precision = req.precision or default or primary.default_precision
         if precision not in primary.precisions:
             raise UsageError(
                 f"{primary.name} does not take precision {precision.value}; it takes: "
@@ -134,6 +163,7 @@ class RunResult:
     records: list[Record]
     unavailable: list[Unavailable]
     manifest_path: Path | None
+    choices: list[dict] = field(default_factory=list)  # --precision auto's winners and why
 
     @property
     def ok(self) -> bool:
@@ -198,6 +228,7 @@ def export(
         reporter.stage(*names[key], stage)
 
     records: list[Record] = []
+    fresh: list[tuple[str | None, Record]] = []  # (cache key, row) of the work done in this run
     size = config.jobs or default_size(len(plan.targets))
     try:
         with WorkerPool(size, quiet=not config.debug, on_stage=on_stage) as pool, tempfile.TemporaryDirectory(
@@ -205,10 +236,20 @@ def export(
         ) as work:
             for index, spec in enumerate(models, 1):
                 reporter.model_started(spec, index, len(models))
+                todo, restored, keys = _from_cache(spec, plan.targets, config)
+                for rec in restored:
+                    records.append(rec)
+                    sink.merge([rec], spec)
+                    reporter.record(rec)
+                if not todo:
+                    continue
                 key = f"{spec.name}/capture"
                 names[key] = (spec.name, None)
                 reporter.stage(spec.name, None, "capture")
-                job = Job(key, "pteforge.stages.capture:capture", (spec, config, Path(work) / spec.name), timeout=config.timeout)
+                job = Job(
+                    key, "pteforge.stages.capture:capture", (spec, config, Path(work) / spec.name),
+                    {"variants": _variants(todo)}, timeout=config.timeout,
+                )
                 [outcome] = list(pool.run([job]))
                 if not outcome.ok:
                     if outcome.error is not None and not isinstance(outcome.error, CaptureError):
@@ -216,18 +257,18 @@ def export(
                             raise outcome.error  # weights, model or output: the user must act first
                         _debug_traceback(config, outcome)
                     reason, fix = _failure_text(outcome)
-                    for target in plan.targets:
+                    for target in todo:
                         rec = _row(spec, target, Status.CAPTURE_FAILED, reason, fix)
                         records.append(rec)
                         reporter.record(rec)
                     continue
                 cap = outcome.value
                 jobs = []
-                for target in plan.targets:
+                for target in todo:
                     key = f"{spec.name}/{target.name}"
                     names[key] = (spec.name, target.name)
                     jobs.append(Job(key, "pteforge.pipeline:export_target", (cap, spec, target, config), timeout=config.timeout))
-                by_key = {j.key: t for j, t in zip(jobs, plan.targets)}
+                by_key = {j.key: t for j, t in zip(jobs, todo)}
                 done: dict[str, Record] = {}
                 for outcome in pool.run(jobs):
                     target = by_key[outcome.job.key]
@@ -243,13 +284,81 @@ def export(
                     done[outcome.job.key] = rec
                     sink.merge([rec], spec)  # on disk before it is reported
                     reporter.record(rec)
+                    fresh.append((keys.get(target.name), rec))
                 records.extend(done[j.key] for j in jobs)
     except BaseException:
         remove_run_temporaries(out, run_id)
         raise
     if models:
+        if any(rec.cache is None for rec in records):
+            _measure_precisions(out, records, plan, models, config, reporter)
+        _store(fresh)
         write_run_reports(out, records, plan, config)
-    return RunResult(records, plan.unavailable, sink.path if (models or labels) else None)
+    return RunResult(records, plan.unavailable, sink.path if (models or labels) else None, plan.choices)
+
+
+def _from_cache(spec: ModelSpec, targets: list[Target], config: ExportConfig):
+    """(targets still to do, rows restored from the cache, cache key per target name)."""
+    from . import cache
+    from .pipeline import artifact_path
+
+    keys, todo, restored = {}, [], []
+    for t in targets:
+        try:
+            keys[t.name] = cache.key_for(spec, t, config, versions(set(t.backends)))
+        except OSError:
+            todo.append(t)  # an unreadable weights file: the capture will say so
+            continue
+        rec = cache.restore(keys[t.name], artifact_path(config.out_dir, spec, t)) if config.cache else None
+        if rec is None:
+            todo.append(t)
+        else:
+            restored.append(rec)
+    return todo, restored, keys
+
+
+def _store(fresh: list[tuple[str | None, Record]]) -> None:
+    from . import cache
+
+    for key, rec in fresh:
+        if key:
+            cache.store(key, rec)
+
+
+def _variants(targets: list[Target]) -> tuple:
+    """(backend, precision) pairs whose backend transforms the eager model before capture."""
+    registry = default_registry()
+    return tuple(
+        dict.fromkeys((t.primary, t.precision) for t in targets if t.precision in registry.get(t.primary).source_transform_precisions)
+    )
+
+
+def _measure_precisions(out: Path, records: list[Record], plan: TargetPlan, models, config: ExportConfig, reporter) -> None:
+    """Reduced precisions against their fp32 reference, and --precision auto's choices."""
+    from .precision import choose, relate
+    from .report.manifest import set_precision_choices, update_entries
+
+    for group in plan.auto:
+        for rec in records:
+            if rec.target in group.targets:
+                rec.auto_group = group.backend
+    if not any(r.relative is None and r.precision != "fp32" and r.artifact for r in records) and not plan.auto:
+        return
+    reporter.stage("*", None, "timing reduced precisions against fp32")
+    relate(records, plan.targets)
+    fields = {}
+    for rec in records:
+        if rec.artifact and (rec.relative or rec.latency):
+            name = Path(rec.artifact.path).name
+            fields[name] = {k: v for k, v in (("relative", rec.relative), ("bench", rec.latency)) if v}
+    update_entries(out, fields)
+    choices = [
+        choose(spec.name, group, records, spec.task, config.accuracy_budget)
+        for spec in models for group in plan.auto
+    ]
+    if choices:
+        set_precision_choices(out, choices, plan.auto_notes)
+    plan.choices = choices
 
 
 def write_run_reports(out: Path, records: list[Record], plan: TargetPlan, config: ExportConfig) -> None:

@@ -38,8 +38,6 @@ def time_eager(model, inputs, runs: int, warmup: int) -> dict:
 
 
 def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = False, on_file=None) -> list[BenchResult]:
-    import torch
-
     root = Path(path)
     if root.is_file():
         items = [(root.resolve(), None, None)]
@@ -52,29 +50,14 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
         for pte, entry, manifest_dir in items:
             res = BenchResult(str(pte), "failed", entry_name=entry.name if entry else None, manifest_dir=manifest_dir)
             try:
-                info = child.request("inspect", path=str(pte))
-                if not info["ok"]:
-                    res.reason = info["error"]
-                else:
-                    missing = [d for d in dict.fromkeys(info["delegates"]) if d not in registered]
-                    if missing:
-                        res.status, res.reason = "not runnable here", f"{missing[0]} is not registered in this runtime"
-                    else:
-                        inputs = seeded_inputs(info["inputs"], 0)
-                        torch.save([inputs], Path(tmp) / "in.pt")
-                        reply = child.request("bench", path=str(pte), inputs=str(Path(tmp) / "in.pt"), runs=runs, warmup=warmup)
-                        if reply["ok"]:
-                            res.status = "measured"
-                            res.numbers = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in reply.items() if k != "ok"}
-                        else:
-                            res.reason = reply["error"]
-                        if compare_eager and entry is not None and res.status == "measured":
-                            try:
-                                model = eager.get(entry)
-                                res.eager = time_eager(model, inputs, runs, warmup)
-                                res.onnxruntime = time_onnxruntime(model, inputs, runs, warmup)
-                            except Exception as exc:  # e.g. pretrained weights offline
-                                res.eager = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"}
+                res.status, res.reason, res.numbers, inputs = measure_artifact(child, pte, registered, Path(tmp), runs, warmup)
+                if res.status == "measured" and compare_eager and entry is not None:
+                    try:
+                        model = eager.get(entry)
+                        res.eager = time_eager(model, inputs, runs, warmup)
+                        res.onnxruntime = time_onnxruntime(model, inputs, runs, warmup)
+                    except Exception as exc:  # e.g. pretrained weights offline
+                        res.eager = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"}
             except ChildCrashed as exc:
                 res.reason = f"the child process {exc}"
             results.append(res)
@@ -82,6 +65,42 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
                 on_file(res)
     _record(results)
     return results
+
+
+def measure_artifact(child, pte: Path, registered: set[str], tmp: Path, runs: int, warmup: int):
+    """(status, reason, numbers, inputs) of one .pte timed in ``child`` on seeded inputs."""
+    import torch
+
+    info = child.request("inspect", path=str(pte))
+    if not info["ok"]:
+        return "failed", info["error"], {}, None
+    missing = [d for d in dict.fromkeys(info["delegates"]) if d not in registered]
+    if missing:
+        return "not runnable here", f"{missing[0]} is not registered in this runtime", {}, None
+    inputs = seeded_inputs(info["inputs"], 0)
+    torch.save([inputs], tmp / "in.pt")
+    reply = child.request("bench", path=str(pte), inputs=str(tmp / "in.pt"), runs=runs, warmup=warmup)
+    if not reply["ok"]:
+        return "failed", reply["error"], {}, inputs
+    numbers = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in reply.items() if k != "ok"}
+    return "measured", None, numbers, inputs
+
+
+def latencies(paths: list[Path], runs: int = 20, warmup: int = 3) -> dict[str, dict]:
+    """Bench numbers of each runnable .pte in ``paths``, one child process for all."""
+    out: dict[str, dict] = {}
+    if not paths:
+        return out
+    with IsolatedRuntime() as child, tempfile.TemporaryDirectory(prefix="pteforge-bench-") as tmp:
+        registered = set(child.request("registered")["backends"])
+        for pte in paths:
+            try:
+                status, _reason, numbers, _ = measure_artifact(child, Path(pte), registered, Path(tmp), runs, warmup)
+            except ChildCrashed:
+                continue
+            if status == "measured":
+                out[str(pte)] = numbers
+    return out
 
 
 def time_onnxruntime(model, inputs, runs: int, warmup: int) -> dict | None:

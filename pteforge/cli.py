@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import ExitStatus, NoBackendError, PteforgeError
 
-COMMANDS = ("export", "validate", "bench", "select", "manifest", "backends", "models", "docs")
+COMMANDS = ("export", "validate", "bench", "select", "manifest", "backends", "models", "docs", "cache")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,6 +48,19 @@ def _parser() -> argparse.ArgumentParser:
     tg.add_argument("--backends", nargs="+", metavar="TARGET",
                     help="targets: BACKEND[+BACKEND...][:PRECISION], e.g. xnnpack coreml vulkan+xnnpack xnnpack:int8 "
                          "(default: every backend that can lower here)")
+    pr = ex.add_argument_group("precision")
+    pr.add_argument("--precision", default=None, metavar="auto|PRECISION",
+                    help="precision of targets that name none (fp32, fp16, int8, int8-dynamic, int8-weight, int4-weight), "
+                         "or auto: for each backend that runs here, try every precision it takes and pick the fastest "
+                         "within --accuracy-budget")
+    pr.add_argument("--accuracy-budget", default=None, metavar="top1=F,sqnr=DB",
+                    help="what auto may lose against fp32 eager on the validation photos "
+                         "(default: top1=0.99 for classifiers, sqnr=20 otherwise)")
+    pr.add_argument("--calibration", default=None, metavar="DIR",
+                    help="calibrate quantized targets on the images in DIR, through the model's own preprocessing "
+                         "(default: views of the photos our dependencies ship, plus seeded synthetic inputs)")
+    pr.add_argument("--calibration-samples", type=int, default=16, metavar="N",
+                    help="inputs used to calibrate quantized targets (default 16)")
     out = ex.add_argument_group("output and proof")
     out.add_argument("--out", default="models", metavar="DIR", help="output directory (default: models)")
     out.add_argument("--weights", default="pretrained", metavar="pretrained|none|PATH",
@@ -58,8 +71,6 @@ def _parser() -> argparse.ArgumentParser:
                      help="seeded inputs besides the example input used to verify (default 3)")
     out.add_argument("--tolerance", type=float, default=None, metavar="DB",
                      help="minimum SQNR in dB against eager (default depends on precision)")
-    out.add_argument("--calibration-samples", type=int, default=8, metavar="N",
-                     help="inputs used to calibrate quantized targets (default 8)")
     out.add_argument("--base-url", default=None, metavar="URL", help="make remoteUrl absolute under URL")
     out.add_argument("--timeout", type=float, default=1200.0, metavar="S",
                      help="seconds per model capture and per target before its worker is killed (default 1200)")
@@ -67,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="worker processes (default: one per core)")
     out.add_argument("--oplist", action="store_true",
                      help="selective build: selected_operators.yaml per artifact and merged, plus executorch_link.cmake")
+    out.add_argument("--no-cache", dest="cache", action="store_false",
+                     help="do the work even when the cache holds this exact artifact (the result is cached anyway)")
     out.add_argument("--bundle", action="store_true",
                      help="also write a BundledProgram (.bpte) with verification inputs and expected outputs")
 
@@ -101,7 +114,11 @@ def _parser() -> argparse.ArgumentParser:
 
     bk = sub.add_parser("backends", parents=[common], help="which backends can lower and run here")
     bk.add_argument("--json", action="store_true", help="print JSON")
-    md = sub.add_parser("models", parents=[common], help="the model catalog")
+    sub.add_parser("models", parents=[common], help="the model catalog")
+    ca = sub.add_parser("cache", parents=[common], help="the content-addressed artifact cache")
+    ca_sub = ca.add_subparsers(dest="cache_command", required=True, metavar="{clear,info}")
+    ca_sub.add_parser("clear", help="remove every cached artifact")
+    ca_sub.add_parser("info", help="where the cache is, how many entries and bytes")
     return parser
 
 
@@ -151,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_bench(args, ui)
         if args.command == "manifest":
             return _cmd_manifest(args, ui)
+        if args.command == "cache":
+            return _cmd_cache(args, ui)
         return _cmd_export(args, ui, debug)
     except NoBackendError as exc:
         if debug:
@@ -228,7 +247,18 @@ def _cmd_export(args, ui, debug: bool) -> int:
 
         implied = frozenset(targets_for(args.target)) - set(args.backends or [])
         requested = [*targets_for(args.target), *(args.backends or [])]
-    plan = plan_targets(requested, implied=implied) if models else None
+    from .spec import AccuracyBudget
+
+    budget = AccuracyBudget.parse(args.accuracy_budget) if args.accuracy_budget else None
+    if args.calibration:
+        from .vision import images_in
+
+        if not Path(args.calibration).is_dir() or not images_in(Path(args.calibration)):
+            raise UsageError(
+                f"--calibration {args.calibration}: no images (.jpg, .png, ...) there",
+                fix="give a directory of representative photos",
+            )
+    plan = plan_targets(requested, implied=implied, precision=args.precision) if models else None
     if plan and plan.unavailable:
         ui.unavailable(plan)
     weights = args.weights
@@ -245,12 +275,15 @@ def _cmd_export(args, ui, debug: bool) -> int:
         verify_inputs=args.verify_inputs,
         tolerance=args.tolerance,
         calibration_samples=args.calibration_samples,
+        calibration_dir=Path(args.calibration).resolve() if args.calibration else None,
+        accuracy_budget=budget,
         base_url=args.base_url,
         bundle=args.bundle,
         oplist=args.oplist,
         timeout=args.timeout,
         jobs=args.jobs,
         debug=debug,
+        cache=args.cache,
     )
     from .api import TargetPlan
 
@@ -350,6 +383,20 @@ def _cmd_backends(args, ui) -> int:
         ], indent=2))
     else:
         ui.backends_table(rows)
+    return int(ExitStatus.OK)
+
+
+def _cmd_cache(args, ui) -> int:
+    from . import cache
+
+    root = cache.artifacts_dir()
+    if args.cache_command == "clear":
+        entries, size = cache.clear()
+        ui.out.print(f"removed {entries} cached artifact(s), {size / 2**20:.1f} MB, from {root}", highlight=False)
+    else:
+        entries = [p for p in root.iterdir() if p.is_dir()] if root.exists() else []
+        size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.exists() else 0
+        ui.out.print(f"{root}: {len(entries)} cached artifact(s), {size / 2**20:.1f} MB", highlight=False)
     return int(ExitStatus.OK)
 
 

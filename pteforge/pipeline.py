@@ -42,8 +42,8 @@ def export_target(
     import torch
 
     from .stages.lower import delegation_of, lower, program_delegates, program_operators
-    from .stages.quantize import quantize
-    from .stages.verify import run_program, verify_outputs
+    from .stages.quantize import calibration_set, quantize
+    from .stages.verify import image_agreement, run_program, verify_outputs
 
     if registered is None:
         from .runtime import registered_backends
@@ -73,27 +73,37 @@ def export_target(
         finally:
             timings[name] = round(time.perf_counter() - t0, 3)
 
-    exported = timed("load", lambda: torch.export.load(capture.pt2_path))
+    from .stages.capture import variant_key
 
-    quantizer = primary.quantizer(target.precision) if target.precision.quantized else None
-    if quantizer is not None:
+    precision = target.precision
+    pt2 = capture.variants.get(variant_key(primary.name, precision), capture.pt2_path)
+    exported = timed("load", lambda: torch.export.load(pt2))
+    example = tuple(torch.load(capture.reference_path, weights_only=True)["inputs"][0])
+
+    try:
+        plan = primary.plan(precision)
+    except Exception as exc:
+        return _failed(record, Status.LOWER_FAILED, exc, config)
+    if pt2 != capture.pt2_path:
+        record.quantization = {"scheme": f"{primary.name} {precision.value} (torchao, before capture)", "recipe": plan.recipe}
+    exported = primary.prepare(exported, precision, example)
+    if plan.quantizer is not None or plan.quantize is not None:
         try:
-            exported = timed(
-                "quantize",
-                lambda: quantize(exported, quantizer, spec, config.seed, config.calibration_samples),
-            )
+            batches, facts = calibration_set(spec, config)
+            exported = timed("quantize", lambda: quantize(exported, plan, batches, example))
         except Exception as exc:
             return _failed(record, Status.QUANTIZE_FAILED, exc, config)
         record.quantization = {
-            "scheme": f"{primary.name} PT2E {target.precision.value}",
-            "calibration": "synthetic (seeded)",
-            "samples": config.calibration_samples,
+            "scheme": f"{primary.name} PT2E {precision.value} "
+            f"({'NNCF quantize_pt2e' if plan.quantize else type(plan.quantizer).__name__})",
+            "recipe": plan.recipe,
+            "calibration": facts,
         }
 
     try:
-        edge = timed("lower", lambda: lower(exported, chain, target.precision))
+        edge = timed("lower", lambda: lower(exported, chain, precision, plan))
         delegation = delegation_of(edge.exported_program().graph_module)
-        program = timed("serialize", edge.to_executorch)
+        program = timed("serialize", lambda: edge.to_executorch(plan.executorch_config))
         data = bytes(program.buffer)
         delegation.delegates_in_program = program_delegates(program.executorch_program)
     except Exception as exc:
@@ -120,8 +130,10 @@ def export_target(
         try:
             stage("verify")
             t0 = time.perf_counter()
-            actual = run_program(data, reference["inputs"])
+            actual = run_program(data, reference["inputs"] + reference.get("images", []))
             timings["verify"] = round(time.perf_counter() - t0, 3)
+            n = len(reference["inputs"])
+            actual, on_images = actual[:n], actual[n:]
         except Exception as exc:
             status = Status.LOAD_FAILED if "load" in str(exc).lower() else Status.RUN_FAILED
             return _failed(record, status, exc, config)
@@ -132,6 +144,8 @@ def export_target(
         verification = verify_outputs(
             reference, actual, target.precision, runtime_precision, spec.task, config.tolerance
         )
+        if on_images:
+            verification.images = image_agreement(reference, on_images, spec.task)
         record.verification = verification
         if verification.passed:
             record.status = Status.VERIFIED

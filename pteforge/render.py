@@ -121,6 +121,10 @@ class Renderer:
                     self.out.print(f"   • {r.target}: {r.status.value}: {r.reason}{extra}")
                 for u in result.unavailable:
                     self.out.print(f"   • {u.target}: UNAVAILABLE: {u.check.reason}")
+            for c in result.choices:
+                if c["model"] == spec.name:
+                    winner = c["winner"] or "none"
+                    self.out.print(f"🎯 precision auto, {c['backend']}: {winner} — {c['why']}", highlight=False)
         if result.manifest_path:
             self.out.print(f"\nManifest: {result.manifest_path}")
 
@@ -141,6 +145,17 @@ class Renderer:
             proof += f", top-1 agreement {r.verification.top1_agreement:.0%}"
         if r.verification and r.verification.runtime_precision not in (None, r.precision):
             proof += f", ran in {r.verification.runtime_precision}"
+        if r.verification and r.verification.images and r.status is Status.VERIFIED:
+            im = r.verification.images
+            top1 = f", top-1 {im['top1_agreement']:.0%}" if im.get("top1_agreement") is not None else ""
+            proof += f"; on {im['images']} photos SQNR {im['sqnr_db']:.1f} dB{top1}"
+        if r.cache:
+            proof += f" (from the cache: made {r.cache['created'][:19].replace('T', ' ')} UTC in {r.cache['original_seconds']:.0f} s)"
+        if r.relative:
+            rel = f"{r.relative['size']:.2f}× size"
+            if "latency" in r.relative:
+                rel += f", {r.relative['latency']:.2f}× latency"
+            proof += f"; vs fp32: {rel}"
         return (
             f"{r.target}: {Path(r.artifact.path).name} ({mb(r.artifact.size)}, "
             f"{d.percent:.0f} % delegated) — {proof}"

@@ -59,6 +59,9 @@ class Delegation:
     subgraphs_per_backend: dict[str, int]
     portable_ops: list[OpCount]  # non-delegated ops with counts, most frequent first
     delegates_in_program: list[str]  # backend ids recorded in the .pte, in order
+    # Evidence of the precision in the lowered graphs (delegated subgraphs included):
+    # {"quantize_ops": n, "fp16_nodes": m}
+    precision_ops: dict[str, int] = field(default_factory=dict)
 
     @property
     def percent(self) -> float:
@@ -84,6 +87,9 @@ class Verification:
     threshold_sqnr_db: float = 0.0
     passed: bool = False
     runtime_precision: str | None = None  # what the backend really computed in, when known
+    # Agreement with eager fp32 on the validation photos (image models):
+    # {"images", "names", "sqnr_db", "cosine", "top1_agreement"}
+    images: dict | None = None
 
 
 @dataclass
@@ -113,3 +119,9 @@ class Record:
     quantization: dict | None = None  # calibration facts for quantized targets
     bundle: dict | None = None  # {"file": ..., "testsets": n} when a .bpte was written
     input_shapes: list[list[int]] = field(default_factory=list)
+    # Reduced precision against the fp32 artifact of the same chain:
+    # {"fp32": name, "size": ratio, "latency": ratio, "p50_ms", "fp32_p50_ms"}
+    relative: dict | None = None
+    latency: dict | None = None  # bench numbers when the run timed this artifact
+    auto_group: str | None = None  # the backend whose precision --precision auto chooses
+    cache: dict | None = None  # {"hit": true, "key", "created", "original_seconds"} when restored from the cache

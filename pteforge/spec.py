@@ -165,10 +165,54 @@ class ExportConfig:
     verify: bool = True
     verify_inputs: int = 3
     tolerance: float | None = None  # override of the precision's default (min SQNR dB)
-    calibration_samples: int = 8
+    calibration_samples: int = 16
+    calibration_dir: Path | None = None  # --calibration DIR: images through the model's preprocessing
     base_url: str | None = None
     oplist: bool = False  # write selected_operators.yaml per artifact, merged, and the CMake lines
     bundle: bool = False  # also write a BundledProgram (.bpte) with inputs and expected outputs
     timeout: float = 1200.0  # seconds per (model, target) job before its worker is killed
     jobs: int | None = None  # worker processes (default: one per core, at most one per target)
     debug: bool = False
+    cache: bool = True  # look results up in the content-addressed cache (--no-cache: do the work)
+    accuracy_budget: "AccuracyBudget | None" = None  # --precision auto's budget (None: per task default)
+
+
+@dataclass(frozen=True)
+class AccuracyBudget:
+    """How much accuracy ``--precision auto`` may give up against fp32 eager.
+
+    ``top1``: least fraction of validation photos whose top-1 class must agree
+    (classifiers); ``sqnr``: least SQNR in dB on the validation photos (others, or
+    both when given). Written ``top1=0.99`` / ``sqnr=20`` / ``top1=0.98,sqnr=15``.
+    """
+
+    top1: float | None = None
+    sqnr: float | None = None
+
+    @classmethod
+    def for_task(cls, task: str) -> "AccuracyBudget":
+        return cls(top1=0.99) if task == "classification" else cls(sqnr=20.0)
+
+    @classmethod
+    def parse(cls, text: str) -> "AccuracyBudget":
+        values: dict[str, float] = {}
+        for part in text.split(","):
+            key, _, value = part.partition("=")
+            key = key.strip().lower()
+            try:
+                number = float(value)
+            except ValueError:
+                number = None
+            if key not in ("top1", "sqnr") or number is None or (key == "top1" and not 0 <= number <= 1):
+                raise UsageError(
+                    f"malformed --accuracy-budget '{text}'",
+                    fix="write top1=FRACTION and/or sqnr=DB, e.g. --accuracy-budget top1=0.99 or sqnr=20",
+                )
+            values[key] = number
+        return cls(**values)
+
+    def describe(self) -> str:
+        parts = ([f"top-1 agreement ≥ {self.top1:.0%}"] if self.top1 is not None else []) + (
+            [f"SQNR ≥ {self.sqnr:g} dB"] if self.sqnr is not None else []
+        )
+        return " and ".join(parts) + " vs fp32 eager on the validation photos"

@@ -9,24 +9,35 @@ IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
 
 
 def shipped_images() -> list[Path]:
-    """Real photos that a dependency ships (Ultralytics: bus.jpg, zidane.jpg)."""
-    import ultralytics
+    """Real photos that our dependencies ship: Ultralytics' bus.jpg and zidane.jpg,
+    Matplotlib's grace_hopper.jpg, scikit-learn's china.jpg and flower.jpg (those
+    that are installed)."""
+    import importlib.util
 
-    assets = Path(ultralytics.__file__).parent / "assets"
-    return sorted(p for p in assets.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    found: list[Path] = []
+    for package, folder in (("ultralytics", "assets"), ("matplotlib", "mpl-data/sample_data"), ("sklearn", "datasets/images")):
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        assets = Path(list(spec.submodule_search_locations)[0]) / folder
+        if assets.is_dir():
+            found.extend(sorted(p for p in assets.iterdir() if p.suffix.lower() in (".jpg", ".jpeg")))
+    return found
 
 
 def images_in(directory: Path) -> list[Path]:
     return sorted(p for p in Path(directory).rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
-def classification_input(path: Path, pre: dict):
-    """Resize the shorter side, centre crop, scale to [0, 1], normalise (torchvision's recipe)."""
+def classification_input(path, pre: dict):
+    """Resize the shorter side, centre crop, scale to [0, 1], normalise (torchvision's recipe).
+
+    ``path`` is an image file or a PIL image."""
     import torch
     from PIL import Image
     from torchvision.transforms import functional as F
 
-    img = Image.open(path).convert("RGB")
+    img = path.convert("RGB") if isinstance(path, Image.Image) else Image.open(path).convert("RGB")
     img = F.resize(img, pre.get("resize") or pre["size"])
     img = F.center_crop(img, pre["size"])
     x = F.to_tensor(img)
@@ -41,13 +52,19 @@ class Letterbox:
     shape: tuple[int, int]  # original (h, w)
 
 
-def detection_input(path: Path, size: int):
-    """Letterbox to ``size`` with padding 114, RGB, [0, 1], NCHW — as Ultralytics does."""
+def detection_input(path, size: int):
+    """Letterbox to ``size`` with padding 114, RGB, [0, 1], NCHW — as Ultralytics does.
+
+    ``path`` is an image file or a PIL image."""
     import cv2
     import numpy as np
     import torch
+    from PIL import Image
 
-    bgr = cv2.imread(str(path))
+    if isinstance(path, Image.Image):
+        bgr = np.ascontiguousarray(np.asarray(path.convert("RGB"))[..., ::-1])
+    else:
+        bgr = cv2.imread(str(path))
     if bgr is None:
         raise ValueError(f"cannot read image {path}")
     h, w = bgr.shape[:2]
@@ -62,6 +79,41 @@ def detection_input(path: Path, size: int):
     rgb = np.ascontiguousarray(bgr[..., ::-1].transpose(2, 0, 1))
     x = torch.from_numpy(rgb).float().div(255.0).unsqueeze(0)
     return x, Letterbox(gain, (left, top), (h, w))
+
+
+def model_input(image, spec):
+    """One image (file or PIL image) → the model's input tensor, by its own preprocessing."""
+    from dataclasses import asdict
+
+    pre = spec.preprocessing
+    if pre.letterbox:
+        return detection_input(image, pre.size)[0]
+    return classification_input(image, asdict(pre))
+
+
+def takes_images(spec) -> bool:
+    """A model whose only input is one image batch with a known preprocessing."""
+    return spec.preprocessing is not None and len(spec.inputs) == 1 and len(spec.inputs[0].shape) == 4
+
+
+def image_views(path: Path, count: int, seed: int) -> list:
+    """``count`` seeded random views of a photo (crop of 40–100 % of it, maybe mirrored),
+    so calibration sees real image statistics without reusing the validation view."""
+    import random
+
+    from PIL import Image, ImageOps
+
+    rng = random.Random(f"{seed}:{Path(path).name}")
+    img = Image.open(path).convert("RGB")
+    w, h = img.size
+    views = []
+    for _ in range(count):
+        scale = rng.uniform(0.4, 1.0)
+        cw, ch = max(int(w * scale), 16), max(int(h * scale), 16)
+        x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
+        view = img.crop((x, y, x + cw, y + ch))
+        views.append(ImageOps.mirror(view) if rng.random() < 0.5 else view)
+    return views
 
 
 @dataclass

@@ -72,6 +72,13 @@ def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
         warnings.filterwarnings("ignore")
         logging.basicConfig(level=logging.WARNING)
         logging.getLogger().setLevel(logging.WARNING)
+        # Native libraries and SDK tools (cpuinfo, coremltools' progress bars, Vela's
+        # reports) write straight to the terminal; results and errors come back
+        # through the pipe, and --debug shows everything.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.close(devnull)
     while True:
         try:
             job = conn.recv()

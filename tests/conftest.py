@@ -9,6 +9,17 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))  # tiny_models importable as a --model factory
 
+# Never the developer's cache: a session-wide one for module fixtures, and a fresh one
+# per test (below), so no test is answered by another's work.
+import tempfile  # noqa: E402
+
+os.environ["PTEFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="pteforge-test-cache-")
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTEFORGE_CACHE_DIR", str(tmp_path / "pteforge-cache"))
+
 
 def pytest_configure(config):
     from pteforge.backends import ALL_BACKENDS

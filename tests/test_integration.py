@@ -18,7 +18,10 @@ SHOWN_HERE = {
     "openvino": {"OpenvinoBackend"},
     "ethos-u55": {"EthosUBackend"},
     "tosa": {"TOSABackend"},
+    "xnnpack:int8": {"XnnpackBackend"},
 }
+# fp32 references the reduced-precision targets above bring (coreml is fp16, tosa int8 by default)
+REFERENCES = {"coreml:fp32": {"CoreMLBackend"}, "tosa:fp32": {"TOSABackend"}}
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +34,16 @@ def mobilenet_run(tmp_path_factory):
 def test_mobilenet_v3_small_every_backend_that_lowers_here(mobilenet_run):
     proc, out = mobilenet_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"Successfully exported {len(SHOWN_HERE)}/{len(SHOWN_HERE)} backends" in proc.stdout
+    every = {**SHOWN_HERE, **REFERENCES}
+    assert f"Successfully exported {len(every)}/{len(every)} backends" in proc.stdout
     manifest = json.loads((out / "index.json").read_text())
     entries = {e["target"]: e for e in manifest["models"]}
-    assert set(entries) == set(SHOWN_HERE)
-    for target, delegates in SHOWN_HERE.items():
+    assert set(entries) == set(every)
+    for target, delegates in every.items():
         e = entries[target]
         assert set(read_pte(out / e["file"]).delegates) == delegates, target
-        assert e["file"] == f"mobilenet/mobilenet_v3_small_{target}.pte"
+        slug = target.replace(":", "_").replace("-weight", "weight")
+        assert e["file"] == f"mobilenet/mobilenet_v3_small_{slug}.pte"
     assert entries["ethos-u55"]["precision"] == "int8" and entries["tosa"]["precision"] == "int8"
     for runnable in ("xnnpack", "portable", "openvino"):
         v = entries[runnable]["verification"]
@@ -46,6 +51,25 @@ def test_mobilenet_v3_small_every_backend_that_lowers_here(mobilenet_run):
     for device_only in ("coreml", "vulkan", "ethos-u55", "tosa"):
         assert entries[device_only]["status"] == "NOT_RUNNABLE_HERE"
     assert entries["openvino"]["verification"]["runtime_precision"] in ("fp32", "bf16")
+
+
+def test_int8_on_xnnpack_verifies_on_a_catalog_model(mobilenet_run):
+    """Static int8 (ExecuTorch's XNNPACK recipe quantizer, calibrated on photo views +
+    synthetic inputs) runs here, matches fp32 eager within the int8 tolerance, and is
+    measured against the fp32 artifact."""
+    _, out = mobilenet_run
+    manifest = json.loads((out / "index.json").read_text())
+    entries = {e["target"]: e for e in manifest["models"]}
+    e = entries["xnnpack:int8"]
+    assert e["status"] == "VERIFIED" and e["verification"]["passed"]
+    assert e["verification"]["sqnr_db"] >= e["verification"]["threshold_sqnr_db"] == 10.0
+    assert e["delegation"]["precision_ops"]["quantize_ops"] > 0
+    cal = e["quantization"]["calibration"]
+    assert "bus.jpg" in cal["source"] and cal["images"] > 0 and cal["synthetic"] > 0
+    assert e["relative"]["fp32"] == "mobilenet_v3_small_xnnpack.pte" and e["relative"]["size"] < 0.35
+    assert e["relative"]["latency"] > 0
+    assert entries["coreml"]["relative"]["fp32"] == "mobilenet_v3_small_coreml_fp32.pte"
+    assert "latency" not in entries["coreml"]["relative"], "Core ML cannot be timed here"
 
 
 def test_mobilenet_manifest_is_what_the_app_reads(mobilenet_run):
@@ -109,7 +133,10 @@ def test_validate_on_real_images_catches_damaged_weights(mobilenet_run, tmp_path
     assert files["mobilenet/damaged.pte"]["status"] == "MISMATCH"
     good = files["mobilenet/mobilenet_v3_small_xnnpack.pte"]
     assert good["status"] == "VERIFIED" and good["agreement"] == 1.0
-    assert [i["image"] for i in good["images"]] == ["bus.jpg", "zidane.jpg"]
+    from pteforge.vision import shipped_images
+
+    assert [i["image"] for i in good["images"]] == [p.name for p in shipped_images()]
+    assert {"bus.jpg", "zidane.jpg"} <= {i["image"] for i in good["images"]}
     assert len(good["images"][0]["top5"]) == 5 and good["images"][0]["top5"][0]["name"]
     assert good["images"][0]["inference_ms"] > 0
     assert files["mobilenet/mobilenet_v3_small_coreml.pte"]["status"] == "NOT_RUNNABLE_HERE"

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory):
-    """One model with coreml, vulkan and xnnpack artifacts."""
+    """One model with coreml (and its fp32 reference), vulkan and xnnpack artifacts."""
     from pteforge.cli import main
 
     out = tmp_path_factory.mktemp("three")
@@ -43,6 +43,7 @@ def test_load_best_falls_back_to_what_this_runtime_runs(three):
     assert sel.entry.name == "tiny_xnnpack.pte" and sel.program is not None
     assert dict(sel.skipped) == {
         "tiny_coreml.pte": "CoreMLBackend is not registered in this runtime",
+        "tiny_coreml_fp32.pte": "CoreMLBackend is not registered in this runtime",
         "tiny_vulkan.pte": "VulkanBackend is not registered in this runtime",
     }
     import torch
@@ -82,7 +83,7 @@ def test_select_unknown_model(capsys, three):
 
 def test_manifest_check(capsys, three, tmp_path):
     code, stdout, _ = cli(capsys, "manifest", "check", three / "index.json")
-    assert code == ExitStatus.OK and "valid pteforge manifest (schema_version 1): 3 artifact(s)" in stdout
+    assert code == ExitStatus.OK and "valid pteforge manifest (schema_version 1): 4 artifact(s)" in stdout
     bad = tmp_path / "index.json"
     doc = json.loads((three / "index.json").read_text())
     doc["models"][0]["size"] = "big"

@@ -26,7 +26,7 @@ def test_each_run_writes_the_reports(run):
     assert "## Export time (seconds, measured)" in md and "## File size (measured)" in md
     assert "| tiny | xnnpack | fp32 | VERIFIED |" in md
     report = json.loads((run / "report.json").read_text())
-    assert {e["target"] for e in report["manifest"]["models"]} == {"xnnpack", "portable", "coreml"}
+    assert {e["target"] for e in report["manifest"]["models"]} == {"xnnpack", "portable", "coreml", "coreml:fp32"}
     html = (run / "report.html").read_text()
     assert html.count('class="plot"') == 4
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html, "self-contained"

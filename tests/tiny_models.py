@@ -46,6 +46,27 @@ class TwoInputs(torch.nn.Module):
         return self.fc(self.emb(tokens).mean(1)) * scale
 
 
+class WeightyNet(torch.nn.Module):
+    """Small, but weights dominate its program: reduced precisions show in the file size."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 32, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(32, 64, 3, padding=1)
+        self.fc1 = torch.nn.Linear(64, 512)
+        self.fc2 = torch.nn.Linear(512, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        y = torch.nn.functional.adaptive_avg_pool2d(y, 1).flatten(1)
+        return self.fc2(torch.relu(self.fc1(y)))
+
+
+def weighty():
+    torch.manual_seed(0)
+    return WeightyNet()
+
+
 def tiny():
     if os.environ.get("TINY_BREAK"):  # same name, a model torch.export cannot capture
         return DataDependent()

@@ -10,7 +10,27 @@ TOSA_TOOLS = Requirement("tosa_serializer", "uv pip install tosa-tools==2026.5.0
 
 
 class ArmBackend(Backend):
-    """An Arm backend: a compile spec, its partitioner and the matching Arm quantizer."""
+    """An Arm backend: a compile spec, its partitioner and the matching Arm quantizer.
+
+    Lowering follows ExecuTorch's Arm recipe for the precision (``recipe_names``):
+    the same compile spec, quantizer and partitioner as Arm's aot_arm_compiler, plus
+    what our own path used to miss — the delegate payload kept inline in the .pte
+    (``extract_delegate_segments=False``, which the Arm runtime expects) and, for
+    int8, the pass that turns the boundary quantize/dequantize into cortex_m kernels.
+    """
+
+    recipe_names: dict[Precision, str] = {}
+
+    def recipe(self, precision):
+        name = self.recipe_names.get(precision)
+        if name is None:
+            return None
+        from executorch.backends.arm.recipes import ArmRecipeProvider, ArmRecipeType
+
+        return ArmRecipeProvider().create_recipe(ArmRecipeType[name], **self.recipe_kwargs())
+
+    def recipe_kwargs(self) -> dict:
+        return {}
 
     def compile_spec(self, precision: Precision):
         raise NotImplementedError
@@ -40,6 +60,9 @@ class EthosU(ArmBackend):
     default_precision = Precision.INT8  # Ethos-U only executes int8
     requires = (VELA, TOSA_TOOLS)
     target: str  # Vela accelerator configuration, e.g. ethos-u55-128
+
+    def recipe_kwargs(self):
+        return {"macs": int(self.target.rsplit("-", 1)[1])}
 
     def compile_spec(self, precision):
         from executorch.backends.arm.ethosu import EthosUCompileSpec

@@ -21,8 +21,12 @@ Contract
   specs; ``quantizer(precision)`` returns a PT2E quantizer for quantized
   precisions. Heavy SDK imports happen inside these methods, never at module
   import: a missing SDK makes one backend unavailable, not the tool unusable.
+* ``recipe(precision)`` may return ExecuTorch's own ``executorch.export`` recipe
+  for that precision; ``plan(precision)`` turns it (or, without one, the methods
+  above) into a :class:`Plan`: quantizer, partitioners, edge config and passes,
+  backend config. A backend fixes what its recipe gets wrong in ``plan``.
 * ``lower(...)`` turns an ExportedProgram into an ``EdgeProgramManager``; the
-  default calls ``to_edge_transform_and_lower`` with this backend's partitioners
+  default calls ``to_edge_transform_and_lower`` with the plan's partitioners
   first and then those of the rest of the chain, in priority order.
 """
 
@@ -31,7 +35,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..spec import Precision
@@ -48,6 +52,34 @@ class Check:
 
     def one_line(self) -> str:
         return self.reason if self.ok or not self.fix else f"{self.reason} — {self.fix}"
+
+
+@dataclass
+class Plan:
+    """How one precision of one backend is produced from a captured program."""
+
+    partitioners: list[Any] = field(default_factory=list)
+    quantizer: Any | None = None  # PT2E quantizer, for quantized precisions
+    edge_config: Any | None = None  # EdgeCompileConfig
+    edge_passes: list[Any] = field(default_factory=list)  # callables(EdgeProgramManager) -> [pass]
+    executorch_config: Any | None = None  # ExecutorchBackendConfig for to_executorch
+    recipe: str | None = None  # the executorch.export recipe it was built from
+    # quantize(module, batches) -> module: a backend's own PTQ flow instead of
+    # prepare_pt2e/convert_pt2e with ``quantizer``
+    quantize: Any | None = None
+
+    @classmethod
+    def from_recipe(cls, recipe) -> "Plan":
+        q = recipe.quantization_recipe
+        low = recipe.lowering_recipe
+        return cls(
+            partitioners=list(low.partitioners or []) if low else [],
+            quantizer=(q.quantizers[0] if q and q.quantizers else None),
+            edge_config=low.edge_compile_config if low else None,
+            edge_passes=list(low.edge_manager_transform_passes or []) if low else [],
+            executorch_config=recipe.executorch_backend_config,
+            recipe=recipe.name,
+        )
 
 
 @dataclass(frozen=True)
@@ -85,6 +117,8 @@ class Backend:
     precisions: ClassVar[tuple[Precision, ...]] = (Precision.FP32,)
     default_precision: ClassVar[Precision] = Precision.FP32
     requires: ClassVar[tuple[Requirement, ...]] = ()
+    # precisions whose source_transform() changes the eager model before capture
+    source_transform_precisions: ClassVar[tuple[Precision, ...]] = ()
     docs: ClassVar[Docs]
     # Example partitioner code for the docs ("Using <backend>").
     code_sample: ClassVar[str] = ""
@@ -122,16 +156,40 @@ class Backend:
     def edge_compile_config(self) -> Any | None:
         return None
 
-    def lower(self, exported: "ExportedProgram", precision: Precision, rest: list[Any]) -> Any:
+    def recipe(self, precision: Precision) -> Any | None:
+        """ExecuTorch's ``executorch.export`` recipe for ``precision``, where one exists."""
+        return None
+
+    def plan(self, precision: Precision) -> Plan:
+        recipe = self.recipe(precision)
+        if recipe is not None:
+            return Plan.from_recipe(recipe)
+        return Plan(
+            partitioners=self.partitioners(precision),
+            quantizer=self.quantizer(precision) if precision.quantized else None,
+            edge_config=self.edge_compile_config(),
+        )
+
+    def source_transform(self, precision: Precision) -> Any | None:
+        """A torchao config applied to the eager model before capture (weight-only int4)."""
+        return None
+
+    def prepare(self, exported: "ExportedProgram", precision: Precision, example: tuple) -> "ExportedProgram":
+        """Rewrite the captured program for ``precision`` before lowering (default: as is)."""
+        return exported
+
+    def lower(self, exported: "ExportedProgram", plan: Plan, rest: list[Any]) -> Any:
         from executorch.exir import to_edge_transform_and_lower
 
         kwargs = {}
-        config = self.edge_compile_config()
-        if config is not None:
-            kwargs["compile_config"] = config
-        return to_edge_transform_and_lower(
-            exported, partitioner=[*self.partitioners(precision), *rest], **kwargs
-        )
+        if plan.edge_config is not None:
+            kwargs["compile_config"] = plan.edge_config
+        edge = to_edge_transform_and_lower(exported, partitioner=[*plan.partitioners, *rest], **kwargs)
+        for make_passes in plan.edge_passes:  # as executorch.export's pipeline applies them
+            passes = make_passes(edge)
+            if passes:
+                edge = edge.transform(passes)
+        return edge
 
     def runtime_precision(self, precision: Precision) -> str | None:
         """The precision the host runtime really computes in, when it differs from ``precision``."""

@@ -54,7 +54,7 @@ edge = quantize_and_export_to_cadence(model, example_inputs)"""
     def quantizer(self, precision):
         return None  # the Cadence flow quantizes inside quantize_and_export_to_cadence
 
-    def lower(self, exported, precision, rest):
+    def lower(self, exported, plan, rest):
         from executorch.backends.cadence.aot.compiler import quantize_and_export_to_cadence
 
         inputs = tuple(

@@ -12,15 +12,20 @@ class CoreML(Backend):
     hardware = "NPU/GPU/CPU"
     use_case = "Apple devices: Neural Engine, best performance and battery life"
     description = "Apple Neural Engine (CoreML)"
-    precisions = (Precision.FP16, Precision.FP32)
+    precisions = (Precision.FP16, Precision.FP32, Precision.INT8, Precision.INT8_WEIGHT, Precision.INT4_WEIGHT)
     default_precision = Precision.FP16  # ExecuTorch's default compute precision
+    source_transform_precisions = (Precision.INT4_WEIGHT,)
     requires = (Requirement("coremltools", "uv pip install 'coremltools>=9' (it comes with executorch)"),)
     docs = Docs(
         overview=(
             "The Core ML delegate hands the graph to Apple's Core ML, which schedules it "
             "on the Neural Engine, the GPU or the CPU."
         ),
-        features=("fp16 (default) and fp32 compute.", "Neural Engine, GPU and CPU compute units."),
+        features=(
+            "fp16 (default) and fp32 compute.",
+            "int8 static (PT2E, CoreMLQuantizer; iOS 17+), int8 weight-only (PT2E) and int4 weight-only (torchao, per channel, Linear/Embedding; iOS 18+).",
+            "Neural Engine, GPU and CPU compute units.",
+        ),
         target_requirements=("iOS 15+ / macOS 12+ (minimum deployment target iOS15 here).",),
         development_requirements=("coremltools>=9 (installed with executorch); lowers on Linux and macOS.",),
         cmake_targets=("coremldelegate",),
@@ -34,13 +39,31 @@ from executorch.backends.apple.coreml.partition import CoreMLPartitioner
 partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_specs(
     compute_precision=ct.precision.FLOAT16, minimum_deployment_target=ct.target.iOS15))]"""
 
-    def partitioners(self, precision):
-        import coremltools as ct
-        from executorch.backends.apple.coreml.compiler import CoreMLBackend
-        from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+    # Our precision → ExecuTorch's Core ML recipe. Weight-only int4 is torchao's
+    # per-channel IntxWeightOnlyConfig on Linear/Embedding, applied before capture.
+    _RECIPES = {
+        Precision.FP32: "FP32",
+        Precision.FP16: "FP16",
+        Precision.INT8: "PT2E_INT8_STATIC",
+        Precision.INT8_WEIGHT: "PT2E_INT8_WEIGHT_ONLY",
+        Precision.INT4_WEIGHT: "TORCHAO_INT4_WEIGHT_ONLY_PER_CHANNEL",
+    }
 
-        compute = ct.precision.FLOAT32 if precision is Precision.FP32 else ct.precision.FLOAT16
-        specs = CoreMLBackend.generate_compile_specs(
-            compute_precision=compute, minimum_deployment_target=ct.target.iOS15
-        )
-        return [CoreMLPartitioner(compile_specs=specs)]
+    def recipe(self, precision):
+        import coremltools as ct
+        from executorch.backends.apple.coreml.recipes import CoreMLRecipeProvider, CoreMLRecipeType
+
+        kind = CoreMLRecipeType[self._RECIPES[precision]]
+        # fp32/fp16 run from iOS 15; the quantized recipes raise the floor themselves
+        # (iOS 17 for PT2E int8, iOS 18 for int4).
+        kwargs = {"minimum_deployment_target": ct.target.iOS15} if not precision.quantized else {}
+        return CoreMLRecipeProvider().create_recipe(kind, **kwargs)
+
+    def source_transform(self, precision):
+        if precision is not Precision.INT4_WEIGHT:
+            return None
+        [config] = self.recipe(precision).quantization_recipe.ao_quantization_configs
+        return config
+
+    def partitioners(self, precision):
+        return self.plan(precision).partitioners

@@ -53,7 +53,7 @@ edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).tra
 
         return CortexMQuantizer()
 
-    def lower(self, exported, precision, rest):
+    def lower(self, exported, plan, rest):
         from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compile_config
         from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
         from executorch.exir import to_edge, to_edge_transform_and_lower

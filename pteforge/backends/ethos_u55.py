@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from ..spec import Precision
 from ._arm import EthosU
 from .base import Docs
 
@@ -10,6 +11,7 @@ class EthosU55(EthosU):
     aliases = ("arm", "ethos-u", "ethosu", "u55")
     app_name = "arm"
     target = "ethos-u55-128"
+    recipe_names = {Precision.INT8: "ETHOS_U55_INT8"}
     use_case = "Ultra-low-power int8 inference on Cortex-M microcontrollers with an Ethos-U55 NPU"
     description = "Arm Ethos-U55 NPU (int8)"
     docs = Docs(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from ..spec import Precision
 from ._arm import EthosU
 from .base import Docs
 
@@ -10,6 +11,7 @@ class EthosU85(EthosU):
     aliases = ("u85",)
     app_name = "arm"
     target = "ethos-u85-256"
+    recipe_names = {Precision.INT8: "ETHOS_U85_INT8"}
     use_case = "Low-power int8 inference on embedded systems with an Ethos-U85 NPU"
     description = "Arm Ethos-U85 NPU (int8)"
     docs = Docs(

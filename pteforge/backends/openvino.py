@@ -54,6 +54,21 @@ partitioner = [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]"""
 
         return OpenVINOQuantizer()
 
+    def plan(self, precision):
+        plan = super().plan(precision)
+        if precision is Precision.INT8:
+            plan.quantize = _nncf_quantize
+        return plan
+
+
+def _nncf_quantize(module, batches):
+    """ExecuTorch's OpenVINO PTQ (NNCF quantize_pt2e, with bias correction). Weights
+    stay as quantize/dequantize pairs (fold_quantize=False): OpenVINO's PyTorch
+    frontend cannot convert convolutions over folded int8 constants."""
+    from executorch.backends.openvino.quantizer import quantize_model
+
+    return quantize_model(module, batches, subset_size=len(batches), transform_fn=lambda batch: batch)
+
 
 def _cpu_has_bf16() -> bool:
     try:

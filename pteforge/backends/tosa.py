@@ -14,6 +14,7 @@ class Tosa(ArmBackend):
     use_case = "Arm's portable TOSA graph, for checking Arm NPU coverage and for TOSA consumers"
     description = "TOSA flatbuffer (Arm reference)"
     precisions = (Precision.INT8, Precision.FP32)
+    recipe_names = {Precision.INT8: "TOSA_INT8", Precision.FP32: "TOSA_FP"}
     default_precision = Precision.INT8
     requires = (TOSA_TOOLS,)
     docs = Docs(

@@ -21,6 +21,7 @@ class Vgf(ArmBackend):
     use_case = "Arm GPUs and NPUs through the ML extensions for Vulkan"
     description = "Arm ML extensions for Vulkan (VGF)"
     precisions = (Precision.FP32, Precision.INT8)
+    recipe_names = {Precision.INT8: "VGF_INT8", Precision.FP32: "VGF_FP"}
     default_precision = Precision.FP32
     requires = (TOSA_TOOLS,)
     docs = Docs(

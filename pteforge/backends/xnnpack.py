@@ -36,29 +36,45 @@ class Xnnpack(Backend):
     code_sample = """from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 partitioner = [XnnpackPartitioner()]"""
 
+    # ExecuTorch's recipes for the precisions that have one. fp16 has none: see prepare().
+    _RECIPES = {
+        Precision.FP32: "FP32",
+        Precision.INT8: "PT2E_INT8_STATIC_PER_CHANNEL",
+        Precision.INT8_DYNAMIC: "PT2E_INT8_DYNAMIC_PER_CHANNEL",
+    }
+
+    def recipe(self, precision):
+        if precision not in self._RECIPES:
+            return None
+        from executorch.backends.xnnpack.recipes import XNNPACKRecipeProvider
+        from executorch.backends.xnnpack.recipes.xnnpack_recipe_types import XNNPackRecipeType
+
+        return XNNPACKRecipeProvider().create_recipe(XNNPackRecipeType[self._RECIPES[precision]])
+
+    def plan(self, precision):
+        plan = super().plan(precision)
+        # ExecuTorch 1.5.1's XNNPACK recipe builds XnnpackPartitioner(precision_type=...),
+        # a keyword the partitioner does not have (it is `config_precisions`), so the
+        # recipe's precision is silently dropped. Its quantizer, edge config and backend
+        # config are right; the partitioners are ours.
+        plan.partitioners = self.partitioners(precision)
+        return plan
+
     def partitioners(self, precision):
         from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
         if precision is Precision.INT8_DYNAMIC:
+            # Dynamically quantized linears first; what stays fp32 goes to a second pass.
             return [
                 XnnpackPartitioner(config_precisions=ConfigPrecisionType.DYNAMIC_QUANT),
                 XnnpackPartitioner(),
             ]
         return [XnnpackPartitioner()]
 
-    def quantizer(self, precision):
-        if not precision.quantized:
-            return None
-        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-            XNNPACKQuantizer,
-            get_symmetric_quantization_config,
-        )
+    def prepare(self, exported, precision, example):
+        if precision is not Precision.FP16:
+            return exported
+        from ..stages.quantize import half_program
 
-        quantizer = XNNPACKQuantizer()
-        quantizer.set_global(
-            get_symmetric_quantization_config(
-                is_per_channel=True, is_dynamic=precision is Precision.INT8_DYNAMIC
-            )
-        )
-        return quantizer
+        return half_program(exported, example)

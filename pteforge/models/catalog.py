@@ -55,10 +55,29 @@ def build_catalog() -> Registry[ModelSpec]:
 
 
 def labels_for(kind: str) -> list[str]:
+    """Class names from the library's own metadata (torchvision, Ultralytics), kept in the
+    user cache per library version: reading them imports torch, ~3 s."""
+    from importlib import metadata
+
+    from ..cache import cache_root
+    from ..io import write_atomic
+
+    library = "torchvision" if kind == "imagenet" else "ultralytics"
+    path = cache_root() / "labels" / f"{kind}-{library}-{metadata.version(library)}.txt"
+    try:
+        return path.read_text().splitlines()
+    except OSError:
+        pass
     if kind == "imagenet":
         from .torchvision_models import imagenet_labels
 
-        return imagenet_labels()
-    from .ultralytics_models import coco_labels
+        names = imagenet_labels()
+    else:
+        from .ultralytics_models import coco_labels
 
-    return coco_labels()
+        names = coco_labels()
+    try:
+        write_atomic(path, "\n".join(names) + "\n")
+    except OSError:
+        pass
+    return names

@@ -37,3 +37,22 @@ def make_inputs(spec: ModelSpec, seed: int, batch: int | None = None) -> tuple:
         else:
             out.append(torch.randint(0, 100, shape, generator=gen).to(dtype))
     return tuple(out)
+
+
+def statistics_batch(spec: ModelSpec, seed: int, batch: int) -> tuple:
+    """A batch for estimating BatchNorm statistics of randomly initialised weights:
+    for image models half real photo views (the photos our dependencies ship, through
+    the model's preprocessing) and half seeded synthetic images, so the network is
+    normalised for both kinds of input it is verified and calibrated on."""
+    import torch
+
+    from ..vision import image_views, model_input, shipped_images, takes_images
+
+    photos = shipped_images() if takes_images(spec) else []
+    if not photos:
+        return make_inputs(spec, seed, batch=batch)
+    n_photo = batch // 2
+    views = [image_views(photos[(seed + k) % len(photos)], 1, seed * 31 + k)[0] for k in range(n_photo)]
+    real = torch.cat([model_input(v, spec) for v in views])
+    (synthetic,) = make_inputs(spec, seed, batch=batch - n_photo)
+    return (torch.cat([real, synthetic]),)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import WeightsError
 from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
-from .synthetic import make_inputs
+from .synthetic import statistics_batch
 from .weights import load_state_dict_file, recalibrate_batchnorm
 
 
@@ -26,7 +26,7 @@ def build(spec: ModelSpec, weights: str, seed: int):
         return model.eval()
     model = torchvision.models.get_model(spec.name, weights=None)
     if weights == WEIGHTS_NONE:
-        recalibrate_batchnorm(model, lambda i: make_inputs(spec, seed * 1000 + i, batch=8))
+        recalibrate_batchnorm(model, lambda i: statistics_batch(spec, seed * 1000 + i, batch=8))
     else:
         load_state_dict_file(model, weights)
     return model.eval()

@@ -6,7 +6,7 @@ import os
 
 from ..errors import WeightsError
 from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
-from .synthetic import make_inputs
+from .synthetic import statistics_batch
 from .weights import load_state_dict_file, recalibrate_batchnorm
 
 os.environ.setdefault("YOLO_OFFLINE", "1")  # never phone home from a build step
@@ -38,7 +38,7 @@ def build(spec: ModelSpec, weights: str, seed: int):
 
         model = DetectionModel(f"{spec.name}.yaml", nc=80, verbose=False)
         if weights == WEIGHTS_NONE:
-            recalibrate_batchnorm(model, lambda i: make_inputs(spec, seed * 1000 + i, batch=4))
+            recalibrate_batchnorm(model, lambda i: statistics_batch(spec, seed * 1000 + i, batch=4))
         else:
             load_state_dict_file(model, weights)
     return to_export_mode(model)

@@ -57,7 +57,7 @@ def load_state_dict_file(model, path: str) -> None:
 
 
 def recalibrate_batchnorm(model, inputs_fn, batches: int = 4) -> None:
-    """Re-estimate BatchNorm running statistics on seeded synthetic inputs.
+    """Re-estimate BatchNorm running statistics on ``inputs_fn(i)`` batches.
 
     A freshly initialised network has running mean 0 / var 1, which do not match
     its activations: its outputs collapse (measured ~1e-9 for mobilenet_v3_small)

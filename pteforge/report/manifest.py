@@ -67,6 +67,11 @@ class ModelEntry(BaseModel):
     preprocessing: dict[str, Any] | None = None
     bundle: dict[str, Any] | None = None  # {"file": "<rel>.bpte", "testsets": n}
     bench: dict[str, Any] | None = None  # `pteforge bench`: load, first run, p50/p90, peak RSS, threads
+    # reduced precision against the fp32 artifact of the same chain:
+    # {"fp32": name, "size": ratio, "latency": ratio, "p50_ms", "fp32_p50_ms"}
+    relative: dict[str, Any] | None = None
+    # restored from pteforge's content-addressed cache: {"hit", "key", "created", "original_seconds"}
+    cache: dict[str, Any] | None = None
     # how to rebuild the eager reference (validate compares with it)
     source: str | None = None  # catalog | package.module:factory | /path/model.pt2
     weights: str | None = None
@@ -89,6 +94,9 @@ class Manifest(BaseModel):
     backends: dict[str, BackendEntry] = Field(default_factory=dict)
     # modelName -> platform -> artifact names, in the order an app should try them
     fallback: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
+    # --precision auto: per model and backend, the precisions tried, their numbers,
+    # the winner and why
+    precisionChoices: list[dict[str, Any]] = Field(default_factory=list)
 
 
 def now() -> str:
@@ -143,6 +151,20 @@ def update_entries(out_dir: Path, fields: dict[str, dict[str, Any]]) -> Manifest
     return current
 
 
+def set_precision_choices(out_dir: Path, choices: list[dict], notes: list[str]) -> None:
+    """Record --precision auto's choices, replacing earlier ones for the same model and backend."""
+    path = Path(out_dir) / MANIFEST_NAME
+    with lock_for(out_dir):
+        current = load_manifest(path)
+        if current is None:
+            return
+        new = {(c["model"], c["backend"]) for c in choices}
+        kept = [c for c in current.precisionChoices if (c.get("model"), c.get("backend")) not in new]
+        current.precisionChoices = kept + [{**c, "notes": notes} if notes else c for c in choices]
+        current.generated = now()
+        write_atomic(path, current.model_dump_json(indent=2, exclude_none=True) + "\n")
+
+
 def lock_for(out_dir: Path) -> FileLock:
     return FileLock(str(Path(out_dir) / f".{MANIFEST_NAME}.lock"), timeout=600)
 
@@ -176,6 +198,7 @@ def merge(
             failed=sorted(failed.values(), key=lambda m: (m.category, m.modelName, m.name)),
             labels=sorted(label_map.values(), key=lambda lab: lab.name),
             backends={**current.backends, **backends},
+            precisionChoices=current.precisionChoices,
         )
         write_atomic(path, merged.model_dump_json(indent=2, exclude_none=True) + "\n")
     return merged

@@ -42,10 +42,45 @@ def markdown(man: Manifest, failures: list[dict]) -> str:
         lines += ["", f"## {title}", "", "| model | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
         for m in models:
             lines.append(f"| {m} | " + " | ".join(fn(cell[(m, t)]) if (m, t) in cell else "—" for t in targets) + " |")
+    lines += precision_lines(man)
     if failures:
         lines += ["", "## Failed or unavailable in the last run", "", "| model | target | status | reason |", "|---|---|---|---|"]
         lines += [f"| {f['model']} | {f['target']} | {f['status']} | {f['reason']} |" for f in failures]
     return "\n".join(lines) + "\n"
+
+
+def precision_lines(man: Manifest) -> list[str]:
+    """Reduced precisions against their fp32 artifact, and --precision auto's choices."""
+    lines: list[str] = []
+    reduced = [e for e in man.models if e.relative]
+    if reduced:
+        lines += ["", "## Reduced precision vs fp32 (measured)", "",
+                  "Size and latency relative to the fp32 artifact of the same chain; agreement with fp32 eager "
+                  "on the seeded inputs (SQNR) and on the validation photos (SQNR, cosine, top-1).", "",
+                  "| model | target | vs | size | latency | SQNR | photos SQNR | photos cosine | photos top-1 |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for e in reduced:
+            r, v = e.relative, e.verification or {}
+            im = v.get("images") or {}
+            lat = f"{r['latency']:.2f}× ({r['p50_ms']:.2f} vs {r['fp32_p50_ms']:.2f} ms)" if "latency" in r else "needs a device"
+            top1 = f"{im['top1_agreement']:.0%}" if im.get("top1_agreement") is not None else ""
+            lines.append(f"| {e.modelName} | {e.target} | {r['fp32']} | {r['size']:.2f}× | {lat} | "
+                         f"{_db(v.get('sqnr_db'))} | {_db(im.get('sqnr_db'))} | {im.get('cosine', '')} | {top1} |")
+    for c in man.precisionChoices:
+        lines += ["", f"## Precision auto: {c['model']} on {c['backend']}", "",
+                  f"Budget: {c['budget']}. Winner: **{c.get('winner') or 'none'}** — {c.get('why', '')}", "",
+                  "| target | status | size | p50 | photos top-1 | photos SQNR | within budget |", "|---|---|---|---|---|---|---|"]
+        for t in c["tried"]:
+            p50 = f"{t['p50_ms']:.2f} ms" if t.get("p50_ms") is not None else ""
+            top1 = f"{t['top1_agreement']:.0%}" if t.get("top1_agreement") is not None else ""
+            size = f"{t['size'] / 1e6:.2f} MB" if t.get("size") else ""
+            lines.append(f"| {t['target']} | {t['status']} | {size} | {p50} | {top1} | {_db(t.get('sqnr_db'))} | "
+                         f"{'yes' if t['within_budget'] else 'no: ' + t['note']} |")
+    return lines
+
+
+def _db(v) -> str:
+    return f"{v:.1f} dB" if isinstance(v, (int, float)) else ""
 
 
 def _bars(title: str, rows: list[tuple[str, float]], unit: str, plot_id: str) -> str:

@@ -20,8 +20,15 @@ from ..models.synthetic import make_inputs
 class Capture:
     model: str
     pt2_path: str
-    reference_path: str  # torch.save'd {"inputs": [...], "outputs": [...]}
+    reference_path: str  # torch.save'd {"inputs", "outputs", and for image models "images", "image_outputs", "image_names"}
     timings: dict[str, float] = field(default_factory=dict)
+    # "backend:precision" -> .pt2 of the model after that backend's source transform
+    # (torchao weight-only int4 must be applied to the eager model, before capture)
+    variants: dict[str, str] = field(default_factory=dict)
+
+
+def variant_key(backend: str, precision) -> str:
+    return f"{backend}:{getattr(precision, 'value', precision)}"
 
 
 def build_model(spec: ModelSpec, weights: str, seed: int):
@@ -58,8 +65,14 @@ def reference_inputs(spec: ModelSpec, config: ExportConfig) -> list[tuple]:
     return [make_inputs(spec, config.seed + i) for i in range(1 + max(config.verify_inputs, 0))]
 
 
-def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, on_stage=None) -> Capture:
-    """Export ``spec`` once; save the program and the eager reference outputs."""
+def capture(
+    spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, on_stage=None, variants: tuple = ()
+) -> Capture:
+    """Export ``spec`` once; save the program and the eager reference outputs.
+
+    ``variants`` are (backend, precision) pairs whose backend transforms the eager
+    model before capture; each is captured once more, after its transform.
+    """
     import torch
 
     from ..io import check_writable_tmp
@@ -80,18 +93,61 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
     timings["capture"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
+    reference = {"inputs": [list(x) for x in inputs]}
     with torch.no_grad():
-        outputs = [flatten_outputs(model(*x)) for x in inputs]
+        reference["outputs"] = [flatten_outputs(model(*x)) for x in inputs]
+        reference.update(validation_images(spec, model))
     timings["reference"] = time.perf_counter() - t0
 
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     pt2 = work_dir / f"{spec.name}.pt2"
     ref = work_dir / f"{spec.name}.reference.pt"
+    saved: dict[str, str] = {}
     with check_writable_tmp(work_dir):
         torch.export.save(exported, str(pt2))
-        torch.save({"inputs": [list(x) for x in inputs], "outputs": outputs}, ref)
-    return Capture(spec.name, str(pt2), str(ref), timings)
+        torch.save(reference, ref)
+        if variants:
+            t0 = time.perf_counter()
+            for backend, precision in variants:
+                key = variant_key(backend, precision)
+                path = work_dir / f"{spec.name}.{key.replace(':', '_')}.pt2"
+                torch.export.save(transformed_capture(model, backend, precision, inputs[0]), str(path))
+                saved[key] = str(path)
+            timings["capture_variants"] = time.perf_counter() - t0
+    return Capture(spec.name, str(pt2), str(ref), timings, saved)
+
+
+def transformed_capture(model, backend: str, precision, example: tuple):
+    """The eager model after ``backend``'s source transform for ``precision``, captured."""
+    import copy
+
+    import torch
+    from torchao.quantization import quantize_
+
+    from ..backends import default_registry
+
+    config = default_registry().get(backend).source_transform(precision)
+    variant = copy.deepcopy(model)
+    quantize_(variant, config.ao_base_config, config.filter_fn)
+    with torch.no_grad():
+        return torch.export.export(variant, example)
+
+
+def validation_images(spec: ModelSpec, model) -> dict:
+    """Eager outputs on the photos our dependencies ship, for image models: the
+    validation set precisions are compared on."""
+    from ..vision import model_input, shipped_images, takes_images
+
+    if not takes_images(spec):
+        return {}
+    photos = shipped_images()
+    images = [[model_input(p, spec)] for p in photos]
+    return {
+        "images": images,
+        "image_outputs": [flatten_outputs(model(*x)) for x in images],
+        "image_names": [p.name for p in photos],
+    }
 
 
 def flatten_outputs(out) -> list:

@@ -7,16 +7,19 @@ from collections import Counter
 from ..result import Delegation, OpCount
 
 
-def lower(exported, chain, precision):
+def lower(exported, chain, precision, plan):
     """Lower with the chain's partitioners in priority order; return the edge program manager.
 
-    The first backend drives lowering (its edge config, its special flow if any);
-    the partitioners of the others follow it: what the first cannot take goes to
-    the next, and what none takes stays on the portable kernels.
+    The first backend drives lowering (its plan: edge config, passes, its special
+    flow if any); the partitioners of the others follow it: what the first cannot
+    take goes to the next, and what none takes stays on the portable kernels. A
+    later backend that does not take the target's precision lowers at its default.
     """
     primary, rest = chain[0], chain[1:]
-    rest_partitioners = [p for b in rest for p in b.partitioners(precision)]
-    return primary.lower(exported, precision, rest_partitioners)
+    rest_partitioners = [
+        p for b in rest for p in b.partitioners(precision if precision in b.precisions else b.default_precision)
+    ]
+    return primary.lower(exported, plan, rest_partitioners)
 
 
 # Graph bookkeeping, not kernels: left out of the portable op counts.
@@ -34,10 +37,12 @@ def delegation_of(gm) -> Delegation:
     info = get_delegation_info(gm)
     nodes: Counter[str] = Counter()
     subgraphs: Counter[str] = Counter()
+    graphs = [gm.graph]
     for node in gm.graph.nodes:
         if node.op == "get_attr" and node.name.startswith("lowered_module_"):
             lowered = getattr(gm, node.name)
             subgraphs[lowered.backend_id] += 1
+            graphs.append(lowered.original_module.graph)
             nodes[lowered.backend_id] += sum(
                 1 for n in lowered.original_module.graph.nodes if n.op == "call_function"
             )
@@ -57,7 +62,27 @@ def delegation_of(gm) -> Delegation:
         subgraphs_per_backend=dict(subgraphs),
         portable_ops=[OpCount(op, n) for op, n in portable],
         delegates_in_program=[],
+        precision_ops=precision_evidence(graphs),
     )
+
+
+def precision_evidence(graphs) -> dict[str, int]:
+    """What in the lowered graphs (delegated subgraphs included) shows the precision:
+    quantize/dequantize nodes, nodes computing in fp16, int8/int4 weights."""
+    import torch
+
+    counts: Counter[str] = Counter()
+    for graph in graphs:
+        for n in graph.nodes:
+            if n.op != "call_function":
+                continue
+            name = str(getattr(n.target, "__name__", n.target))
+            if "quantize" in name:
+                counts["quantize_ops"] += 1
+            val = n.meta.get("val")
+            if isinstance(val, torch.Tensor) and val.dtype == torch.float16:
+                counts["fp16_nodes"] += 1
+    return dict(counts)
 
 
 def program_delegates(program) -> list[str]:

@@ -24,17 +24,6 @@ def backend(request):
     return default_registry().get(request.param)
 
 
-@pytest.fixture(scope="module")
-def tiny_capture(tmp_path_factory):
-    from pteforge.models.custom import factory_spec
-    from pteforge.stages.capture import capture
-
-    spec = factory_spec("tiny_models:tiny", (InputSpec((1, 3, 16, 16)),), name="tiny")
-    work = tmp_path_factory.mktemp("capture")
-    config = ExportConfig(out_dir=work / "out", weights="none", calibration_samples=4, verify_inputs=2)
-    return spec, capture(spec, config, work), config
-
-
 def test_declares_its_facts(backend):
     assert backend.platforms and backend.hardware and backend.use_case
     assert backend.default_precision in backend.precisions
@@ -57,14 +46,53 @@ def test_unavailable_backend_is_refused_before_any_work(backend):
         plan_targets([backend.name])
 
 
-def test_lowers_tiny_model_with_its_delegate(backend, tiny_capture):
-    if not backend.lower_check().ok:
-        pytest.skip(f"{backend.name} cannot lower here: {backend.lower_check().reason}")
+PRECISIONS = [
+    pytest.param(cls.name, p, marks=getattr(pytest.mark, marker_name(cls.name)), id=f"{cls.name}:{p.value}")
+    for cls in ALL_BACKENDS
+    for p in cls.precisions
+]
+
+
+@pytest.fixture(scope="module")
+def weighty_capture(tmp_path_factory):
+    from pteforge.models.custom import factory_spec
+    from pteforge.stages.capture import capture
+
+    spec = factory_spec("tiny_models:weighty", (InputSpec((1, 3, 16, 16)),), name="weighty")
+    work = tmp_path_factory.mktemp("weighty")
+    config = ExportConfig(out_dir=work / "out", weights="none", calibration_samples=4, verify_inputs=2)
+    variants = tuple((cls.name, p) for cls in ALL_BACKENDS for p in cls.source_transform_precisions)
+    return spec, capture(spec, config, work, variants=variants), config
+
+
+_records: dict[str, object] = {}
+
+
+def _export(target, weighty_capture):
+    """Each target of the weighty model is lowered once per session (fp32 references are shared)."""
     from pteforge.pipeline import export_target
 
-    spec, cap, config = tiny_capture
-    target = Target((backend.name,), backend.default_precision)
-    record = export_target(cap, spec, target, config, registered_backends())
+    if target.name not in _records:
+        spec, cap, config = weighty_capture
+        _records[target.name] = export_target(cap, spec, target, config, registered_backends())
+    return _records[target.name]
+
+
+@pytest.mark.parametrize("name, precision", PRECISIONS)
+def test_each_precision_lowers_with_its_delegate_and_shows_in_the_artifact(name, precision, weighty_capture):
+    """Every precision a backend declares lowers here (when the backend does) into a
+    program that holds exactly its delegate, runs and matches eager when its runtime
+    is here (else says which runtime is missing), and whose graphs show the precision:
+    quantize/dequantize nodes for integer precisions, fp16 nodes or a smaller file for
+    fp16; reduced precisions are smaller than the fp32 artifact."""
+    from pteforge.precision import fp32_reference
+    from pteforge.spec import Precision
+
+    backend = default_registry().get(name)
+    if not backend.lower_check().ok:
+        pytest.skip(f"{name} cannot lower here: {backend.lower_check().reason}")
+    target = Target((name,), precision, default_precision=precision is backend.default_precision)
+    record = _export(target, weighty_capture)
     assert record.artifact is not None, f"{record.status}: {record.reason}"
     facts = read_pte(record.artifact.path)
     expected = backend.expected_delegate()
@@ -83,3 +111,16 @@ def test_lowers_tiny_model_with_its_delegate(backend, tiny_capture):
         assert record.status is Status.NOT_RUNNABLE_HERE
         assert backend.run_check(registered_backends()).reason in record.reason
     assert Path(record.artifact.path).stat().st_size == record.artifact.size
+
+    evidence = record.artifact.delegation.precision_ops
+    if precision is Precision.FP32:
+        assert not evidence.get("quantize_ops") and not evidence.get("fp16_nodes"), evidence
+        return
+    ref = _export(fp32_reference(target), weighty_capture)
+    assert ref.artifact is not None, ref.reason
+    ratio = record.artifact.size / ref.artifact.size
+    if precision.quantized:
+        assert evidence.get("quantize_ops", 0) > 0, f"no quantize/dequantize nodes in {name}:{precision.value}"
+        assert ratio < 0.8, f"{name}:{precision.value} is {ratio:.2f}x the fp32 size"
+    else:  # fp16
+        assert evidence.get("fp16_nodes", 0) > 0 or ratio < 0.7, f"no sign of fp16: {evidence}, {ratio:.2f}x size"

@@ -1,0 +1,103 @@
+"""Export throughput, verification overhead, peak memory and the cache, measured in one run.
+
+    uv run python bench/export_throughput.py [--model mobilenet_v3_small]
+
+1. ``pteforge export --mobilenet M --backends <every target that lowers here>`` as one run,
+   against the sum of one cold ``pteforge export --backends X`` process per target
+   (goal: ratio ≤ 0.5). The peak memory of the one run is the largest total RSS of
+   its process tree, sampled every 50 ms (goal ≤ 4 GiB).
+2. The same one run with ``--no-verify``: what verification adds (goal ≤ 10 %).
+3. The one run again, unchanged, with the cache warm (goal ≤ 1 s).
+
+Every run uses ``--weights none``, its own output directory and a fresh cache
+directory (``--no-cache`` for the cold runs), so no run reuses another's work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+
+def run(args: list[str], cache: Path) -> tuple[float, int, int]:
+    """(seconds, exit code, peak total RSS of the process tree in bytes)."""
+    env = {**os.environ, "PTEFORGE_CACHE_DIR": str(cache), "PYTHONWARNINGS": "ignore"}
+    t0 = time.perf_counter()
+    proc = psutil.Popen([sys.executable, "-m", "pteforge", *args], env=env,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    while proc.poll() is None:
+        total = 0
+        try:
+            for p in [proc, *proc.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+        except psutil.Error:
+            pass
+        peak = max(peak, total)
+        time.sleep(0.05)
+    wall = time.perf_counter() - t0
+    if proc.returncode not in (0,):
+        sys.stderr.write(proc.stderr.read().decode()[-2000:])
+    return wall, proc.returncode, peak
+
+
+def lowerable_targets() -> list[str]:
+    from pteforge.backends import default_registry
+
+    return [b.name for b in default_registry() if b.lower_check().ok]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="mobilenet_v3_small")
+    args = ap.parse_args()
+    targets = lowerable_targets()
+    base = ["export", "--mobilenet", args.model, "--weights", "none"]
+    work = Path(tempfile.mkdtemp(prefix="pteforge-bench-throughput-"))
+    print(f"{args.model} to {len(targets)} targets: {' '.join(targets)}\n", flush=True)
+
+    one, code, peak = run([*base, "--backends", *targets, "--out", str(work / "one"), "--no-cache"], work / "cache-one")
+    print(f"one run, every target:         {one:7.1f} s  (exit {code}, peak RSS of its process tree {peak / 2**30:.2f} GiB)", flush=True)
+    manifest = json.loads((work / "one" / "index.json").read_text())
+    stages = {}
+    for e in manifest["models"]:
+        for k, v in e["timings"].items():
+            stages[k] = stages.get(k, 0.0) + v
+
+    singles = {}
+    for t in targets:
+        wall, code, _ = run([*base, "--backends", t, "--out", str(work / f"single-{t}"), "--no-cache"], work / f"cache-{t}")
+        singles[t] = wall
+        print(f"  cold single run {t:<12}   {wall:7.1f} s  (exit {code})", flush=True)
+    total = sum(singles.values())
+
+    noverify, code, _ = run([*base, "--backends", *targets, "--out", str(work / "noverify"), "--no-cache", "--no-verify"], work / "cache-nv")
+    print(f"one run, --no-verify:          {noverify:7.1f} s  (exit {code})", flush=True)
+
+    # the cache: fill it, then the same run unchanged
+    run([*base, "--backends", *targets, "--out", str(work / "cached")], work / "cache-warm")
+    warm, code, _ = run([*base, "--backends", *targets, "--out", str(work / "cached")], work / "cache-warm")
+    print(f"unchanged re-export (cache):   {warm:7.2f} s  (exit {code})", flush=True)
+
+    print("\nratios, measured side by side in this run:")
+    print(f"  one run / sum of {len(targets)} cold single runs = {one:.1f} / {total:.1f} = {one / total:.2f}   (goal ≤ 0.5)")
+    print(f"  verification adds {100 * (one - noverify) / noverify:+.1f} % to the run's wall time "
+          f"({one:.1f} vs {noverify:.1f} s; verify stage total {stages.get('verify', 0):.1f} s of worker time)   (goal ≤ 10 %)")
+    print(f"  peak memory of the all-targets run: {peak / 2**30:.2f} GiB   (goal ≤ 4 GiB)")
+    print(f"  unchanged re-export: {warm:.2f} s   (goal ≤ 1 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

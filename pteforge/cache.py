@@ -1,0 +1,210 @@
+"""Content-addressed artifact cache.
+
+An artifact is fully determined by: the model (catalog name, factory source or .pt2
+file, and its weights: seed for random init, file hash for a state dict, library
+versions for pretrained), its input spec and preprocessing, the target and
+precision, the options that change the program or its proof, and the code that made
+it (pteforge's own source, torch, executorch and each backend SDK's version). The
+sha256 of those facts is the key; the cached program, its BundledProgram and its
+record live under ``<user cache dir>/pteforge/artifacts/<key>/``.
+
+Computing a key imports neither torch nor ExecuTorch, so an unchanged re-export
+starts no worker and finishes in well under a second. Only rows that succeeded are
+stored (a failure is retried next time). ``--no-cache`` skips the lookup;
+``pteforge cache clear`` empties the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict
+from functools import lru_cache
+from pathlib import Path
+
+from .result import Artifact, Delegation, OpCount, Record, Status, Verification
+from .spec import ExportConfig, ModelSpec, Target
+
+CACHE_ENV = "PTEFORGE_CACHE_DIR"  # overrides the user cache directory (tests, CI)
+FORMAT = 1
+
+
+def cache_root() -> Path:
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("pteforge", appauthor=False))
+
+
+def artifacts_dir() -> Path:
+    return cache_root() / "artifacts"
+
+
+@lru_cache(maxsize=None)
+def _file_sha(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def code_hash() -> str:
+    """sha256 over pteforge's own source: a code change invalidates every entry."""
+    root = Path(__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def model_identity(spec: ModelSpec, weights: str, seed: int) -> dict:
+    ident: dict = {"name": spec.name, "source": spec.source, "factory": spec.factory}
+    if spec.source == "pt2" and spec.pt2_path:
+        ident["pt2"] = _file_sha(spec.pt2_path)
+    elif spec.source == "factory":
+        module = spec.factory.partition(":")[0]
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None  # the capture reports the missing module
+        if found is not None and found.origin and os.path.isfile(found.origin):
+            ident["code"] = _file_sha(found.origin)
+    if weights in ("pretrained", "none"):
+        ident["weights"] = weights  # pretrained: pinned by the library versions in the key
+        if weights == "none":
+            ident["seed"] = seed
+    else:
+        ident["weights"] = _file_sha(str(Path(weights).resolve()))
+    return ident
+
+
+def key_for(spec: ModelSpec, target: Target, config: ExportConfig, versions: dict[str, str]) -> str:
+    calibration = None
+    if config.calibration_dir:
+        from .vision import images_in
+
+        calibration = [_file_sha(str(p)) for p in images_in(Path(config.calibration_dir))[: config.calibration_samples]]
+    facts = {
+        "format": FORMAT,
+        "code": code_hash(),
+        "versions": versions,
+        "model": model_identity(spec, config.weights, config.seed),
+        "inputs": [asdict(i) for i in spec.inputs],
+        "preprocessing": asdict(spec.preprocessing) if spec.preprocessing else None,
+        "target": target.name,
+        "options": {
+            "seed": config.seed,
+            "verify": config.verify,
+            "verify_inputs": config.verify_inputs,
+            "tolerance": config.tolerance,
+            "calibration_samples": config.calibration_samples,
+            "calibration": calibration,
+            "bundle": config.bundle,
+        },
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def store(key: str, record: Record) -> None:
+    """Keep a finished row: its program (hard-linked when possible), bundle and record."""
+    if record.artifact is None or not record.status.ok:
+        return
+    final = artifacts_dir() / key
+    if final.exists():
+        return
+    tmp = artifacts_dir() / f".{key}.{os.getpid()}.tmp"
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        _link_or_copy(Path(record.artifact.path), tmp / "program.pte")
+        if record.bundle:
+            _link_or_copy(Path(record.bundle["file"]), tmp / "program.bpte")
+        (tmp / "record.json").write_text(json.dumps({"created": time.time(), "record": record_to_dict(record)}))
+        os.rename(tmp, final)  # atomic: a reader sees a whole entry or none
+    except OSError:
+        pass  # a cache that cannot be written is no reason to fail an export
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def restore(key: str, path: Path) -> Record | None:
+    """The cached row for ``key`` with its program written to ``path``; None on a miss."""
+    from .io import write_atomic
+
+    entry = artifacts_dir() / key
+    try:
+        saved = json.loads((entry / "record.json").read_text())
+        data = (entry / "program.pte").read_bytes()
+    except (OSError, ValueError):
+        return None
+    record = record_from_dict(saved["record"])
+    if hashlib.sha256(data).hexdigest() != record.artifact.sha256:
+        return None  # damaged entry: do the work
+    t0 = time.perf_counter()
+    if not (path.exists() and path.stat().st_size == len(data) and _file_sha_fresh(path) == record.artifact.sha256):
+        write_atomic(path, data)
+    record.artifact.path = str(path)
+    if record.bundle:
+        bpte = path.with_suffix(".bpte")
+        write_atomic(bpte, (entry / "program.bpte").read_bytes())
+        record.bundle = {**record.bundle, "file": str(bpte)}
+    original = round(sum(record.timings.values()), 3)
+    record.timings = {"cache": round(time.perf_counter() - t0, 3)}
+    record.cache = {"hit": True, "key": key[:16], "created": _iso(saved["created"]), "original_seconds": original}
+    return record
+
+
+def clear() -> tuple[int, int]:
+    """Empty the cache: (entries, bytes) removed."""
+    root = artifacts_dir()
+    if not root.exists():
+        return 0, 0
+    entries = [p for p in root.iterdir() if p.is_dir()]
+    size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    shutil.rmtree(root, ignore_errors=True)
+    return len(entries), size
+
+
+def _file_sha_fresh(path: Path) -> str:
+    return _file_sha.__wrapped__(str(path))
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)  # out/ files are replaced by rename, so the cache's inode stays intact
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def _iso(ts: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def record_to_dict(record: Record) -> dict:
+    d = asdict(record)
+    d["status"] = record.status.value
+    return d
+
+
+def record_from_dict(d: dict) -> Record:
+    d = dict(d)
+    d["status"] = Status(d["status"])
+    if d.get("artifact"):
+        a = dict(d["artifact"])
+        deleg = dict(a["delegation"])
+        deleg["portable_ops"] = [OpCount(**o) for o in deleg["portable_ops"]]
+        a["delegation"] = Delegation(**deleg)
+        d["artifact"] = Artifact(**a)
+    if d.get("verification"):
+        d["verification"] = Verification(**d["verification"])
+    return Record(**d)

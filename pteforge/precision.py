@@ -1,0 +1,160 @@
+"""Precision trade-offs, measured: each reduced-precision artifact against the fp32
+artifact of the same chain, and ``--precision auto``'s choice per backend.
+
+Planning adds what the comparison needs (the fp32 reference of every reduced
+target; every precision of each backend under ``auto``); after the exports, one
+child process times the artifacts that run here, side by side, while no worker
+is busy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .backends import default_registry
+from .result import Record, Status
+from .spec import AccuracyBudget, Precision, Target
+
+
+def fp32_reference(target: Target) -> Target | None:
+    """The fp32 target a reduced-precision ``target`` is measured against: the same
+    chain at fp32, or the portable program when the backend takes no fp32."""
+    if target.precision is Precision.FP32:
+        return None
+    registry = default_registry()
+    primary = registry.get(target.primary)
+    if Precision.FP32 in primary.precisions:
+        return Target(target.backends, Precision.FP32, default_precision=primary.default_precision is Precision.FP32)
+    return Target(("portable",), Precision.FP32)
+
+
+@dataclass
+class AutoGroup:
+    """One backend under ``--precision auto``: the targets tried, in its precision order."""
+
+    backend: str
+    targets: list[str] = field(default_factory=list)
+
+
+def expand_auto(targets: list[Target], registered: frozenset[str]) -> tuple[list[Target], list[AutoGroup], list[str]]:
+    """Every precision of each single-backend target whose programs run here.
+
+    Returns the targets, the groups, and a note per backend left at its default
+    (it cannot run here, so nothing could be measured to choose by)."""
+    registry = default_registry()
+    out: list[Target] = []
+    groups: list[AutoGroup] = []
+    notes: list[str] = []
+    for t in targets:
+        backend = registry.get(t.primary)
+        if len(t.backends) > 1 or not backend.run_check(registered).ok:
+            out.append(t)
+            if len(t.backends) == 1:
+                notes.append(f"{backend.name}: cannot run here, exported at its default {backend.default_precision.value}")
+            continue
+        group = AutoGroup(backend.name)
+        for p in backend.precisions:
+            cand = Target(t.backends, p, default_precision=p is backend.default_precision)
+            out.append(cand)
+            group.targets.append(cand.name)
+        groups.append(group)
+    return out, groups, notes
+
+
+def with_references(targets: list[Target]) -> tuple[list[Target], list[str]]:
+    """``targets`` plus the fp32 reference of each reduced one that is not there yet."""
+    names = {t.name for t in targets}
+    added: list[str] = []
+    out = list(targets)
+    for t in targets:
+        ref = fp32_reference(t)
+        if ref is not None and ref.name not in names:
+            out.append(ref)
+            names.add(ref.name)
+            added.append(ref.name)
+    return out, added
+
+
+def relate(records: list[Record], targets: list[Target], runs: int = 20, warmup: int = 3) -> None:
+    """Set ``record.relative`` (size and, where both run here, latency against the fp32
+    reference) on every reduced-precision row, and ``bench`` numbers on the rows timed."""
+    from .bench import latencies
+
+    by_key = {(r.model, r.target): r for r in records}
+    pairs = []
+    for rec in records:
+        target = next((t for t in targets if t.name == rec.target), None)
+        ref_target = fp32_reference(target) if target else None
+        ref = by_key.get((rec.model, ref_target.name)) if ref_target else None
+        if rec.artifact is None or ref is None or ref.artifact is None:
+            continue
+        rec.relative = {"fp32": Path(ref.artifact.path).name, "size": round(rec.artifact.size / ref.artifact.size, 3)}
+        pairs.append((rec, ref))
+    timed = [r for pair in pairs for r in pair if r.status is Status.VERIFIED]
+    timed += [r for r in records if r.status is Status.VERIFIED and r.auto_group and r not in timed]
+    numbers = latencies(list(dict.fromkeys(Path(r.artifact.path) for r in timed)), runs, warmup)
+    for rec in records:
+        if rec.artifact and str(Path(rec.artifact.path)) in numbers:
+            rec.latency = numbers[str(Path(rec.artifact.path))]
+    for rec, ref in pairs:
+        if rec.latency and ref.latency:
+            rec.relative.update(
+                latency=round(rec.latency["p50_ms"] / ref.latency["p50_ms"], 3),
+                p50_ms=rec.latency["p50_ms"],
+                fp32_p50_ms=ref.latency["p50_ms"],
+            )
+
+
+def choose(model: str, group: AutoGroup, records: list[Record], task: str, budget: AccuracyBudget | None) -> dict:
+    """The fastest precision of ``group`` within the accuracy budget, and why."""
+    budget = budget or AccuracyBudget.for_task(task)
+    rows = {r.target: r for r in records if r.model == model}
+    tried = []
+    for name in group.targets:
+        rec = rows.get(name)
+        if rec is None:
+            continue
+        images = (rec.verification.images if rec.verification else None) or {}
+        row = {
+            "target": name,
+            "precision": rec.precision,
+            "status": rec.status.value,
+            "size": rec.artifact.size if rec.artifact else None,
+            "p50_ms": rec.latency["p50_ms"] if rec.latency else None,
+            "top1_agreement": images.get("top1_agreement"),
+            "sqnr_db": images.get("sqnr_db", rec.verification.sqnr_db if rec.verification else None),
+        }
+        row["within_budget"], row["note"] = _judge(rec, row, budget)
+        tried.append(row)
+    fits = [t for t in tried if t["within_budget"]]
+    choice = {"model": model, "backend": group.backend, "budget": budget.describe(), "tried": tried, "winner": None}
+    if not fits:
+        choice["why"] = "no precision of this backend was verified within the budget"
+        return choice
+    best = min(fits, key=lambda t: t["p50_ms"])
+    choice["winner"] = best["target"]
+    fp32 = next((t for t in tried if t["precision"] == Precision.FP32.value and t["p50_ms"]), None)
+    speed = f", {best['p50_ms'] / fp32['p50_ms']:.2f}× the fp32 latency" if fp32 and best is not fp32 else ""
+    others = [f"{t['precision']} {t['p50_ms']:.2f} ms" for t in fits if t is not best]
+    choice["why"] = (
+        f"fastest within the budget: {best['precision']} at {best['p50_ms']:.2f} ms p50{speed}"
+        + (f" (also within: {', '.join(others)})" if others else "")
+        + (f"; outside the budget: {', '.join(t['precision'] + ' (' + t['note'] + ')' for t in tried if not t['within_budget'])}" if len(fits) < len(tried) else "")
+    )
+    return choice
+
+
+def _judge(rec: Record, row: dict, budget: AccuracyBudget) -> tuple[bool, str]:
+    if rec.status is not Status.VERIFIED:
+        return False, rec.status.value
+    if row["p50_ms"] is None:
+        return False, "not timed"
+    if budget.top1 is not None:
+        if row["top1_agreement"] is None:
+            return False, "no top-1 agreement (not a classifier on photos)"
+        if row["top1_agreement"] < budget.top1:
+            return False, f"top-1 agreement {row['top1_agreement']:.0%} < {budget.top1:.0%}"
+    if budget.sqnr is not None and (row["sqnr_db"] is None or row["sqnr_db"] < budget.sqnr):
+        return False, f"SQNR {row['sqnr_db']:.1f} dB < {budget.sqnr:g} dB" if row["sqnr_db"] is not None else "no SQNR"
+    return True, "within budget"

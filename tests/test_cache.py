@@ -1,0 +1,88 @@
+"""The content-addressed cache: an unchanged re-export is restored, anything that changes
+the artifact misses, --no-cache does the work, `cache clear` empties it."""
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+from pteforge.cli import main
+from pteforge.errors import ExitStatus
+
+TINY = ["--model", "tiny_models:tiny", "--input-shape", "1,3,16,16", "--weights", "none", "--backends", "xnnpack"]
+
+
+def _entry(out):
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    return e
+
+
+def test_unchanged_reexport_comes_from_the_cache(capsys, tmp_path):
+    out = tmp_path / "out"
+    assert main([*TINY, "--out", str(out)]) == ExitStatus.OK
+    first = _entry(out)
+    assert "cache" not in first and "lower" in first["timings"]
+    pte = out / first["file"]
+    pte.unlink()  # the cache restores the file, byte for byte
+
+    assert main([*TINY, "--out", str(out)]) == ExitStatus.OK
+    again = _entry(out)
+    assert again["cache"]["hit"] is True and again["cache"]["original_seconds"] > 0
+    assert again["hash"] == first["hash"] and pte.exists()
+    import hashlib
+
+    assert hashlib.sha256(pte.read_bytes()).hexdigest() == first["hash"]
+    assert again["status"] == "VERIFIED" and again["verification"] == first["verification"]
+    assert set(again["timings"]) == {"cache"}
+    assert "from the cache" in capsys.readouterr().out
+
+    # anything that determines the artifact misses: here the seed
+    assert main([*TINY, "--seed", "3", "--out", str(tmp_path / "seed3")]) == ExitStatus.OK
+    assert "cache" not in _entry(tmp_path / "seed3")
+    # --no-cache does the work
+    assert main([*TINY, "--no-cache", "--out", str(out)]) == ExitStatus.OK
+    assert "cache" not in _entry(out) and "lower" in _entry(out)["timings"]
+
+
+def test_a_damaged_cache_entry_is_not_used(tmp_path):
+    out = tmp_path / "out"
+    assert main([*TINY, "--out", str(out)]) == ExitStatus.OK
+    cache = tmp_path / "pteforge-cache" / "artifacts"
+    [entry] = list(cache.iterdir())
+    data = bytearray((entry / "program.pte").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (entry / "program.pte").unlink()  # a hard link to out/'s file: replace, do not edit in place
+    (entry / "program.pte").write_bytes(bytes(data))
+    assert main([*TINY, "--out", str(out)]) == ExitStatus.OK
+    assert "cache" not in _entry(out), "a program whose sha256 does not match is redone"
+
+
+def test_cache_clear_empties_it(capsys, tmp_path):
+    assert main([*TINY, "--out", str(tmp_path / "out")]) == ExitStatus.OK
+    capsys.readouterr()
+    assert main(["cache", "info"]) == ExitStatus.OK
+    assert "1 cached artifact(s)" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == ExitStatus.OK
+    assert "removed 1 cached artifact(s)" in capsys.readouterr().out
+    assert not (tmp_path / "pteforge-cache" / "artifacts").exists()
+    assert main([*TINY, "--out", str(tmp_path / "out")]) == ExitStatus.OK
+    assert "cache" not in _entry(tmp_path / "out")
+
+
+def test_backends_answers_without_the_compiler_once_the_runtime_was_asked(tmp_path):
+    """`pteforge backends` needs the runtime's registered delegates; after the first time
+    they come from the cache, so the command imports neither torch nor ExecuTorch."""
+    code = (
+        "import sys, pteforge.cli as c\n"
+        "c.main(['backends', '--json'])\n"
+        "print('LEAK' if any(m in sys.modules for m in ('torch', 'executorch.exir')) else 'CLEAN')"
+    )
+    env = {**os.environ, "PTEFORGE_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env) for _ in range(2)]
+    assert runs[0].stdout.strip().endswith("LEAK"), "the first time asks the runtime itself"
+    assert runs[1].stdout.strip().endswith("CLEAN"), runs[1].stdout[-500:] + runs[1].stderr[-500:]
+    first = json.loads(runs[0].stdout[: runs[0].stdout.rindex("]") + 1])
+    second = json.loads(runs[1].stdout[: runs[1].stdout.rindex("]") + 1])
+    assert first == second

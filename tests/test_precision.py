@@ -1,0 +1,111 @@
+"""Precision: what ExecuTorch's recipes give us, --calibration, and --precision auto on a real model."""
+
+import json
+import shutil
+
+import pytest
+from conftest import run_cli
+
+from pteforge.spec import AccuracyBudget, Precision
+
+
+def _precisions(partitioner) -> set:
+    return {t for c in partitioner.target_partitioner_configs.values() for t in c.enabled_precision_types}
+
+
+def test_executorch_xnnpack_recipe_drops_its_precision_so_ours_sets_it():
+    """ExecuTorch 1.5.1's XNNPACK recipe builds XnnpackPartitioner(precision_type=...);
+    the keyword is config_precisions, so the recipe's dynamic-quant partitioner takes
+    fp32 ops too. When this test fails upstream fixed it: drop our override."""
+    from executorch.backends.xnnpack.partition.config.xnnpack_config import ConfigPrecisionType
+    from executorch.backends.xnnpack.recipes import XNNPACKRecipeProvider
+    from executorch.backends.xnnpack.recipes.xnnpack_recipe_types import XNNPackRecipeType
+
+    from pteforge.backends import default_registry
+
+    recipe = XNNPACKRecipeProvider().create_recipe(XNNPackRecipeType.PT2E_INT8_DYNAMIC_PER_CHANNEL)
+    [theirs] = recipe.lowering_recipe.partitioners
+    assert ConfigPrecisionType.FP32 in _precisions(theirs), "the recipe's precision is dropped"
+    plan = default_registry().get("xnnpack").plan(Precision.INT8_DYNAMIC)
+    assert _precisions(plan.partitioners[0]) == {ConfigPrecisionType.DYNAMIC_QUANT}
+    assert plan.recipe == "xnnpack_pt2e_int8_dynamic_per_channel"  # its quantizer and configs are used
+    assert type(plan.quantizer) is type(recipe.quantization_recipe.quantizers[0])
+
+
+def test_arm_targets_follow_executorchs_arm_recipe():
+    """The Arm recipe keeps the delegate payload inline (what the Arm runtime expects)."""
+    from pteforge.backends import default_registry
+
+    plan = default_registry().get("ethos-u55").plan(Precision.INT8)
+    assert plan.recipe == "arm_ethos_u55_int8"
+    assert plan.executorch_config.extract_delegate_segments is False
+    assert plan.quantizer is not None and plan.edge_passes
+
+
+@pytest.mark.parametrize(
+    "text, budget",
+    [("top1=0.99", AccuracyBudget(top1=0.99)), ("sqnr=20", AccuracyBudget(sqnr=20.0)),
+     ("top1=0.98,sqnr=15", AccuracyBudget(top1=0.98, sqnr=15.0))],
+)
+def test_accuracy_budget_parses(text, budget):
+    assert AccuracyBudget.parse(text) == budget
+
+
+@pytest.fixture(scope="module")
+def auto_run(tmp_path_factory):
+    """mobilenet_v3_small, every XNNPACK precision, calibrated on a directory of photos."""
+    from pteforge.vision import shipped_images
+
+    photos = tmp_path_factory.mktemp("photos")
+    for p in shipped_images()[:2]:
+        shutil.copy(p, photos / p.name)
+    out = tmp_path_factory.mktemp("auto")
+    proc = run_cli("export", "--mobilenet", "--weights", "none", "--backends", "xnnpack", "--precision", "auto",
+                   "--calibration", photos, "--calibration-samples", "6", "--out", out)
+    return proc, out, sorted(p.name for p in photos.iterdir())
+
+
+@pytest.mark.slow
+def test_precision_auto_picks_the_fastest_within_budget(auto_run):
+    proc, out, _ = auto_run
+    assert proc.returncode in (0, 1), proc.stderr
+    manifest = json.loads((out / "index.json").read_text())
+    [choice] = manifest["precisionChoices"]
+    assert choice["model"] == "mobilenet_v3_small" and choice["backend"] == "xnnpack"
+    assert "top-1 agreement ≥ 99%" in choice["budget"]
+    tried = {t["precision"]: t for t in choice["tried"]}
+    assert set(tried) == {"fp32", "fp16", "int8", "int8-dynamic"}
+    for t in tried.values():  # every candidate was measured, not assumed
+        if t["status"] == "VERIFIED":
+            assert t["p50_ms"] > 0 and t["top1_agreement"] is not None and t["size"] > 0
+    fits = [t for t in choice["tried"] if t["within_budget"]]
+    assert fits, "fp32 XNNPACK agrees with fp32 eager, so something is within budget"
+    winner = min(fits, key=lambda t: t["p50_ms"])
+    assert choice["winner"] == winner["target"]
+    assert winner["precision"] in choice["why"] and "fastest within the budget" in choice["why"]
+    for t in choice["tried"]:
+        if not t["within_budget"]:
+            assert t["precision"] in choice["why"], "the losers say why"
+    assert f"precision auto, xnnpack: {choice['winner']}" in proc.stdout
+    summary = (out / "EXPORT_SUMMARY.md").read_text()
+    assert "## Precision auto: mobilenet_v3_small on xnnpack" in summary
+    assert "## Reduced precision vs fp32 (measured)" in summary
+
+
+@pytest.mark.slow
+def test_calibration_directory_and_relative_numbers_are_recorded(auto_run):
+    _, out, photos = auto_run
+    manifest = json.loads((out / "index.json").read_text())
+    entries = {e["target"]: e for e in manifest["models"] + manifest["failed"]}
+    int8 = entries["xnnpack:int8"]
+    cal = int8["quantization"]["calibration"]
+    assert cal["source"].startswith("--calibration ") and cal["images"] == len(photos) == 2
+    assert cal["samples"] == 6 and cal["synthetic"] == 4
+    assert int8["quantization"]["recipe"] == "xnnpack_pt2e_int8_static_per_channel"
+    rel = int8["relative"]
+    assert rel["fp32"] == "mobilenet_v3_small_xnnpack.pte"
+    assert 0.2 < rel["size"] < 0.4, "int8 weights are a quarter of fp32's"
+    assert rel["latency"] > 0 and rel["p50_ms"] > 0 and rel["fp32_p50_ms"] > 0
+    images = int8["verification"]["images"]
+    assert images["images"] >= 2 and "bus.jpg" in images["names"] and images["top1_agreement"] is not None
+    assert entries["xnnpack:fp16"]["delegation"]["precision_ops"]["fp16_nodes"] > 0
