@@ -34,7 +34,9 @@ def main() -> int:
            "--weights", args.weights, "--out", str(out)]
     print("$", " ".join(cmd[2:]), flush=True)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    # its own empty cache: every artifact is made and measured in this run
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PTEFORGE_CACHE_DIR": str(out / ".cache")}
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     manifest = json.loads((out / "index.json").read_text())
     entries = manifest["models"] + manifest.get("failed", [])

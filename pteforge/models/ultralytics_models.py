@@ -41,7 +41,15 @@ def build(spec: ModelSpec, weights: str, seed: int):
             recalibrate_batchnorm(model, lambda i: statistics_batch(spec, seed * 1000 + i, batch=4))
         else:
             load_state_dict_file(model, weights)
-    return to_export_mode(model)
+    model = to_export_mode(model)
+    # A dry run, as Ultralytics' exporter does: the Detect head computes its anchors
+    # for this input shape once and keeps them, so torch.export captures them as
+    # constants instead of an arange/expand/full subgraph that runs on the portable
+    # kernels every inference (measured on yolo11n/XNNPACK: 6 arange, 3 full and 3
+    # _local_scalar_dense fewer outside the delegate).
+    with torch.no_grad():
+        model(torch.zeros(spec.inputs[0].shape))
+    return model
 
 
 def to_export_mode(model):

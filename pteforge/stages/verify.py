@@ -12,7 +12,9 @@ from ..spec import Precision
 # reduced precisions lose ~6 dB per bit they drop.
 DEFAULT_MIN_SQNR_DB: dict[str, float] = {
     "fp32": 40.0,
-    "bf16": 20.0,
+    # OpenVINO's CPU plugin in bf16 (8-bit mantissa): mobilenet_v3_small 38 dB,
+    # mobilenet_v2 16.5 dB measured with random weights; a wrong program is near 0 dB
+    "bf16": 15.0,
     # XNNPACK fp16 on mobilenet_v3_small (random weights): 25 dB measured; eager .half() 36 dB
     "fp16": 20.0,
     "int8": 10.0,
