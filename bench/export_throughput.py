@@ -61,11 +61,14 @@ def lowerable_targets() -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="mobilenet_v3_small")
+    ap.add_argument("--cache-only", action="store_true", help="only part 3: fill the cache, then re-export unchanged")
     args = ap.parse_args()
     targets = lowerable_targets()
     base = ["export", "--mobilenet", args.model, "--weights", "none"]
     work = Path(tempfile.mkdtemp(prefix="pteforge-bench-throughput-"))
     print(f"{args.model} to {len(targets)} targets: {' '.join(targets)}\n", flush=True)
+    if args.cache_only:
+        return cache_part(base, targets, work)
 
     one, code, peak = run([*base, "--backends", *targets, "--out", str(work / "one"), "--no-cache"], work / "cache-one")
     print(f"one run, every target:         {one:7.1f} s  (exit {code}, peak RSS of its process tree {peak / 2**30:.2f} GiB)", flush=True)
@@ -85,18 +88,31 @@ def main() -> int:
     noverify, code, _ = run([*base, "--backends", *targets, "--out", str(work / "noverify"), "--no-cache", "--no-verify"], work / "cache-nv")
     print(f"one run, --no-verify:          {noverify:7.1f} s  (exit {code})", flush=True)
 
-    # the cache: fill it, then the same run unchanged
-    run([*base, "--backends", *targets, "--out", str(work / "cached")], work / "cache-warm")
-    warm, code, _ = run([*base, "--backends", *targets, "--out", str(work / "cached")], work / "cache-warm")
-    print(f"unchanged re-export (cache):   {warm:7.2f} s  (exit {code})", flush=True)
+    warm = cache_part(base, targets, work, quiet=True)
 
     print("\nratios, measured side by side in this run:")
     print(f"  one run / sum of {len(targets)} cold single runs = {one:.1f} / {total:.1f} = {one / total:.2f}   (goal ≤ 0.5)")
     print(f"  verification adds {100 * (one - noverify) / noverify:+.1f} % to the run's wall time "
           f"({one:.1f} vs {noverify:.1f} s; verify stage total {stages.get('verify', 0):.1f} s of worker time)   (goal ≤ 10 %)")
     print(f"  peak memory of the all-targets run: {peak / 2**30:.2f} GiB   (goal ≤ 4 GiB)")
-    print(f"  unchanged re-export: {warm:.2f} s   (goal ≤ 1 s)")
+    print(f"  unchanged re-export: {warm:.2f} s, median of 3   (goal ≤ 1 s)")
     return 0
+
+
+def cache_part(base: list[str], targets: list[str], work: Path, quiet: bool = False):
+    """Fill a fresh cache with one run, then the same run unchanged, three times."""
+    fill, code, _ = run([*base, "--backends", *targets, "--out", str(work / "cached")], work / "cache-warm")
+    print(f"filling the cache:             {fill:7.1f} s  (exit {code})", flush=True)
+    times = []
+    for _ in range(3):
+        warm, code, _ = run([*base, "--backends", *targets, "--out", str(work / "cached")], work / "cache-warm")
+        times.append(warm)
+        print(f"unchanged re-export (cache):   {warm:7.2f} s  (exit {code})", flush=True)
+    median = sorted(times)[1]
+    if not quiet:
+        print(f"\nunchanged re-export: {median:.2f} s, median of 3 (goal ≤ 1 s)")
+        return 0
+    return median
 
 
 if __name__ == "__main__":

@@ -237,10 +237,11 @@ def export(
             for index, spec in enumerate(models, 1):
                 reporter.model_started(spec, index, len(models))
                 todo, restored, keys = _from_cache(spec, plan.targets, config)
-                for rec in restored:
-                    records.append(rec)
-                    sink.merge([rec], spec)
-                    reporter.record(rec)
+                if restored:
+                    records.extend(restored)
+                    sink.merge(restored, spec)
+                    for rec in restored:
+                        reporter.record(rec)
                 if not todo:
                     continue
                 key = f"{spec.name}/capture"

@@ -149,8 +149,8 @@ def restore(key: str, path: Path) -> Record | None:
     if hashlib.sha256(data).hexdigest() != record.artifact.sha256:
         return None  # damaged entry: do the work
     t0 = time.perf_counter()
-    if not (path.exists() and path.stat().st_size == len(data) and _file_sha_fresh(path) == record.artifact.sha256):
-        write_atomic(path, data)
+    if not _same_file(entry / "program.pte", path):  # unchanged out/ file: the cache's own hard link
+        _place(entry / "program.pte", path, data)
     record.artifact.path = str(path)
     if record.bundle:
         bpte = path.with_suffix(".bpte")
@@ -173,8 +173,25 @@ def clear() -> tuple[int, int]:
     return len(entries), size
 
 
-def _file_sha_fresh(path: Path) -> str:
-    return _file_sha.__wrapped__(str(path))
+def _place(src: Path, dst: Path, data: bytes) -> None:
+    """``dst`` becomes a hard link of the cache's file (renamed into place), or a copy."""
+    from .io import write_atomic
+
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.link")
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.link(src, tmp)
+        os.replace(tmp, dst)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        write_atomic(dst, data)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
