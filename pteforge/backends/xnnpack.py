@@ -73,6 +73,14 @@ partitioner = [XnnpackPartitioner()]"""
         return [XnnpackPartitioner()]
 
     def prepare(self, exported, precision, example):
+        if precision.quantized:
+            return exported
+        from ..stages.lower import splits_as_slices
+
+        # XNNPACK has no split: each split/chunk cuts the graph into another delegate
+        # subgraph (and NCHW<->NHWC copies at its edges). As slices, it takes them
+        # (yolo11n: 17 -> 6 subgraphs, ~20 % faster measured side by side).
+        exported = splits_as_slices(exported)
         if precision is not Precision.FP16:
             return exported
         from ..stages.quantize import half_program
