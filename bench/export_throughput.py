@@ -68,7 +68,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="pteforge-bench-throughput-"))
     print(f"{args.model} to {len(targets)} targets: {' '.join(targets)}\n", flush=True)
     if args.cache_only:
-        return cache_part(base, targets, work)
+        print(f"\nunchanged re-export: {cache_part(base, targets, work):.2f} s, median of 3 (goal ≤ 1 s)")
+        return 0
 
     one, code, peak = run([*base, "--backends", *targets, "--out", str(work / "one"), "--no-cache"], work / "cache-one")
     print(f"one run, every target:         {one:7.1f} s  (exit {code}, peak RSS of its process tree {peak / 2**30:.2f} GiB)", flush=True)
@@ -88,7 +89,7 @@ def main() -> int:
     noverify, code, _ = run([*base, "--backends", *targets, "--out", str(work / "noverify"), "--no-cache", "--no-verify"], work / "cache-nv")
     print(f"one run, --no-verify:          {noverify:7.1f} s  (exit {code})", flush=True)
 
-    warm = cache_part(base, targets, work, quiet=True)
+    warm = cache_part(base, targets, work)
 
     print("\nratios, measured side by side in this run:")
     print(f"  one run / sum of {len(targets)} cold single runs = {one:.1f} / {total:.1f} = {one / total:.2f}   (goal ≤ 0.5)")
@@ -99,8 +100,8 @@ def main() -> int:
     return 0
 
 
-def cache_part(base: list[str], targets: list[str], work: Path, quiet: bool = False):
-    """Fill a fresh cache with one run, then the same run unchanged, three times."""
+def cache_part(base: list[str], targets: list[str], work: Path) -> float:
+    """Fill a fresh cache with one run, then time the same run unchanged three times: the median."""
     fill, code, _ = run([*base, "--backends", *targets, "--out", str(work / "cached")], work / "cache-warm")
     print(f"filling the cache:             {fill:7.1f} s  (exit {code})", flush=True)
     times = []
@@ -108,11 +109,7 @@ def cache_part(base: list[str], targets: list[str], work: Path, quiet: bool = Fa
         warm, code, _ = run([*base, "--backends", *targets, "--out", str(work / "cached")], work / "cache-warm")
         times.append(warm)
         print(f"unchanged re-export (cache):   {warm:7.2f} s  (exit {code})", flush=True)
-    median = sorted(times)[1]
-    if not quiet:
-        print(f"\nunchanged re-export: {median:.2f} s, median of 3 (goal ≤ 1 s)")
-        return 0
-    return median
+    return sorted(times)[1]
 
 
 if __name__ == "__main__":

@@ -162,15 +162,20 @@ def restore(key: str, path: Path) -> Record | None:
     return record
 
 
-def clear() -> tuple[int, int]:
-    """Empty the cache: (entries, bytes) removed."""
+def info() -> tuple[int, int]:
+    """(entries, bytes) in the cache."""
     root = artifacts_dir()
     if not root.exists():
         return 0, 0
-    entries = [p for p in root.iterdir() if p.is_dir()]
-    size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
-    shutil.rmtree(root, ignore_errors=True)
-    return len(entries), size
+    entries = sum(1 for p in root.iterdir() if p.is_dir())
+    return entries, sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+
+
+def clear() -> tuple[int, int]:
+    """Empty the cache: (entries, bytes) removed."""
+    removed = info()
+    shutil.rmtree(artifacts_dir(), ignore_errors=True)
+    return removed
 
 
 def _place(src: Path, dst: Path, data: bytes) -> None:

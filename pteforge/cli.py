@@ -394,9 +394,8 @@ def _cmd_cache(args, ui) -> int:
         entries, size = cache.clear()
         ui.out.print(f"removed {entries} cached artifact(s), {size / 2**20:.1f} MB, from {root}", highlight=False)
     else:
-        entries = [p for p in root.iterdir() if p.is_dir()] if root.exists() else []
-        size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file()) if root.exists() else 0
-        ui.out.print(f"{root}: {len(entries)} cached artifact(s), {size / 2**20:.1f} MB", highlight=False)
+        entries, size = cache.info()
+        ui.out.print(f"{root}: {entries} cached artifact(s), {size / 2**20:.1f} MB", highlight=False)
     return int(ExitStatus.OK)
 
 

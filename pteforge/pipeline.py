@@ -82,11 +82,11 @@ def export_target(
 
     try:
         plan = primary.plan(precision)
+        exported = primary.prepare(exported, precision, example)
     except Exception as exc:
         return _failed(record, Status.LOWER_FAILED, exc, config)
     if pt2 != capture.pt2_path:
         record.quantization = {"scheme": f"{primary.name} {precision.value} (torchao, before capture)", "recipe": plan.recipe}
-    exported = primary.prepare(exported, precision, example)
     if plan.quantizer is not None or plan.quantize is not None:
         try:
             batches, facts = calibration_set(spec, config)
