@@ -62,6 +62,8 @@ class Plan:
     quantizer: Any | None = None  # PT2E quantizer, for quantized precisions
     edge_config: Any | None = None  # EdgeCompileConfig
     edge_passes: list[Any] = field(default_factory=list)  # callables(EdgeProgramManager) -> [pass]
+    # ExportedProgram passes run on the edge program before partitioning
+    transform_passes: list[Any] = field(default_factory=list)
     executorch_config: Any | None = None  # ExecutorchBackendConfig for to_executorch
     recipe: str | None = None  # the executorch.export recipe it was built from
     # quantize(module, batches) -> module: a backend's own PTQ flow instead of
@@ -184,6 +186,10 @@ class Backend:
         kwargs = {}
         if plan.edge_config is not None:
             kwargs["compile_config"] = plan.edge_config
+        if plan.transform_passes:
+            from executorch.exir.pass_manager import ExportedProgramPassManager
+
+            kwargs["transform_passes"] = ExportedProgramPassManager(plan.transform_passes)
         edge = to_edge_transform_and_lower(exported, partitioner=[*plan.partitioners, *rest], **kwargs)
         for make_passes in plan.edge_passes:  # as executorch.export's pipeline applies them
             passes = make_passes(edge)

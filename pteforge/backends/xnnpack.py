@@ -58,6 +58,9 @@ partitioner = [XnnpackPartitioner()]"""
         # recipe's precision is silently dropped. Its quantizer, edge config and backend
         # config are right; the partitioners are ours.
         plan.partitioners = self.partitioners(precision)
+        from ..stages.rewrite import fold_constant_casts
+
+        plan.transform_passes = [fold_constant_casts()]  # mobilenet_v3: 18 portable casts -> 0
         return plan
 
     def partitioners(self, precision):
@@ -73,14 +76,11 @@ partitioner = [XnnpackPartitioner()]"""
         return [XnnpackPartitioner()]
 
     def prepare(self, exported, precision, example):
-        if precision.quantized:
-            return exported
-        from ..stages.lower import splits_as_slices
+        from ..stages.rewrite import xnnpack_friendly
 
-        # XNNPACK has no split: each split/chunk cuts the graph into another delegate
-        # subgraph (and NCHW<->NHWC copies at its edges). As slices, it takes them
-        # (yolo11n: 17 -> 6 subgraphs, ~20 % faster measured side by side).
-        exported = splits_as_slices(exported)
+        # split, dim-1 softmax, nearest upsample, ... as ops XNNPACK takes, same values,
+        # before quantization too (yolo11n: 6 subgraphs -> 1; see stages/rewrite.py).
+        exported = xnnpack_friendly(exported)
         if precision is not Precision.FP16:
             return exported
         from ..stages.quantize import half_program

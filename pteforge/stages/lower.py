@@ -22,32 +22,6 @@ def lower(exported, chain, precision, plan):
     return primary.lower(exported, plan, rest_partitioners)
 
 
-def splits_as_slices(exported):
-    """The program with every split/chunk written as static slices (same values)."""
-    import torch
-
-    def with_sizes(x, sizes, dim=0):
-        out, start = [], 0
-        for size in sizes:
-            out.append(torch.ops.aten.slice.Tensor(x, dim, start, start + size))
-            start += size
-        return out
-
-    def split(x, size, dim=0):
-        n = x.shape[dim]
-        return with_sizes(x, [min(size, n - i) for i in range(0, n, size)], dim)
-
-    def chunk(x, chunks, dim=0):
-        return split(x, -(-x.shape[dim] // chunks), dim)
-
-    ops = torch.ops.aten
-    if not any(n.target in (ops.split_with_sizes.default, ops.split.Tensor, ops.chunk.default) for n in exported.graph.nodes):
-        return exported
-    return exported.run_decompositions(
-        {ops.split_with_sizes.default: with_sizes, ops.split.Tensor: split, ops.chunk.default: chunk}
-    )
-
-
 # Graph bookkeeping, not kernels: left out of the portable op counts.
 _NOT_OPS = {"getitem", "alloc"}
 

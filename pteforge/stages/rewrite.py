@@ -1,0 +1,117 @@
+"""Same-value rewrites of a captured program into ops XNNPACK takes.
+
+Each op XNNPACK does not take runs on the portable kernels and cuts the program
+into one more delegate subgraph (with NCHW<->NHWC copies at its edges). These
+rewrites write such ops as ops XNNPACK does take and compute the same values:
+slices are copies, a permuted softmax reduces over the same elements, an
+integer-scale nearest upsample is concatenated copies, a batched matmul is the
+bmm it decomposes to anyway. Only the ops in the table are decomposed (the full
+default table would move max_pool2d out of XNNPACK). Measured on yolo11n with
+random weights, side by side in one process: 17 subgraphs -> 1, and the
+portable softmax alone took 12 of 44 ms.
+"""
+
+from __future__ import annotations
+
+
+def xnnpack_friendly(exported):
+    """The program with the ops in ``_table()`` written in ops XNNPACK takes (same values)."""
+    table = _table()
+    if not any(n.target in table for n in exported.graph.nodes):
+        return exported
+    return exported.run_decompositions(table)
+
+
+def fold_constant_casts():
+    """An edge pass: dtype casts of constants become constants (same values).
+
+    Decompositions lift scalars as int64 tensors and cast them to float at run time
+    (mobilenet_v3's hardswish: 18 casts). XNNPACK takes no int64, so each cast
+    stayed on the portable kernels, run on every inference.
+    """
+    from executorch.exir.dialects._ops import ops as exir_ops
+    from executorch.exir.pass_base import ExportedProgramPassBase, ExportedProgramPassResult
+    from executorch.exir.passes.constant_prop_pass import constant_prop_pass
+
+    cast = exir_ops.edge.dim_order_ops._to_dim_order_copy.default
+
+    class FoldConstantCasts(ExportedProgramPassBase):
+        def call(self, exported):
+            targets = {n.target for n in exported.graph.nodes if n.op == "call_function"}
+            if cast not in targets:
+                return ExportedProgramPassResult(exported, False)
+            # constant propagation of the casts alone: every other op is skipped
+            return ExportedProgramPassResult(constant_prop_pass(exported, custom_skip_targets=targets - {cast}), True)
+
+    return FoldConstantCasts()
+
+
+def _table():
+    import torch
+
+    ops = torch.ops.aten
+
+    def split_with_sizes(x, sizes, dim=0):
+        out, start = [], 0
+        for size in sizes:
+            out.append(ops.slice.Tensor(x, dim, start, start + size))
+            start += size
+        return out
+
+    def split(x, size, dim=0):
+        n = x.shape[dim]
+        return split_with_sizes(x, [min(size, n - i) for i in range(0, n, size)], dim)
+
+    def chunk(x, chunks, dim=0):
+        return split(x, -(-x.shape[dim] // chunks), dim)
+
+    def softmax(x, dim, dtype=None):
+        """XNNPACK's softmax reduces over the last dim only: swap ``dim`` there and back."""
+        d = dim % x.dim()
+        if d == x.dim() - 1:
+            return NotImplemented  # XNNPACK takes it as it is
+        perm = list(range(x.dim()))
+        perm[d], perm[-1] = perm[-1], perm[d]
+        return ops.softmax.int(ops.permute.default(x, perm), -1, dtype).permute(perm)
+
+    def upsample_nearest2d(x, output_size=None, scale_factors=None):
+        """Integer-scale nearest upsampling as copies concatenated on new trailing dims."""
+        if x.dim() != 4:
+            return NotImplemented
+        n, c, h, w = x.shape
+        if output_size is None:
+            output_size = [int(h * scale_factors[0]), int(w * scale_factors[1])]
+        oh, ow = output_size
+        if oh % h or ow % w:
+            return NotImplemented
+        y = x
+        # one reshape node per copy: XNNPACK's cat counts distinct inputs
+        if ow > w:
+            y = ops.cat.default([y.reshape(n, c, h, w, 1) for _ in range(ow // w)], -1).reshape(n, c, h, ow)
+        if oh > h:
+            y = ops.cat.default([y.reshape(n, c, h, 1, ow) for _ in range(oh // h)], 3).reshape(n, c, oh, ow)
+        return y
+
+    def matmul(a, b):
+        """Batched matmul with equal batch dims as bmm (no broadcasting expand_copy left outside)."""
+        if a.dim() < 3 or a.dim() != b.dim() or a.shape[:-2] != b.shape[:-2]:
+            return NotImplemented
+        out = ops.bmm.default(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]))
+        return out.reshape(*a.shape[:-2], a.shape[-2], b.shape[-1])
+
+    def unsqueeze(x, dim):
+        """XNNPACK takes unsqueeze on the trailing dim only; elsewhere it is a reshape."""
+        d = dim % (x.dim() + 1)
+        if d == x.dim():
+            return NotImplemented
+        return x.reshape(*x.shape[:d], 1, *x.shape[d:])
+
+    return {
+        ops.split_with_sizes.default: split_with_sizes,
+        ops.split.Tensor: split,
+        ops.chunk.default: chunk,
+        ops.softmax.int: softmax,
+        ops.upsample_nearest2d.vec: upsample_nearest2d,
+        ops.matmul.default: matmul,
+        ops.unsqueeze.default: unsqueeze,
+    }
