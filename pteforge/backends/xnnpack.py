@@ -22,6 +22,9 @@ class Xnnpack(Backend):
         features=(
             "Wide operator support on Arm and x86 CPUs, on any modern phone.",
             "fp32 and fp16 activations; 8-bit static and dynamic quantization.",
+            "pteforge writes split, softmax over a non-last dim, integer-scale nearest upsampling, "
+            "batched matmul and leading unsqueeze as ops XNNPACK takes (same values), and folds casts "
+            "of constants, so models like YOLO lower as one XNNPACK subgraph.",
         ),
         target_requirements=(
             "ARM64 on Android, iOS, macOS, Linux and Windows; ARMv7 with NEON on Android.",
