@@ -114,3 +114,16 @@ def test_xnnpack_plan_folds_casts_of_constants():
     program = Runtime.get().load_program(edge.to_executorch().buffer)
     [got] = program.load_method("forward").execute([x])
     torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-6)
+
+
+def test_programs_with_symbolic_sizes_are_left_as_they_are():
+    class Attn(torch.nn.Module):
+        def forward(self, q):
+            return (q @ q.transpose(-2, -1)).softmax(1)
+
+    q = torch.randn(2, 3, 8, 4)
+    batch = torch.export.Dim("batch", min=1, max=8)
+    exported = torch.export.export(Attn(), (q,), dynamic_shapes={"q": {0: batch}})
+    assert xnnpack_friendly(exported) is exported
+    static = xnnpack_friendly(torch.export.export(Attn(), (q,)))
+    assert "aten.matmul.default" not in {str(n.target) for n in static.graph.nodes}

@@ -15,11 +15,27 @@ from __future__ import annotations
 
 
 def xnnpack_friendly(exported):
-    """The program with the ops in ``_table()`` written in ops XNNPACK takes (same values)."""
+    """The program with the ops in ``_table()`` written in ops XNNPACK takes (same values).
+
+    Static shapes only: the rewrites read sizes (slice bounds, scales, reshapes), and
+    XNNPACK takes no symbolic reshape anyway. A program with symbolic sizes (a .pt2
+    exported with dynamic shapes) is left as it is.
+    """
     table = _table()
-    if not any(n.target in table for n in exported.graph.nodes):
+    if not any(n.target in table for n in exported.graph.nodes) or _symbolic(exported):
         return exported
     return exported.run_decompositions(table)
+
+
+def _symbolic(exported) -> bool:
+    import torch
+
+    return any(
+        isinstance(d, torch.SymInt)
+        for n in exported.graph.nodes
+        if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
+        for d in n.meta["val"].shape
+    )
 
 
 def fold_constant_casts():
