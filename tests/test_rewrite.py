@@ -36,12 +36,13 @@ class Patterns(torch.nn.Module):
         )
 
 
-def _lowered(program):
+def _lowered(program, lower=None):
+    """The lowered edge program, its XNNPACK subgraph count and the ops left outside."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.devtools.backend_debug import get_delegation_info
     from executorch.exir import to_edge_transform_and_lower
 
-    edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+    edge = lower(program) if lower else to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
     info = get_delegation_info(edge.exported_program().graph_module)
     outside = {op for op, n in info.delegation_by_operator.items() if n.non_delegated and op != "getitem"}
     return edge, info.num_delegated_subgraphs, outside
@@ -97,16 +98,12 @@ def test_xnnpack_plan_folds_casts_of_constants():
     plan = xnnpack.plan(Precision.FP32)
     exported = torch.export.export(model.eval(), (x,))
 
-    def outside(plan):
-        from executorch.devtools.backend_debug import get_delegation_info
+    def lowered(plan):
+        return _lowered(exported, lambda program: xnnpack.lower(program, plan, []))
 
-        edge = xnnpack.lower(exported, plan, [])
-        info = get_delegation_info(edge.exported_program().graph_module)
-        return {op for op, n in info.delegation_by_operator.items() if n.non_delegated and op != "getitem"}, edge
-
-    unfolded, _ = outside(dataclasses.replace(plan, transform_passes=[]))
+    _, _, unfolded = lowered(dataclasses.replace(plan, transform_passes=[]))
     assert "dim_order_ops__to_dim_order_copy_default" in unfolded  # the casts the pass is for
-    folded, edge = outside(plan)
+    edge, _, folded = lowered(plan)
     assert not folded
 
     from executorch.runtime import Runtime
