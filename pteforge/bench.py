@@ -9,6 +9,7 @@ manifest (``bench``) and the reports.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,8 +104,9 @@ def latencies(paths: list[Path], runs: int = 20, warmup: int = 3) -> dict[str, d
     return out
 
 
-def time_onnxruntime(model, inputs, runs: int, warmup: int) -> dict | None:
-    """The same model exported to ONNX and timed with ONNX Runtime (CPU), when installed."""
+def onnxruntime_runner(model, inputs) -> tuple[Callable[[], object] | None, dict] | None:
+    """The model exported to ONNX, as a callable running it with ONNX Runtime (CPU) and its
+    facts (version, or why it cannot run); None when ONNX Runtime is not installed."""
     import importlib.util
     import io
 
@@ -118,10 +120,19 @@ def time_onnxruntime(model, inputs, runs: int, warmup: int) -> dict | None:
         with torch.no_grad():
             torch.onnx.export(model, tuple(inputs), buf, dynamo=False)
     except Exception as exc:  # not every model exports to ONNX
-        return {"error": f"ONNX export failed: {type(exc).__name__}"}
+        return None, {"error": f"ONNX export failed: {type(exc).__name__}"}
     session = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
     feed = {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)}
-    return {**measure(lambda: session.run(None, feed), runs, warmup), "version": ort.__version__}
+    return (lambda: session.run(None, feed)), {"version": ort.__version__}
+
+
+def time_onnxruntime(model, inputs, runs: int, warmup: int) -> dict | None:
+    """The same model exported to ONNX and timed with ONNX Runtime (CPU), when installed."""
+    runner = onnxruntime_runner(model, inputs)
+    if runner is None:
+        return None
+    run, facts = runner
+    return {**measure(run, runs, warmup), **facts} if run else facts
 
 
 def _record(results: list[BenchResult]) -> None:

@@ -39,6 +39,7 @@ def test_bench_measures_what_runs_here_and_records_it(capsys, run):
     b = entries["xnnpack"]["bench"]
     assert b["runs"] == 5 and 0 < b["p50_ms"] <= b["p90_ms"] and b["load_ms"] > 0 and b["first_run_ms"] > 0
     assert b["peak_rss_mb"] > 0 and b["threads"] >= 1
+    assert b["torch_threads"] == 1, "torch's OpenMP workers would spin on the delegate's cores"
     assert b["eager"]["p50_ms"] > 0
     assert b["onnxruntime"]["p50_ms"] > 0, "ONNX Runtime (a dev dependency) timed beside it"
     assert "bench" not in entries["coreml"]
