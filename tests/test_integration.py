@@ -70,6 +70,9 @@ def test_int8_on_xnnpack_verifies_on_a_catalog_model(mobilenet_run):
     assert e["relative"]["latency"] > 0
     assert entries["coreml"]["relative"]["fp32"] == "mobilenet_v3_small_coreml_fp32.pte"
     assert "latency" not in entries["coreml"]["relative"], "Core ML cannot be timed here"
+    assert entries["ethos-u55"]["relative"]["fp32"] == "mobilenet_v3_small_portable.pte"
+    assert "latency" not in entries["ethos-u55"]["relative"]
+    assert "bench" not in entries["portable"], "a reference with no runnable int8 beside it is not timed"
 
 
 def test_mobilenet_manifest_is_what_the_app_reads(mobilenet_run):
