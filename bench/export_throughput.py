@@ -7,8 +7,8 @@
    (goal: ratio ≤ 0.5). The peak memory of the one run is the largest total RSS of
    its process tree, sampled every 50 ms (goal ≤ 4 GiB).
 2. What verification adds (goal ≤ 10 %): the one run against the same run with
-   ``--no-verify``, alternating (with, without, with, without) so that a slow stretch
-   of a shared machine does not land on one side only; the mean of each side.
+   ``--no-verify``, three of each, alternating, so that a slow stretch of a shared
+   machine does not land on one side only; the median of each side.
 3. The one run again, unchanged, with the cache warm (goal ≤ 1 s).
 
 Every run uses ``--weights none``, its own output directory and a fresh cache
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -88,24 +89,24 @@ def main() -> int:
         print(f"  cold single run {t:<12}   {wall:7.1f} s  (exit {code})", flush=True)
     total = sum(singles.values())
 
-    with_verify, without = [one], []
-    for i in range(2):
+    with_verify, without = [one], []  # alternating: with, without, with, without, with, without
+    for i in range(3):
         if i:
-            wall, code, _ = run([*base, "--backends", *targets, "--out", str(work / "verify-again"), "--no-cache"], work / "cache-v")
+            wall, code, _ = run([*base, "--backends", *targets, "--out", str(work / f"verify-{i}"), "--no-cache"], work / f"cache-v-{i}")
             with_verify.append(wall)
             print(f"one run again:                 {wall:7.1f} s  (exit {code})", flush=True)
         wall, code, _ = run([*base, "--backends", *targets, "--out", str(work / f"noverify-{i}"), "--no-cache", "--no-verify"],
                             work / f"cache-nv-{i}")
         without.append(wall)
         print(f"one run, --no-verify:          {wall:7.1f} s  (exit {code})", flush=True)
-    verify_mean, noverify = sum(with_verify) / len(with_verify), sum(without) / len(without)
+    verify_median, noverify = statistics.median(with_verify), statistics.median(without)
 
     warm = cache_part(base, targets, work)
 
     print("\nratios, measured side by side in this run:")
     print(f"  one run / sum of {len(targets)} cold single runs = {one:.1f} / {total:.1f} = {one / total:.2f}   (goal ≤ 0.5)")
-    print(f"  verification adds {100 * (verify_mean - noverify) / noverify:+.1f} % to the run's wall time "
-          f"(mean {verify_mean:.1f} vs {noverify:.1f} s; verify stage total {stages.get('verify', 0):.1f} s "
+    print(f"  verification adds {100 * (verify_median - noverify) / noverify:+.1f} % to the run's wall time "
+          f"(median {verify_median:.1f} vs {noverify:.1f} s; verify stage total {stages.get('verify', 0):.1f} s "
           f"of worker time)   (goal ≤ 10 %)")
     print(f"  peak memory of the all-targets run: {peak / 2**30:.2f} GiB   (goal ≤ 4 GiB)")
     print(f"  unchanged re-export: {warm:.2f} s, median of 3   (goal ≤ 1 s)")
