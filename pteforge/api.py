@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Protocol
 
 from .backends import Availability, availability, default_registry
 from .backends.base import Check
-from .errors import CaptureError, NoBackendError, PteforgeError, UsageError
+from .errors import CaptureError, NoBackendError, PteforgeError, UsageError, one_line
 from .registry import Registry
 from .result import Record, Status
 from .spec import ExportConfig, ModelSpec, Target, TargetRequest
@@ -204,9 +205,12 @@ def export(
     from .workers import Job, WorkerPool, default_size
 
     reporter = reporter or SilentReporter()
+    check_run(models, config)
     out = Path(config.out_dir)
     check_output_dir(out)
-    load_manifest(out / MANIFEST_NAME)  # refuse a broken manifest before any work
+    existing = load_manifest(out / MANIFEST_NAME)  # refuse a broken manifest before any work
+    if existing is not None:
+        _check_against(existing, models, out)
 
     label_kinds = {m.labels for m in models if m.labels}
     if write_labels:
@@ -230,6 +234,7 @@ def export(
     records: list[Record] = []
     fresh: list[tuple[str | None, Record]] = []  # (cache key, row) of the work done in this run
     size = config.jobs or default_size(len(plan.targets))
+    started = time.monotonic()
     try:
         with WorkerPool(size, quiet=not config.debug, on_stage=on_stage) as pool, tempfile.TemporaryDirectory(
             prefix="pteforge-"
@@ -287,15 +292,58 @@ def export(
                     reporter.record(rec)
                     fresh.append((keys.get(target.name), rec))
                 records.extend(done[j.key] for j in jobs)
+            if models:
+                _measure(out, records, plan, models, config, reporter, pool, time.monotonic() - started)
     except BaseException:
         remove_run_temporaries(out, run_id)
         raise
     if models:
-        if any(rec.cache is None for rec in records):
-            _measure_precisions(out, records, plan, models, config, reporter)
         _store(fresh)
         write_run_reports(out, records, plan, config)
     return RunResult(records, plan.unavailable, sink.path if (models or labels) else None, plan.choices)
+
+
+def check_run(models: list[ModelSpec], config: ExportConfig) -> None:
+    """What the command line refuses, refused here too, before any work."""
+    from .vision import image_dir, takes_images
+
+    if config.calibration_dir is not None:
+        image_dir(config.calibration_dir, "--calibration")
+        others = [m.name for m in models if not takes_images(m)]
+        if others:
+            raise UsageError(
+                f"--calibration applies to image models; {', '.join(others)} take(s) no image input, "
+                "so their quantized targets would calibrate on something else",
+                fix="drop --calibration for these models (they calibrate on seeded synthetic inputs), or export them in a separate run",
+            )
+    _check_names(models)
+
+
+def _check_names(models: list[ModelSpec]) -> None:
+    """Two models of one name would write the same files and manifest entries."""
+    seen: dict[str, ModelSpec] = {}
+    for m in models:
+        other = seen.setdefault(m.name, m)
+        if other is not m and other != m:
+            raise UsageError(
+                f"two models are named {m.name}: {_origin(other)} and {_origin(m)}; one would overwrite the other",
+                fix="rename one factory, or export them in separate runs to different --out directories",
+            )
+
+
+def _check_against(manifest, models: list[ModelSpec], out: Path) -> None:
+    """A model whose name an earlier run in ``out`` gave to another model is refused."""
+    for m in models:
+        for e in [*manifest.models, *manifest.failed]:
+            if e.model == m.name and e.source is not None and e.source != m.source_ref:
+                raise UsageError(
+                    f"{out} already holds a model named {m.name} from {e.source}; {_origin(m)} would overwrite it",
+                    fix="rename the factory, or export to another --out",
+                )
+
+
+def _origin(spec: ModelSpec) -> str:
+    return {"catalog": f"catalog model {spec.name}", "factory": spec.factory, "pt2": str(spec.pt2_path)}.get(spec.source, spec.name)
 
 
 def _from_cache(spec: ModelSpec, targets: list[Target], config: ExportConfig):
@@ -334,19 +382,23 @@ def _variants(targets: list[Target]) -> tuple:
     )
 
 
-def _measure_precisions(out: Path, records: list[Record], plan: TargetPlan, models, config: ExportConfig, reporter) -> None:
-    """Reduced precisions against their fp32 reference, and --precision auto's choices."""
-    from .precision import choose, relate
+def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config: ExportConfig, reporter, pool, seconds: float) -> None:
+    """p50s of what runs here, reduced precisions against their fp32 reference, and
+    --precision auto's choices; written into the manifest."""
+    from .precision import choose, reference_pairs, relate_latency
     from .report.manifest import set_precision_choices, update_entries
 
     for group in plan.auto:
         for rec in records:
             if rec.target in group.targets:
                 rec.auto_group = group.backend
-    if not any(r.relative is None and r.precision != "fp32" and r.artifact for r in records) and not plan.auto:
-        return
-    reporter.stage("*", None, "timing reduced precisions against fp32")
-    relate(records, plan.targets)
+    pairs = reference_pairs(records, plan.targets)
+    # Only pairs whose both sides run here are compared: the portable fp32 reference of
+    # device-only int8 targets (Ethos-U, Cortex-M) has nothing to be compared with.
+    needed = [r for pair in pairs if all(p.status is Status.VERIFIED for p in pair) for r in pair]
+    needed += [r for r in records if r.status is Status.VERIFIED and r.auto_group and r not in needed]
+    _time(records, needed, config, reporter, pool, seconds)
+    relate_latency(pairs)
     fields = {}
     for rec in records:
         if rec.artifact and (rec.relative or rec.latency):
@@ -360,6 +412,24 @@ def _measure_precisions(out: Path, records: list[Record], plan: TargetPlan, mode
     if choices:
         set_precision_choices(out, choices, plan.auto_notes)
     plan.choices = choices
+
+
+def _time(records: list[Record], needed: list[Record], config: ExportConfig, reporter, pool, seconds: float) -> None:
+    """p50 after warm-up of what runs here, in one worker while no other job runs."""
+    from .speed import time_artifacts, timing_plan
+    from .workers import Job
+
+    items = timing_plan(records, needed, seconds, config.bench_runs)
+    if not items:
+        return
+    reporter.stage("*", None, "timing what runs here (p50 after warm-up)")
+    job = Job("*/timing", "pteforge.speed:time_artifacts", ([(r.artifact.path, n) for r, n in items],), timeout=config.timeout)
+    [outcome] = list(pool.run([job]))
+    for rec, _ in items:
+        if outcome.ok:
+            rec.latency = outcome.value[rec.artifact.path]
+        else:
+            rec.latency = {"skipped": f"timing failed: {outcome.crash or one_line(outcome.error)}"}
 
 
 def write_run_reports(out: Path, records: list[Record], plan: TargetPlan, config: ExportConfig) -> None:
@@ -421,7 +491,6 @@ def _failure_text(outcome) -> tuple[str, str | None]:
     exc = outcome.error
     if isinstance(exc, PteforgeError):
         return str(exc), exc.fix
-    from .pipeline import one_line
 
     return one_line(exc), None
 

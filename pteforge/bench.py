@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import one_line
 from .isolate import ChildCrashed, IsolatedRuntime
 from .timing import measure
 from .validate import EagerCache, seeded_inputs, discover
@@ -58,7 +59,7 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
                         res.eager = time_eager(model, inputs, runs, warmup)
                         res.onnxruntime = time_onnxruntime(model, inputs, runs, warmup)
                     except Exception as exc:  # e.g. pretrained weights offline
-                        res.eager = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"}
+                        res.eager = {"error": one_line(exc, 160)}
             except ChildCrashed as exc:
                 res.reason = f"the child process {exc}"
             results.append(res)

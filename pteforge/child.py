@@ -13,11 +13,7 @@ import os
 import sys
 import time
 
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
+from .errors import one_line
 
 
 # ExecuTorch ScalarType codes -> torch dtype names
@@ -48,7 +44,7 @@ def _inspect(req: dict) -> dict:
     try:
         pte = deserialize_pte_binary(data)
     except Exception as exc:
-        raise ValueError(f"damaged ExecuTorch program ({_one_line(exc)[:160]})") from None
+        raise ValueError(f"damaged ExecuTorch program ({one_line(exc)[:160]})") from None
     program = getattr(pte, "program", pte)
     loaded = _load(req["path"])
     meta = loaded.metadata("forward")
@@ -168,7 +164,7 @@ def main() -> None:
         try:
             reply = {"ok": True, **HANDLERS[req["op"]](req)}
         except Exception as exc:
-            reply = {"ok": False, "error": _one_line(exc)}
+            reply = {"ok": False, "error": one_line(exc)}
         out.write(json.dumps(reply) + "\n")
 
 

@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--no-verify", dest="verify", action="store_false", help="skip running artifacts on this host")
     out.add_argument("--verify-inputs", type=int, default=3, metavar="N",
                      help="seeded inputs besides the example input used to verify (default 3)")
+    out.add_argument("--bench-runs", type=int, default=10, metavar="N",
+                     help="timed runs after warm-up of each artifact that runs here, for its p50 (default 10; 0: none)")
     out.add_argument("--tolerance", type=float, default=None, metavar="DB",
                      help="minimum SQNR in dB against eager (default depends on precision)")
     out.add_argument("--base-url", default=None, metavar="URL", help="make remoteUrl absolute under URL")
@@ -187,8 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line unless --debug
         if debug:
             ui.traceback()
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        ui.error(f"internal error: {type(exc).__name__}: {text} (run with --debug for the traceback)")
+        from .errors import one_line
+
+        ui.error(f"internal error: {one_line(exc)} (run with --debug for the traceback)")
         return int(ExitStatus.INTERNAL)
 
 
@@ -232,9 +235,9 @@ def _selected_models(args) -> list:
 def _cmd_export(args, ui, debug: bool) -> int:
     from .errors import UsageError
 
-    if args.verify_inputs < 0 or args.calibration_samples < 1 or args.timeout <= 0 or (args.jobs is not None and args.jobs < 1):
+    if args.verify_inputs < 0 or args.bench_runs < 0 or args.calibration_samples < 1 or args.timeout <= 0 or (args.jobs is not None and args.jobs < 1):
         raise UsageError(
-            "--verify-inputs must be >= 0; --calibration-samples, --timeout and --jobs must be positive",
+            "--verify-inputs and --bench-runs must be >= 0; --calibration-samples, --timeout and --jobs must be positive",
             fix="give a positive number",
         )
     models = _selected_models(args)
@@ -251,13 +254,11 @@ def _cmd_export(args, ui, debug: bool) -> int:
 
     budget = AccuracyBudget.parse(args.accuracy_budget) if args.accuracy_budget else None
     if args.calibration:
-        from .vision import images_in
+        from .vision import image_dir
 
-        if not Path(args.calibration).is_dir() or not images_in(Path(args.calibration)):
-            raise UsageError(
-                f"--calibration {args.calibration}: no images (.jpg, .png, ...) there",
-                fix="give a directory of representative photos",
-            )
+        _, note = image_dir(args.calibration, "--calibration")
+        if note:
+            ui.warn(note)
     plan = plan_targets(requested, implied=implied, precision=args.precision) if models else None
     if plan and plan.unavailable:
         ui.unavailable(plan)
@@ -284,6 +285,7 @@ def _cmd_export(args, ui, debug: bool) -> int:
         jobs=args.jobs,
         debug=debug,
         cache=args.cache,
+        bench_runs=args.bench_runs,
     )
     from .api import TargetPlan
 
@@ -295,15 +297,15 @@ def _cmd_export(args, ui, debug: bool) -> int:
 
 def _cmd_validate(args, ui) -> int:
     from .errors import UsageError
-    from .vision import images_in, shipped_images
+    from .vision import image_dir, shipped_images
 
     models_dir = Path(args.models_dir)
     if not models_dir.is_dir():
         raise UsageError(f"--models-dir {models_dir} is not a directory", fix="export first, or point --models-dir at your artifacts")
     if args.images_dir:
-        images = images_in(Path(args.images_dir))
-        if not images:
-            raise UsageError(f"no images (.jpg, .png, ...) in --images-dir {args.images_dir}", fix="give a directory of photos")
+        images, note = image_dir(args.images_dir, "--images-dir")
+        if note:
+            ui.warn(note)
     else:
         images = shipped_images()
     from .validate import validate, write_report

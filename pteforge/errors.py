@@ -8,6 +8,7 @@ traceback is shown only with ``--debug``.
 from __future__ import annotations
 
 import enum
+import re
 
 
 class ExitStatus(enum.IntEnum):
@@ -35,7 +36,7 @@ class PteforgeError(Exception):
         self.fix = fix
 
     def one_line(self) -> str:
-        msg = str(self).strip().splitlines()[0] if str(self).strip() else type(self).__name__
+        msg = message_line(self) or type(self).__name__
         return f"{msg} (fix: {self.fix})" if self.fix else msg
 
 
@@ -69,3 +70,27 @@ class OutputError(PteforgeError):
 
 class ManifestError(PteforgeError):
     exit_status = ExitStatus.MANIFEST
+
+
+# Lines that say where in native code an error was raised, not what went wrong:
+# "Exception from src/frontends/pytorch/src/frontend.cpp:180:",
+# "Check 'x' failed at src/core/src/node.cpp:90:", Python traceback frames.
+_WHERE = re.compile(
+    r"^(Exception from \S+:\d+:?|Check .* failed at \S+:\d+:?|\S+\.(cpp|cc|cxx|c|h|hpp)(:\d+)+:?"
+    r"|Traceback \(most recent call last\):|File \".*\", line \d+.*|\^+|~+)$"
+)
+
+
+def message_line(exc: BaseException, limit: int = 400) -> str:
+    """An error's message as one line that keeps its cause: native location lines and
+    traceback frames dropped, the remaining lines joined, cut at ``limit`` characters."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    kept = [line for line in lines if line and not _WHERE.match(line)]
+    text = " ".join(kept) if kept else " ".join(line for line in lines if line)
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def one_line(exc: BaseException, limit: int = 400) -> str:
+    """``Type: message`` on one line (see :func:`message_line`)."""
+    text = message_line(exc, limit)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

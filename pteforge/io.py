@@ -58,6 +58,7 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     except OSError as exc:
         raise _output_error(path, exc) from None
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # as open() would: a web server serving --out can read it
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
             f.flush()
@@ -68,6 +69,12 @@ def write_atomic(path: Path, data: bytes | str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise _output_error(path, exc) from None
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .backends import default_registry
+from .errors import one_line
 from .result import Artifact, Record, Status
 from .spec import ExportConfig, ModelSpec, Target
 from .stages.capture import Capture
@@ -23,12 +24,6 @@ def artifact_path(out_dir: Path, spec: ModelSpec, target: Target, failed: bool =
     """``<out>/<category>/<model>_<target>.pte``; a failed proof never takes that name."""
     suffix = ".mismatch.pte" if failed else ".pte"
     return Path(out_dir) / spec.family / f"{spec.name}_{target.slug}{suffix}"
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
 
 
 def export_target(

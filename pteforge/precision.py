@@ -76,32 +76,27 @@ def with_references(targets: list[Target]) -> tuple[list[Target], list[str]]:
     return out, added
 
 
-def relate(records: list[Record], targets: list[Target], runs: int = 20, warmup: int = 3) -> None:
-    """Set ``record.relative`` (size and, where both run here, latency against the fp32
-    reference) on every reduced-precision row, and ``bench`` numbers on the rows timed."""
-    from .bench import latencies
-
+def reference_pairs(records: list[Record], targets: list[Target]) -> list[tuple[Record, Record]]:
+    """(reduced-precision row, its fp32 reference row) for every pair with both artifacts;
+    sets each reduced row's ``relative`` size ratio."""
     by_key = {(r.model, r.target): r for r in records}
+    by_name = {t.name: t for t in targets}
     pairs = []
     for rec in records:
-        target = next((t for t in targets if t.name == rec.target), None)
+        target = by_name.get(rec.target)
         ref_target = fp32_reference(target) if target else None
         ref = by_key.get((rec.model, ref_target.name)) if ref_target else None
         if rec.artifact is None or ref is None or ref.artifact is None:
             continue
         rec.relative = {"fp32": Path(ref.artifact.path).name, "size": round(rec.artifact.size / ref.artifact.size, 3)}
         pairs.append((rec, ref))
-    # Only pairs whose both sides run here: the portable fp32 reference of device-only int8
-    # targets (Ethos-U, Cortex-M) has nothing to be compared with, and timing it alone cost
-    # ~20 s at the end of every all-backends run (a child's imports, then ~180 ms a run).
-    timed = [r for pair in pairs if all(p.status is Status.VERIFIED for p in pair) for r in pair]
-    timed += [r for r in records if r.status is Status.VERIFIED and r.auto_group and r not in timed]
-    numbers = latencies(list(dict.fromkeys(Path(r.artifact.path) for r in timed)), runs, warmup)
-    for rec in records:
-        if rec.artifact and str(Path(rec.artifact.path)) in numbers:
-            rec.latency = numbers[str(Path(rec.artifact.path))]
+    return pairs
+
+
+def relate_latency(pairs: list[tuple[Record, Record]]) -> None:
+    """Latency ratio of each reduced row against its fp32 reference, where both were timed."""
     for rec, ref in pairs:
-        if rec.latency and ref.latency:
+        if rec.latency and ref.latency and rec.latency.get("p50_ms") and ref.latency.get("p50_ms"):
             rec.relative.update(
                 latency=round(rec.latency["p50_ms"] / ref.latency["p50_ms"], 3),
                 p50_ms=rec.latency["p50_ms"],
@@ -124,7 +119,7 @@ def choose(model: str, group: AutoGroup, records: list[Record], task: str, budge
             "precision": rec.precision,
             "status": rec.status.value,
             "size": rec.artifact.size if rec.artifact else None,
-            "p50_ms": rec.latency["p50_ms"] if rec.latency else None,
+            "p50_ms": (rec.latency or {}).get("p50_ms"),
             "top1_agreement": images.get("top1_agreement"),
             "sqnr_db": images.get("sqnr_db", rec.verification.sqnr_db if rec.verification else None),
         }

@@ -73,6 +73,11 @@ class Renderer:
     def error(self, line: str) -> None:
         self.err.print(f"[bold red]error:[/bold red] {line}", markup=True)
 
+    def warn(self, line: str) -> None:
+        from rich.markup import escape
+
+        self.err.print(f"[bold yellow]warning:[/bold yellow] {escape(line)}", markup=True)
+
     def traceback(self) -> None:
         self.err.print_exception(show_locals=False)
 
@@ -149,6 +154,8 @@ class Renderer:
             im = r.verification.images
             top1 = f", top-1 {im['top1_agreement']:.0%}" if im.get("top1_agreement") is not None else ""
             proof += f"; on {im['images']} photos SQNR {im['sqnr_db']:.1f} dB{top1}"
+        if r.latency and r.latency.get("p50_ms") is not None:
+            proof += f"; p50 {r.latency['p50_ms']:.3g} ms ({r.latency.get('runs')} runs after warm-up)"
         if r.cache:
             proof += f" (from the cache: made {r.cache['created'][:19].replace('T', ' ')} UTC in {r.cache['original_seconds']:.0f} s)"
         if r.relative:

@@ -33,6 +33,9 @@ class Selection:
 
 def _manifest(manifest) -> tuple[Manifest, Path]:
     if isinstance(manifest, Manifest):
+        from .report.manifest import check_paths
+
+        check_paths(manifest, Path(".") / MANIFEST_NAME)
         return manifest, Path(".")
     path = Path(manifest)
     if path.is_dir():
@@ -45,7 +48,8 @@ def _manifest(manifest) -> tuple[Manifest, Path]:
 
 def choose(manifest, model: str, platform: str | None, registered: frozenset[str], load: Loader) -> Selection:
     from .backends import default_registry
-    from .pipeline import one_line, run_blockers
+    from .errors import one_line
+    from .pipeline import run_blockers
 
     man, base = _manifest(manifest)
     if platform is not None and platform != "all":

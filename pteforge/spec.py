@@ -148,6 +148,11 @@ class ModelSpec:
     pt2_path: str | None = None
 
     @property
+    def source_ref(self) -> str:
+        """Where the model comes from, as the manifest records it (``source``)."""
+        return {"catalog": "catalog", "factory": self.factory, "pt2": self.pt2_path}[self.source]
+
+    @property
     def input_size(self) -> int | None:
         shape = self.inputs[0].shape
         return shape[-1] if len(shape) == 4 else None
@@ -175,6 +180,7 @@ class ExportConfig:
     debug: bool = False
     cache: bool = True  # look results up in the content-addressed cache (--no-cache: do the work)
     accuracy_budget: "AccuracyBudget | None" = None  # --precision auto's budget (None: per task default)
+    bench_runs: int = 10  # timed runs (after warm-up) of each artifact that runs here; 0: none
 
 
 @dataclass(frozen=True)

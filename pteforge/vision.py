@@ -26,7 +26,45 @@ def shipped_images() -> list[Path]:
 
 
 def images_in(directory: Path) -> list[Path]:
-    return sorted(p for p in Path(directory).rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    """The files under ``directory`` that decode as images, sorted."""
+    return scan_images(directory)[0]
+
+
+def scan_images(directory: Path) -> tuple[list[Path], list[Path]]:
+    """(files that decode as images, files that do not) under ``directory``, sorted.
+
+    Hidden files are ignored; every other file is one or the other, so nothing in
+    the directory is skipped without being named."""
+    from PIL import Image, UnidentifiedImageError
+
+    good, bad = [], []
+    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
+        if any(part.startswith(".") for part in path.relative_to(directory).parts):
+            continue
+        try:
+            with Image.open(path) as img:
+                img.verify()
+            good.append(path)
+        except (OSError, UnidentifiedImageError, SyntaxError, ValueError):
+            bad.append(path)
+    return good, bad
+
+
+def image_dir(directory, flag: str) -> tuple[list[Path], str | None]:
+    """The readable images of a user's ``flag DIR`` and a one-line note naming the files
+    that are not; a usage error when there is no readable image at all."""
+    from .errors import UsageError
+
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise UsageError(f"{flag} {directory} is not a directory", fix="give a directory of photos (.jpg, .png, ...)")
+    good, bad = scan_images(directory)
+    names = ", ".join(p.relative_to(directory).as_posix() for p in bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+    if not good:
+        what = f"none of its {len(bad)} file(s) is a readable image ({names})" if bad else "it holds no files"
+        raise UsageError(f"{flag} {directory}: {what}", fix="give a directory of photos (.jpg, .png, ...)")
+    note = f"{flag} {directory}: skipping {len(bad)} file(s) that are not readable images: {names}" if bad else None
+    return good, note
 
 
 def classification_input(path, pre: dict):

@@ -201,7 +201,16 @@ BAD_INPUTS = [
     ([*M, *S, "--backends", "vulkan", "--precision", "int4-weight"], ExitStatus.USAGE, "vulkan does not take precision int4-weight"),
     ([*M, *S, "--precision", "fp99"], ExitStatus.USAGE, "unknown precision 'fp99'"),
     ([*M, *S, "--precision", "auto", "--accuracy-budget", "top1=2"], ExitStatus.USAGE, "malformed --accuracy-budget 'top1=2'"),
-    ([*M, *S, "--backends", "xnnpack:int8", "--calibration", "/no/such/photos"], ExitStatus.USAGE, "--calibration /no/such/photos: no images"),
+    ([*M, *S, "--backends", "xnnpack:int8", "--calibration", "/no/such/photos"], ExitStatus.USAGE,
+     "--calibration /no/such/photos is not a directory"),
+    ([*M, *S, "--backends", "xnnpack:int8", "--calibration", str(TESTS)], ExitStatus.USAGE,
+     f"--calibration {TESTS}: none of its"),  # source files, no image: never a silent fallback
+    # two factories of one name: one would overwrite the other's artifacts and entries
+    ([*M, "--model", "other_models:tiny", *S, "--backends", "portable"], ExitStatus.USAGE,
+     "two models are named tiny: tiny_models:tiny and other_models:tiny"),
+    # the earlier run's tiny came from tiny_models:tiny
+    (["--model", "other_models:tiny", *S, "--backends", "portable"], ExitStatus.USAGE,
+     "already holds a model named tiny from tiny_models:tiny"),
     ([*M, *S, "--backends", "qnn"], ExitStatus.NO_BACKEND, "No available backends from requested: ['qnn']"),
     ([*M, "--input-shape", "1,3,x"], ExitStatus.USAGE, "malformed --input-shape '1,3,x'"),
     ([*M, "--input-shape", "1,0,3"], ExitStatus.USAGE, "malformed --input-shape '1,0,3'"),

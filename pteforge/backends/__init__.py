@@ -51,7 +51,9 @@ def availability(backend: Backend, registered: frozenset[str]) -> Availability:
     try:
         lower = backend.lower_check()
     except Exception as exc:  # a broken SDK install must not break the table
-        lower = Check(False, f"availability check failed: {type(exc).__name__}: {exc}".splitlines()[0])
+        from ..errors import one_line
+
+        lower = Check(False, f"availability check failed: {one_line(exc)}")
     return Availability(backend.name, lower, backend.run_check(registered))
 
 

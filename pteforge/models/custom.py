@@ -6,7 +6,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from ..errors import ModelError, UsageError
+from ..errors import ModelError, UsageError, one_line
 from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, InputSpec, ModelSpec
 
 
@@ -56,7 +56,7 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
         model = factory()
     except Exception as exc:
         raise ModelError(
-            f"factory {spec.factory} raised {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}",
+            f"factory {spec.factory} raised {one_line(exc)}",
             fix="fix the factory so that it returns an nn.Module",
         ) from None
     if not isinstance(model, torch.nn.Module):

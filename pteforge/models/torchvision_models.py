@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import WeightsError
+from ..errors import WeightsError, one_line
 from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
 from .synthetic import statistics_batch
 from .weights import load_state_dict_file, recalibrate_batchnorm
@@ -19,8 +19,7 @@ def build(spec: ModelSpec, weights: str, seed: int):
             model = torchvision.models.get_model(spec.name, weights=enum)
         except Exception as exc:  # URLError, socket errors, HTTP errors, truncated files
             raise WeightsError(
-                f"cannot download pretrained weights for {spec.name} ({type(exc).__name__}: "
-                f"{str(exc).strip().splitlines()[0][:120] if str(exc).strip() else 'no network?'})",
+                f"cannot download pretrained weights for {spec.name} ({one_line(exc, 160)})",
                 fix="use --weights none for random initialisation or --weights PATH for a local checkpoint",
             ) from None
         return model.eval()

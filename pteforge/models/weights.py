@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import WeightsError
+from ..errors import WeightsError, message_line
 
 
 def load_state_dict_file(model, path: str) -> None:
@@ -26,7 +26,7 @@ def load_state_dict_file(model, path: str) -> None:
     try:
         obj = torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0][:200]
+        first = message_line(exc, 200)
         raise WeightsError(
             f"refused to load '{path}': it is not a plain state dict ({first})",
             fix="save the weights with torch.save(model.state_dict(), path); pickled objects are never executed",
@@ -49,7 +49,7 @@ def load_state_dict_file(model, path: str) -> None:
     try:
         model.load_state_dict(obj, strict=True)
     except RuntimeError as exc:
-        first = str(exc).strip().splitlines()[0][:200]
+        first = message_line(exc, 200)
         raise WeightsError(
             f"weights file '{path}' does not match the model: {first}",
             fix="use a checkpoint of this exact architecture",

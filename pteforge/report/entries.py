@@ -84,7 +84,7 @@ def manifest_entries(
                     {**rec.bundle, "file": Path(os.path.relpath(rec.bundle["file"], out)).as_posix()}
                     if rec.bundle else None
                 ),
-                source={"catalog": "catalog", "factory": spec.factory, "pt2": spec.pt2_path}[spec.source],
+                source=spec.source_ref,
                 weights=config.weights if config.weights in ("pretrained", "none") else str(Path(config.weights).resolve()),
                 seed=config.seed,
                 versions=versions,

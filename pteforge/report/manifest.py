@@ -116,7 +116,7 @@ def load_manifest(path: Path) -> Manifest | None:
             fix=f"move {path} away (pteforge rebuilds it) or restore it from backup",
         ) from None
     try:
-        return Manifest.model_validate(raw)
+        manifest = Manifest.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
@@ -124,6 +124,35 @@ def load_manifest(path: Path) -> Manifest | None:
             f"{path} is not a pteforge manifest: {where}: {err['msg']}",
             fix=f"move {path} away (pteforge rebuilds it) or point --out elsewhere",
         ) from None
+    check_paths(manifest, path)
+    return manifest
+
+
+def _paths(manifest: Manifest):
+    """(where, relative path) of every file a manifest points at."""
+    for key in ("models", "failed"):
+        for i, e in enumerate(getattr(manifest, key)):
+            yield f"{key}[{i}].file", e.file
+            for field in ("remoteUrl", "labelsFile", "labelsRemoteUrl"):
+                yield f"{key}[{i}].{field}", getattr(e, field, None)
+            if e.bundle:
+                yield f"{key}[{i}].bundle.file", e.bundle.get("file")
+    for i, lab in enumerate(manifest.labels):
+        yield f"labels[{i}].file", lab.file
+        yield f"labels[{i}].remoteUrl", lab.remoteUrl
+
+
+def check_paths(manifest: Manifest, path: Path) -> None:
+    """Refuse a manifest whose relative paths resolve outside its own directory."""
+    root = Path(path).parent.resolve()
+    for where, rel in _paths(manifest):
+        if not isinstance(rel, str) or not rel or "://" in rel:
+            continue  # absent, or an absolute URL: nothing on this disk
+        if not (root / rel).resolve().is_relative_to(root):
+            raise ManifestError(
+                f"{path}: {where} '{rel}' points outside the manifest's directory; refused",
+                fix="paths in a manifest must stay under its directory; regenerate it with pteforge export",
+            )
 
 
 def fallback_table(models: list[ModelEntry]) -> dict[str, dict[str, list[str]]]:

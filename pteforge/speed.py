@@ -1,0 +1,84 @@
+"""Speed figures of an export run: the p50 after warm-up of every artifact that runs here.
+
+Every latency pteforge shows (terminal summary, EXPORT_SUMMARY.md, report.html) is one
+of these numbers or one from ``pteforge bench``: measured in a process that runs
+artifacts (here a worker of the run's pool, forked with ExecuTorch's runtime already
+imported, torch on one thread as in :mod:`pteforge.child`), after warm-up runs, one
+artifact at a time while no other job runs. Nothing else is shown as a latency.
+
+Timing is skipped, with the reason in the entry's ``bench``, when its estimated cost
+(from the verification runs) would exceed ``MAX_FRACTION`` of the export's wall time;
+the pairs that ``--precision auto`` or a reduced precision's comparison needs are
+always timed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from .result import Record, Status
+
+DEFAULT_RUNS = 10  # timed runs per artifact in an export (pteforge bench: 20)
+WARMUP = 3
+COMPARISON_RUNS = 20  # pairs compared against each other get more runs
+MAX_FRACTION = 0.25  # of the export's wall time
+
+
+def timing_plan(records: list[Record], needed: list[Record], export_seconds: float, runs: int) -> list[tuple[Record, int]]:
+    """(row, runs) to time: ``needed`` rows, then every other verified row within the
+    budget; rows left out get ``latency = {"skipped": why}``."""
+    plan = [(r, max(runs, COMPARISON_RUNS)) for r in needed if r.artifact and r.latency is None]
+    chosen = {id(r) for r, _ in plan}
+    budget, spent = MAX_FRACTION * export_seconds, 0.0
+    for rec in records:
+        if id(rec) in chosen or rec.status is not Status.VERIFIED or rec.artifact is None or rec.latency is not None:
+            continue
+        cost = estimated_seconds(rec, runs + WARMUP + 1)
+        if runs <= 0:
+            rec.latency = {"skipped": "timing turned off (--bench-runs 0)"}
+        elif spent + cost > budget:
+            rec.latency = {"skipped": f"timing would cost ~{cost:.0f} s, more than {MAX_FRACTION:.0%} of the "
+                                      f"{export_seconds:.0f} s export; run pteforge bench"}
+        else:
+            spent += cost
+            plan.append((rec, runs))
+    return plan
+
+
+def estimated_seconds(rec: Record, runs: int) -> float:
+    """What timing ``rec`` will cost: its verification's time per inference × runs."""
+    v = rec.verification
+    if v is None or "verify" not in rec.timings:
+        return 0.0
+    inferences = max(1, v.inputs + ((v.images or {}).get("images") or 0))
+    return rec.timings["verify"] / inferences * runs
+
+
+def time_artifacts(items: list[tuple[str, int]], warmup: int = WARMUP, on_stage=None) -> dict[str, dict]:
+    """Bench numbers per path (a worker job): load, first run, p50/p90 after ``warmup``,
+    peak RSS, threads; ``{"skipped": why}`` for a file that cannot be timed here."""
+    import torch
+
+    from .child import _bench, _inspect, _registered
+    from .validate import seeded_inputs
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the child: torch only copies outputs (see child.py)
+    registered = set(_registered({})["backends"])
+    out: dict[str, dict] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="pteforge-speed-") as tmp:
+            for path, runs in items:
+                info = _inspect({"path": path})
+                missing = [d for d in dict.fromkeys(info["delegates"]) if d not in registered]
+                if missing:
+                    out[path] = {"skipped": f"{missing[0]} is not registered in this runtime"}
+                    continue
+                inputs = Path(tmp) / "in.pt"
+                torch.save([seeded_inputs(info["inputs"], 0)], inputs)
+                numbers = _bench({"path": path, "inputs": str(inputs), "runs": runs, "warmup": warmup})
+                out[path] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in numbers.items()} | {"warmup": warmup}
+    finally:
+        torch.set_num_threads(threads)
+    return out

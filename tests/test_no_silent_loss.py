@@ -1,0 +1,112 @@
+"""Bad input never loses, overwrites or silently ignores anything (issue: nothing silently lost)."""
+
+import json
+import os
+import stat
+
+import pytest
+from test_cli import TINY, cli, error_lines
+
+from pteforge.errors import ExitStatus, ManifestError, one_line
+
+
+@pytest.fixture(scope="module")
+def earlier(tmp_path_factory):
+    from pteforge.cli import main
+
+    out = tmp_path_factory.mktemp("earlier")
+    assert main([*TINY, "--backends", "portable", "--out", str(out)]) == 0
+    return out
+
+
+def write_junk(directory, names=("notes.txt", "broken.jpg")):
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (directory / name).write_bytes(b"this is not an image")
+    return directory
+
+
+def test_validate_refuses_an_images_dir_without_a_readable_image(capsys, earlier, tmp_path):
+    junk = write_junk(tmp_path / "photos")
+    code, stdout, err = cli(capsys, "validate", "--models-dir", earlier, "--images-dir", junk)
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert "none of its 2 file(s) is a readable image (broken.jpg, notes.txt)" in line
+    assert "VERIFIED" not in stdout
+
+
+def test_unreadable_images_are_named_and_readable_ones_used(tmp_path):
+    from PIL import Image
+
+    from pteforge.vision import image_dir
+
+    photos = write_junk(tmp_path / "photos", ("broken.png",))
+    Image.new("RGB", (8, 8), (200, 10, 10)).save(photos / "red.png")
+    good, note = image_dir(photos, "--images-dir")
+    assert [p.name for p in good] == ["red.png"]
+    assert note == f"--images-dir {photos}: skipping 1 file(s) that are not readable images: broken.png"
+
+
+def test_validate_says_when_no_photo_was_run(capsys, earlier):
+    """A model whose input is not an image is checked on seeded inputs, and says so."""
+    code, stdout, _ = cli(capsys, "validate", "--models-dir", earlier)
+    assert code == ExitStatus.OK
+    report = json.loads((earlier / "validation_report.json").read_text())
+    [f] = report["files"]
+    assert f["status"] == "VERIFIED" and "no photo was run" in f["reason"]
+
+
+@pytest.mark.parametrize("field", ["file", "remoteUrl", "labelsFile"])
+def test_manifest_paths_outside_its_directory_are_refused(capsys, earlier, tmp_path, field):
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(earlier, out)
+    manifest = json.loads((out / "index.json").read_text())
+    manifest["models"][0][field] = "../../../../etc/hostname"
+    (out / "index.json").write_text(json.dumps(manifest))
+    for args in (["validate", "--models-dir", out], ["select", "tiny", "--manifest", out / "index.json"],
+                 ["manifest", "check", out / "index.json"], [*TINY, "--backends", "portable", "--out", out],
+                 ["bench", out]):
+        code, _, err = cli(capsys, *args)
+        assert code == ExitStatus.MANIFEST, (args, err)
+        [line] = error_lines(err)
+        assert f"models[0].{field} '../../../../etc/hostname' points outside the manifest's directory" in line
+
+    from pteforge.report.manifest import Manifest
+    from pteforge.selection import load_best
+
+    with pytest.raises(ManifestError, match="points outside"):
+        load_best(out / "index.json", "tiny")
+    with pytest.raises(ManifestError, match="points outside"):
+        load_best(Manifest.model_validate(manifest), "tiny")
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_files_are_written_with_the_users_umask(tmp_path, umask, mode):
+    from pteforge.io import write_atomic
+
+    old = os.umask(umask)
+    try:
+        write_atomic(tmp_path / "a.pte", b"x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a.pte").stat().st_mode) == mode
+
+
+def test_exported_artifacts_and_reports_are_world_readable_under_umask_022(earlier):
+    for name in ("custom/tiny_portable.pte", "index.json", "report.html", "EXPORT_SUMMARY.md"):
+        assert stat.S_IMODE((earlier / name).stat().st_mode) & 0o044 == 0o044, name
+
+
+def test_one_line_keeps_the_cause_of_a_native_error():
+    """OpenVINO's errors open with where in its C++ they were raised; the cause comes after."""
+    import openvino
+
+    with pytest.raises(Exception) as info:
+        openvino.Core().read_model("/nonexistent/model.xml")
+    text = str(info.value)
+    assert text.splitlines()[0].startswith("Exception from src/"), "the shape this test is about"
+    line = one_line(info.value)
+    assert "\n" not in line and "Could not open the file" in line and "/nonexistent/model.xml" in line
+    assert ".cpp" not in line
