@@ -139,7 +139,7 @@ def time_onnxruntime(model, inputs, runs: int, warmup: int) -> dict | None:
 def _record(results: list[BenchResult]) -> None:
     """Write the numbers into each manifest's entries and regenerate its reports."""
     from .report.manifest import update_entries
-    from .report.summary import write_reports
+    from .report.summary import last_run_failures, write_reports
 
     by_dir: dict[Path, dict[str, dict]] = {}
     for r in results:
@@ -150,4 +150,4 @@ def _record(results: list[BenchResult]) -> None:
     for directory, fields in by_dir.items():
         manifest = update_entries(directory, fields)
         if manifest is not None:
-            write_reports(directory, manifest, [])
+            write_reports(directory, manifest, last_run_failures(directory))

@@ -1,7 +1,9 @@
 """Reports, benchmarks and selective build from a real run."""
 
+import html as htmllib
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -30,6 +32,11 @@ def test_each_run_writes_the_reports(run):
     html = (run / "report.html").read_text()
     assert html.count('class="plot"') == 4
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html, "self-contained"
+    assert "<link" not in html and " src=" not in html and "@import" not in html and "url(" not in html
+    sections = [html.index(f'<section id="{s}">') for s in ("matrix", "fallback", "numerics", "plots")]
+    assert sections == sorted(sections), "the matrix opens the page"
+    assert "@media print" in html
+    assert "## Load order per platform" in md and "## Numerics against eager PyTorch" in md
 
 
 def test_bench_measures_what_runs_here_and_records_it(capsys, run):
@@ -63,20 +70,172 @@ def chromium():
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def test_report_html_renders_every_plot_in_headless_chromium(run, tmp_path):
+def browser_or_skip():
     browser = chromium()
     if browser is None:
         if os.environ.get("CI"):
             pytest.fail("CI must have Chromium (.ci/run installs Debian's chromium)")
         pytest.skip("Chromium is not installed (apt-get install chromium)")
+    return browser
+
+
+def dump_dom(page, tmp_path) -> str:
+    """The DOM of ``page`` after headless Chromium loaded it and ran its scripts."""
     proc = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        [browser_or_skip(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
-         (run / "report.html").as_uri()],
+         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=120,
     )
     assert "<title>plots rendered: 4/4</title>" in proc.stdout, proc.stdout[:500] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def text(fragment: str) -> str:
+    """What a reader sees of an HTML fragment: tags stripped, entities decoded, spaces collapsed."""
+    return " ".join(htmllib.unescape(re.sub(r"<[^>]+>", " ", fragment)).split())
+
+
+def section(dom: str, sid: str) -> str:
+    m = re.search(rf'<section id="{sid}">(.*?)</section>', dom, re.S)
+    assert m, f"no #{sid} section"
+    return m.group(1)
+
+
+def row(fragment: str, **attrs) -> str:
+    """The text of the one table row whose data-* attributes are ``attrs``."""
+    rows = [m.group(0) for m in re.finditer(r"<tr\b[^>]*>.*?</tr>", fragment, re.S)
+            if all(f'data-{k}="{htmllib.escape(str(v))}"' in m.group(0).split(">", 1)[0] for k, v in attrs.items())]
+    assert len(rows) == 1, (attrs, len(rows))
+    return text(rows[0])
+
+
+def size_text(size: int) -> str:
+    return f"{size / 1e6:.2f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
+
+
+def p50_text(ms: float) -> str:
+    return f"{ms:.0f} ms" if ms >= 100 else f"{ms:.3g} ms"
+
+
+def test_report_html_renders_every_plot_in_headless_chromium(run, tmp_path):
+    dump_dom(run / "report.html", tmp_path)
+
+
+def test_report_matrix_shows_every_status_and_figure_in_headless_chromium(run, tmp_path):
+    index = json.loads((run / "index.json").read_text())
+    dom = dump_dom(run / "report.html", tmp_path)
+    matrix = section(dom, "matrix")
+    for e in index["models"] + index["failed"]:
+        shown = row(matrix, name=e["name"])
+        assert e["status"] in shown and e["target"] in shown and size_text(e["size"]) in shown, shown
+        assert f"{e['delegation']['percent']:.0f} %" in shown, shown
+        if e["status"] != "VERIFIED":
+            assert (e.get("reason") or "").splitlines()[0] in shown, shown
+        if (e.get("verification") or {}).get("sqnr_db") is not None:
+            assert f"{e['verification']['sqnr_db']:.1f} dB" in shown, shown
+        bench = e.get("bench") or {}
+        if bench.get("p50_ms") is not None:
+            assert p50_text(bench["p50_ms"]) in shown and f"{bench['runs']} runs" in shown, shown
+        else:
+            assert " ms" not in shown, "no p50, no latency"
+    # per platform: the manifest's fallback order, each with its status; this host's pick
+    by_name = {e["name"]: e for e in index["models"]}
+    for model, platforms in index["fallback"].items():
+        fallback = re.search(rf'<table class="fallback" data-model="{model}">.*?</table>', dom, re.S).group(0)
+        for platform, names in platforms.items():
+            shown = row(fallback, platform=platform)
+            positions = [shown.index(f"{n} ({by_name[n]['target']}) {by_name[n]['status']}") for n in names]
+            assert positions == sorted(positions), (platform, shown)
+        pick = next(n for n in platforms["desktop"] if by_name[n]["status"] == "VERIFIED")
+        assert f"This host (desktop) recommends: load {pick}" in text(matrix)
+        assert row(fallback, platform="desktop").endswith(pick)
+    # numerics: every checked artifact, with the threshold it was judged by
+    numerics = text(section(dom, "numerics"))
+    for e in index["models"]:
+        if e.get("verification"):
+            v = e["verification"]
+            assert f"{e['name']} — {e['target']}" in numerics
+            assert f"threshold {v['threshold_sqnr_db']:.1f} dB SQNR" in numerics and f"{v['sqnr_db']:.1f} dB" in numerics
+
+
+def with_failures(run):
+    """The real run's manifest plus what a bad run leaves: a MISMATCH kept on disk with its
+    numbers on two photos, a target that failed to lower, one unavailable on this host."""
+    from pteforge.report.manifest import Manifest
+
+    man = Manifest.model_validate(json.loads((run / "index.json").read_text()))
+    good = next(e for e in man.models if e.target == "xnnpack")
+    photos = [{"name": "bus.jpg", "sqnr_db": 2.5, "cosine": 0.8, "top1_match": False},
+              {"name": "grace_hopper.jpg", "sqnr_db": 12.25, "cosine": 0.97, "top1_match": True}]
+    bad = good.model_copy(deep=True, update={
+        "name": "tiny_xnnpack_int8.pte", "target": "xnnpack:int8", "precision": "int8", "status": "MISMATCH",
+        "reason": "SQNR 3.1 dB is below the int8 threshold of 10.0 dB", "bench": None,
+        "verification": {**good.verification, "sqnr_db": 3.1, "threshold_sqnr_db": 10.0, "runtime_precision": "int8",
+                         "images": {"images": 2, "names": ["bus.jpg", "grace_hopper.jpg"], "sqnr_db": 2.5,
+                                    "cosine": 0.8, "top1_agreement": 0.5, "per_image": photos}}})
+    man.failed.append(bad)
+    failures = [{"model": "tiny", "target": "xnnpack:int8", "status": "MISMATCH", "reason": bad.reason},
+                {"model": "tiny", "target": "vulkan", "status": "LOWER_FAILED", "reason": "aten.mean <dim=-1> not supported"},
+                {"model": "*", "target": "qnn", "status": "UNAVAILABLE", "reason": "QNN SDK not found (set QNN_SDK_ROOT)"}]
+    return man, failures
+
+
+def test_failed_rows_reasons_and_numerics_in_headless_chromium(run, tmp_path):
+    from pteforge.report.summary import write_reports
+
+    man, failures = with_failures(run)
+    for e in man.models:
+        e.bench = None  # nothing timed: the latency plot is empty, says so, and still counts as rendered
+    write_reports(tmp_path, man, failures)
+    dom = dump_dom(tmp_path / "report.html", tmp_path)
+    matrix = section(dom, "matrix")
+    for f in failures:
+        shown = row(matrix, target=f["target"], status=f["status"])
+        assert f["status"] in shown and f["reason"] in shown, shown
+    assert 'class="row st-fail"' in matrix and "st-ok" in matrix
+    numerics = section(dom, "numerics")
+    mismatch = text(re.search(r'<table class="numerics[^"]*" data-name="tiny_xnnpack_int8.pte".*?</table>', numerics, re.S).group(0))
+    assert "threshold 10.0 dB SQNR (judged on the seeded inputs: fail)" in mismatch
+    assert "bus.jpg 2.5 dB 0.800000 differs below threshold" in mismatch
+    assert "grace_hopper.jpg 12.2 dB 0.970000 same ≥ threshold" in mismatch
+    latency = re.search(r'<svg[^>]*id="latency".*?</svg>', dom, re.S).group(0)
+    assert 'data-bars="0"' in latency and "no p50 measured in this run" in latency and 'class="bar"' not in latency
+    md = (tmp_path / "EXPORT_SUMMARY.md").read_text()
+    assert "| tiny | vulkan | LOWER_FAILED | aten.mean <dim=-1> not supported |" in md
+    assert "| tiny_xnnpack_int8.pte | int8 | bus.jpg | 2.5 dB | 0.800000 | differs | 10.0 dB |" in md
+
+
+def latency_bars(page: str) -> dict[str, float]:
+    """Label → value of each bar of the latency plot (the value from the bar's <title>)."""
+    svg = re.search(r'<svg[^>]*id="latency".*?</svg>', page, re.S).group(0)
+    bars = re.findall(r'text-anchor="end">([^<]*)</text><rect class="bar"[^>]*><title>([0-9.e+-]+) ms</title>', svg)
+    assert len(bars) == svg.count('class="bar"') == int(re.search(r'data-bars="(\d+)"', svg).group(1))
+    return {htmllib.unescape(label): float(v) for label, v in bars}
+
+
+def test_latency_chart_shows_only_measured_p50s(run):
+    from pteforge.report.manifest import Manifest
+    from pteforge.report.summary import html_report, markdown
+
+    man = Manifest.model_validate(json.loads((run / "index.json").read_text()))
+    by_target = {e.target: e for e in man.models}
+    by_target["xnnpack"].bench = {"p50_ms": 1.234, "p90_ms": 1.5, "runs": 10, "warmup": 3}
+    by_target["portable"].bench, by_target["portable"].timings["verify"] = None, 123.0
+    by_target["coreml"].bench = {"skipped": "CoreMLBackend is not registered in this runtime"}
+    by_target["coreml:fp32"].timings["verify"] = 123.0
+    assert latency_bars(html_report(man)) == {"tiny · xnnpack (10 runs)": 1.234}
+    shown = row(section(html_report(man), "matrix"), target="portable")
+    assert "—" in shown and " ms" not in shown, "the verification's wall time is no p50"
+    md = markdown(man, []).splitlines()
+    assert "| model | target | precision | status | why | size | delegated | export time | p50 (ms, after warm-up) |" in md
+    assert next(line for line in md if line.startswith("| tiny | xnnpack |")).endswith("| 1.23 ms |")
+    assert next(line for line in md if line.startswith("| tiny | portable |")).endswith("|  |")
+
+    by_target["xnnpack"].bench = None  # no p50 anywhere: no bar at all, not the verification's wall time
+    page = html_report(man)
+    assert latency_bars(page) == {}
+    assert "no p50 measured in this run" in page
 
 
 def test_bench_says_why_an_artifact_cannot_be_measured(run):

@@ -53,6 +53,7 @@ def manifest_entries(
             ModelEntry(
                 name=Path(rec.artifact.path).name,
                 modelName=spec.name,
+                model=spec.name,
                 category=spec.family,
                 backend=primary.manifest_name(),
                 hash=rec.artifact.sha256,

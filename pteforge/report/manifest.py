@@ -52,6 +52,7 @@ class ModelEntry(BaseModel):
     labelsRemoteUrl: str | None = None
     backendDescription: str | None = None
     # -- pteforge's own facts
+    model: str | None = None  # the model's name (modelName adds a variant when one backend has several)
     file: str  # path relative to the manifest
     task: str
     target: str

@@ -1,52 +1,183 @@
 """Per-run reports from measured data: EXPORT_SUMMARY.md, report.json, report.html.
 
-The seed's export-time and file-size tables come from the manifest's numbers; the
-HTML is self-contained (inline SVG, no network) with four plots: size per target,
-latency per runnable target, delegation % per target, export time per stage.
+Every latency shown is a p50 measured after warm-up in the child process that runs
+artifacts (the entry's ``bench``); an artifact without one shows none. The helpers
+here are shared by the Markdown and the HTML (:mod:`.html`).
 """
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 
 from ..io import write_atomic
+from ..platforms import host_platform
 from .manifest import Manifest
 
 STAGES = ("model_build", "model_capture", "quantize", "lower", "serialize", "verify", "write")
 
+# What a status means when the row carries no reason of its own.
+STATUS_NOTE = {
+    "VERIFIED": "ran on this host and matched eager PyTorch",
+    "NOT_RUNNABLE_HERE": "exported; needs a device to run",
+    "NOT_VERIFIED": "exported; not checked (--no-verify)",
+}
 
-def _label(e) -> str:
-    return f"{e.modelName} · {e.target}"
+
+def status_kind(status: str) -> str:
+    """ok (proven here), device (exported, needs a device), unchecked, or fail."""
+    return {"VERIFIED": "ok", "NOT_RUNNABLE_HERE": "device", "NOT_VERIFIED": "unchecked"}.get(status, "fail")
+
+
+def one_line(text) -> str:
+    return str(text).strip().splitlines()[0] if text and str(text).strip() else ""
+
+
+def p50(e) -> float | None:
+    """The measured p50 (ms, after warm-up) of an entry, or None: the only latency shown."""
+    v = (e.bench or {}).get("p50_ms")
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def ms_text(v: float) -> str:
+    return f"{v:.0f} ms" if v >= 100 else f"{v:.3g} ms"
+
+
+def size_text(size: int) -> str:
+    return f"{size / 1e6:.2f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
+
+
+def pct(v) -> str:
+    return f"{v:.0%}" if isinstance(v, (int, float)) else ""
+
+
+def _db(v) -> str:
+    return f"{v:.1f} dB" if isinstance(v, (int, float)) else ""
 
 
 def export_seconds(e) -> float:
     return round(sum(v for k, v in e.timings.items()), 2)
 
 
+def model_names(man: Manifest, failures: list[dict]) -> list[str]:
+    names = [e.modelName for e in [*man.models, *man.failed]] + [f["model"] for f in failures if f.get("model") != "*"]
+    return list(dict.fromkeys(names)) or (["*"] if failures else [])
+
+
+def rows_for(man: Manifest, failures: list[dict], model: str) -> list[dict]:
+    """Every target of ``model``: manifest entries, kept failures, then the last run's
+    failures with no artifact and the targets unavailable here (model "*")."""
+    rows = [{"target": e.target, "status": e.status, "reason": e.reason, "entry": e}
+            for e in [*man.models, *man.failed] if e.modelName == model]
+    seen = {r["target"]: r for r in rows}
+    for f in failures:
+        if f.get("model") not in (model, "*"):
+            continue
+        known = seen.get(f.get("target"))
+        if known is not None and known["status"] == f.get("status"):  # the artifact's own row
+            known["reason"] = known["reason"] or f.get("reason")
+            continue
+        reason = f.get("reason") if known is None else f"last run: {one_line(f.get('reason'))}"
+        seen[f.get("target")] = row = {"target": f.get("target", "?"), "status": f.get("status", "?"),
+                                       "reason": reason, "entry": None}
+        rows.append(row)
+    for r in rows:
+        r["reason"] = one_line(r["reason"]) or STATUS_NOTE.get(r["status"], "")
+    return rows
+
+
+def recommendation(man: Manifest, model: str, platform: str | None = None):
+    """The first artifact in ``platform``'s fallback order that VERIFIED here, or None."""
+    by_name = {e.name: e for e in man.models}
+    for name in man.fallback.get(model, {}).get(platform or host_platform(), []):
+        e = by_name.get(name)
+        if e is not None and e.status == "VERIFIED":
+            return e
+    return None
+
+
+def per_image(e) -> list[dict]:
+    images = ((e.verification or {}).get("images") or {})
+    return [r for r in images.get("per_image") or [] if isinstance(r, dict)]
+
+
+def _md(text) -> str:
+    return str(text if text is not None else "").replace("|", "\\|").replace("\n", " ")
+
+
 def markdown(man: Manifest, failures: list[dict]) -> str:
     models = list(dict.fromkeys(e.modelName for e in man.models))
     targets = list(dict.fromkeys(e.target for e in man.models))
     cell = {(e.modelName, e.target): e for e in man.models}
-    lines = ["# Export summary", "", f"Generated {man.generated}. Every number below was measured in the run that produced the artifact.", ""]
-    lines += ["## Artifacts", "", "| model | target | precision | status | size | delegated | export time | latency p50 |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines = ["# Export summary", "", f"Generated {man.generated}. Every number below was measured in the run that produced "
+             "the artifact; latencies are p50s measured after warm-up in the child process that runs artifacts.", ""]
+    lines += ["## Artifacts", "", "| model | target | precision | status | why | size | delegated | export time | p50 (ms, after warm-up) |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for e in man.models:
-        bench = e.bench or {}
-        p50 = f"{bench['p50_ms']:.2f} ms" if bench.get("p50_ms") is not None else ""
-        lines.append(f"| {e.modelName} | {e.target} | {e.precision} | {e.status} | {e.sizeMB:.2f} MB | "
-                     f"{e.delegation.get('percent', 0):.0f} % | {export_seconds(e):.1f} s | {p50} |")
+        v = p50(e)
+        why = _md(one_line(e.reason) or STATUS_NOTE.get(e.status, ""))
+        lines.append(f"| {e.modelName} | {e.target} | {e.precision} | {e.status} | {why} | {size_text(e.size)} | "
+                     f"{e.delegation.get('percent', 0):.0f} % | {export_seconds(e):.1f} s | {ms_text(v) if v is not None else ''} |")
     for title, fn in (("Export time (seconds, measured)", lambda e: f"{export_seconds(e):.1f} s"),
-                      ("File size (measured)", lambda e: f"{e.sizeMB:.2f} MB")):
+                      ("File size (measured)", lambda e: size_text(e.size))):
         lines += ["", f"## {title}", "", "| model | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
         for m in models:
             lines.append(f"| {m} | " + " | ".join(fn(cell[(m, t)]) if (m, t) in cell else "—" for t in targets) + " |")
-    lines += precision_lines(man)
-    if failures:
-        lines += ["", "## Failed or unavailable in the last run", "", "| model | target | status | reason |", "|---|---|---|---|"]
-        lines += [f"| {f['model']} | {f['target']} | {f['status']} | {f['reason']} |" for f in failures]
+    lines += precision_lines(man) + fallback_lines(man) + numerics_lines(man)
+    failed = [(m, r) for m in model_names(man, failures) for r in rows_for(man, failures, m) if status_kind(r["status"]) == "fail"]
+    if failed:
+        lines += ["", "## Failed or unavailable", "", "| model | target | status | reason |", "|---|---|---|---|"]
+        lines += [f"| {m} | {r['target']} | {r['status']} | {_md(r['reason'])} |" for m, r in failed]
     return "\n".join(lines) + "\n"
+
+
+def fallback_lines(man: Manifest) -> list[str]:
+    """Per model and platform, the order an app should try the artifacts; this host's pick."""
+    if not man.fallback:
+        return []
+    host = host_platform()
+    status = {e.name: e.status for e in man.models}
+    lines = ["", "## Load order per platform", "",
+             f"The order an app should try the artifacts (the manifest's `fallback`). This host is `{host}`: "
+             "it recommends the first artifact that was verified here.", "",
+             "| model | platform | try in order | this host |", "|---|---|---|---|"]
+    for model, platforms in man.fallback.items():
+        for platform, names in platforms.items():
+            order = " → ".join(f"{n} ({status.get(n, '?')})" for n in names) or "no artifact serves it"
+            pick = ""
+            if platform == host:
+                rec = recommendation(man, model, host)
+                pick = f"**{rec.name}**" if rec else "none verified here"
+            lines.append(f"| {model} | {platform} | {order} | {pick} |")
+    return lines
+
+
+def numerics_lines(man: Manifest) -> list[str]:
+    """Per artifact, the metric against eager on the seeded inputs and on each photo."""
+    checked = [e for e in [*man.models, *man.failed] if e.verification]
+    if not checked:
+        return []
+    lines = ["", "## Numerics against eager PyTorch", "",
+             "Pass or fail is judged on the seeded inputs (worst SQNR against the threshold); "
+             "the photos are shown against the same threshold.", "",
+             "| artifact | computed in | input | SQNR | cosine | top-1 | threshold |", "|---|---|---|---|---|---|---|"]
+    for e in checked:
+        v = e.verification
+        thr, rt = _db(v.get("threshold_sqnr_db")), v.get("runtime_precision") or e.precision
+        lines.append(f"| {e.name} | {rt} | {v.get('inputs', '?')} seeded inputs (worst) | {_db(v.get('sqnr_db'))} | "
+                     f"{_cos(v.get('cosine'))} | {pct(v.get('top1_agreement'))} | {thr} |")
+        for r in per_image(e):
+            lines.append(f"| {e.name} | {rt} | {_md(r.get('name', '?'))} | {_db(r.get('sqnr_db'))} | {_cos(r.get('cosine'))} | "
+                         f"{_match(r.get('top1_match'))} | {thr} |")
+    return lines
+
+
+def _cos(v) -> str:
+    return f"{v:.6f}" if isinstance(v, (int, float)) else ""
+
+
+def _match(v) -> str:
+    return "" if v is None else ("same" if v else "differs")
 
 
 def precision_lines(man: Manifest) -> list[str]:
@@ -69,114 +200,33 @@ def precision_lines(man: Manifest) -> list[str]:
     for c in man.precisionChoices:
         lines += ["", f"## Precision auto: {c['model']} on {c['backend']}", "",
                   f"Budget: {c['budget']}. Winner: **{c.get('winner') or 'none'}** — {c.get('why', '')}", "",
-                  "| target | status | size | p50 | photos top-1 | photos SQNR | within budget |", "|---|---|---|---|---|---|---|"]
+                  "| target | status | size | p50 (after warm-up) | photos top-1 | photos SQNR | within budget |", "|---|---|---|---|---|---|---|"]
         for t in c["tried"]:
-            p50 = f"{t['p50_ms']:.2f} ms" if t.get("p50_ms") is not None else ""
+            t50 = ms_text(t["p50_ms"]) if isinstance(t.get("p50_ms"), (int, float)) else ""
             top1 = f"{t['top1_agreement']:.0%}" if t.get("top1_agreement") is not None else ""
             size = f"{t['size'] / 1e6:.2f} MB" if t.get("size") else ""
-            lines.append(f"| {t['target']} | {t['status']} | {size} | {p50} | {top1} | {_db(t.get('sqnr_db'))} | "
+            lines.append(f"| {t['target']} | {t['status']} | {size} | {t50} | {top1} | {_db(t.get('sqnr_db'))} | "
                          f"{'yes' if t['within_budget'] else 'no: ' + t['note']} |")
     return lines
 
 
-def _db(v) -> str:
-    return f"{v:.1f} dB" if isinstance(v, (int, float)) else ""
+def html_report(man: Manifest, failures: list[dict] | None = None) -> str:
+    from .html import html_report as render
+
+    return render(man, failures or [])
 
 
-def _bars(title: str, rows: list[tuple[str, float]], unit: str, plot_id: str) -> str:
-    """A horizontal bar chart as inline SVG."""
-    width, bar, gap, left = 760, 18, 6, 300
-    height = 40 + len(rows) * (bar + gap)
-    top = max((v for _, v in rows), default=0) or 1
-    parts = [f'<figure><figcaption>{html.escape(title)}</figcaption>'
-             f'<svg class="plot" id="{plot_id}" data-bars="{len(rows)}" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
-    if not rows:
-        parts.append('<text x="10" y="24">no data in this run</text>')
-    for i, (label, value) in enumerate(rows):
-        y = 20 + i * (bar + gap)
-        w = max(1.0, (width - left - 90) * value / top)
-        parts.append(f'<text x="{left - 8}" y="{y + bar - 5}" text-anchor="end">{html.escape(label)}</text>'
-                     f'<rect class="bar" x="{left}" y="{y}" width="{w:.1f}" height="{bar}"><title>{value:g} {unit}</title></rect>'
-                     f'<text x="{left + w + 6:.1f}" y="{y + bar - 5}">{value:.3g} {unit}</text>')
-    parts.append("</svg></figure>")
-    return "".join(parts)
-
-
-def _stacked(title: str, rows: list[tuple[str, dict[str, float]]], plot_id: str) -> str:
-    width, bar, gap, left = 760, 18, 6, 300
-    colors = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1"]
-    height = 60 + len(rows) * (bar + gap)
-    top = max((sum(d.values()) for _, d in rows), default=0) or 1
-    segments = sum(1 for _, d in rows for st in STAGES if d.get(st, 0.0) > 0)
-    parts = [f'<figure><figcaption>{html.escape(title)}</figcaption>'
-             f'<svg class="plot" id="{plot_id}" data-bars="{segments}" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
-    for i, (label, parts_s) in enumerate(rows):
-        y = 20 + i * (bar + gap)
-        x = float(left)
-        parts.append(f'<text x="{left - 8}" y="{y + bar - 5}" text-anchor="end">{html.escape(label)}</text>')
-        for j, stage in enumerate(STAGES):
-            v = parts_s.get(stage, 0.0)
-            if v <= 0:
-                continue
-            w = (width - left - 90) * v / top
-            parts.append(f'<rect class="bar" x="{x:.1f}" y="{y}" width="{max(w, 0.5):.1f}" height="{bar}" '
-                         f'style="fill:{colors[j % len(colors)]}"><title>{stage}: {v:.2f} s</title></rect>')
-            x += w
-        parts.append(f'<text x="{x + 6:.1f}" y="{y + bar - 5}">{sum(parts_s.values()):.1f} s</text>')
-    legend_y = 30 + len(rows) * (bar + gap)
-    for j, stage in enumerate(STAGES):
-        parts.append(f'<rect x="{left + j * 65}" y="{legend_y}" width="10" height="10" fill="{colors[j % len(colors)]}"/>'
-                     f'<text x="{left + j * 65 + 14}" y="{legend_y + 10}" font-size="10">{stage.replace("model_", "")}</text>')
-    parts.append("</svg></figure>")
-    return "".join(parts)
-
-
-# Lets a headless browser prove every plot rendered: each SVG is laid out and holds
-# as many drawn bars (non-zero boxes) as it declares.
-_CHECK_JS = """
-window.addEventListener('load', function () {
-  var plots = document.querySelectorAll('svg.plot'), ok = 0;
-  plots.forEach(function (svg) {
-    var box = svg.getBoundingClientRect(), drawn = 0;
-    svg.querySelectorAll('rect.bar').forEach(function (r) { var b = r.getBBox(); if (b.width > 0 && b.height > 0) drawn++; });
-    if (box.width > 0 && box.height > 0 && drawn > 0 && drawn == Number(svg.dataset.bars)) ok++;
-  });
-  document.title = 'plots rendered: ' + ok + '/' + plots.length;
-});
-"""
-
-
-def html_report(man: Manifest) -> str:
-    entries = man.models
-    size = [(_label(e), round(e.size / 1e6, 3)) for e in entries]
-    latency = [(_label(e), (e.bench or {}).get("p50_ms")) for e in entries]
-    latency = [(k, v) for k, v in latency if v is not None]
-    if not latency:  # no bench yet: the verification runs' mean time is what was measured
-        latency = [(_label(e), round(e.timings["verify"] * 1000 / max(e.verification.get("inputs", 1), 1), 3))
-                   for e in entries if e.verification and "verify" in e.timings]
-    delegated = [(_label(e), float(e.delegation.get("percent", 0.0))) for e in entries]
-    stages = [(_label(e), {s: float(e.timings.get(s, 0.0)) for s in STAGES}) for e in entries]
-    body = "".join([
-        _bars("Artifact size per target (MB)", size, "MB", "size"),
-        _bars("Latency per runnable target (ms, on this host)", latency, "ms", "latency"),
-        _bars("Share of the graph delegated per target (%)", delegated, "%", "delegation"),
-        _stacked("Export time per stage (s)", stages, "stages"),
-    ])
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>pteforge report</title>
-<style>body{{font-family:sans-serif;margin:2em}} figure{{margin:1.5em 0}} figcaption{{font-weight:bold;margin-bottom:.5em}}
-svg text{{font-size:12px;font-family:sans-serif}} rect.bar{{fill:#4e79a7}}</style>
-<script>{_CHECK_JS}</script></head>
-<body><h1>pteforge report</h1><p>Generated {html.escape(man.generated)} — {len(entries)} artifact(s). Numbers measured in the runs that produced them.</p>
-{body}</body></html>
-"""
+def last_run_failures(out: Path) -> list[dict]:
+    """The failures the last export recorded in ``report.json`` (kept when reports are rewritten)."""
+    try:
+        return list(json.loads((Path(out) / "report.json").read_text()).get("last_run_failures", []))
+    except (OSError, ValueError, AttributeError):
+        return []
 
 
 def write_reports(out: Path, man: Manifest, failures: list[dict]) -> list[Path]:
     paths = [Path(out) / "EXPORT_SUMMARY.md", Path(out) / "report.json", Path(out) / "report.html"]
     write_atomic(paths[0], markdown(man, failures))
     write_atomic(paths[1], json.dumps({"manifest": json.loads(man.model_dump_json()), "last_run_failures": failures}, indent=2) + "\n")
-    write_atomic(paths[2], html_report(man))
+    write_atomic(paths[2], html_report(man, failures))
     return paths

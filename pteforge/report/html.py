@@ -1,0 +1,348 @@
+"""report.html: one self-contained page (inline CSS, inline SVG, no network), printable.
+
+Sections, in order: ``#matrix`` (per model, every target with its status and one-line
+reason, precision, size, delegated share, SQNR against eager, agreement on the photos
+and the measured p50), ``#fallback`` (per platform, the order an app should try the
+artifacts and the one this host recommends), ``#numerics`` (per artifact, the metric
+against eager on the seeded inputs and on each photo, and the threshold it was judged
+by) and ``#plots`` (size, p50 latency, delegated share, export time per stage).
+Every latency is a p50 measured after warm-up; an artifact without one shows none.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from ..platforms import host_platform
+from .manifest import Manifest
+from .summary import (
+    STAGES, _db, model_names, ms_text, one_line, p50, pct, per_image, recommendation, rows_for, size_text, status_kind,
+)
+
+
+def _e(text) -> str:
+    return html.escape(str(text if text is not None else ""))
+
+
+def _anchor(name: str) -> str:
+    return "model-" + re.sub(r"[^A-Za-z0-9_-]", "-", name)
+
+
+def _label(e) -> str:
+    return f"{e.modelName} · {e.target}"
+
+
+def _badge(status: str) -> str:
+    return f'<span class="badge st-{status_kind(status)}">{_e(status)}</span>'
+
+
+# ---------------------------------------------------------------------------- matrix
+
+MATRIX_HEAD = ("target", "status", "precision", "size", "delegated", "SQNR vs eager", "on the photos", "p50 (after warm-up)")
+
+
+def _precision_cell(e) -> str:
+    computed = (e.verification or {}).get("runtime_precision")
+    extra = f'<div class="sub">computed in {_e(computed)}</div>' if computed and computed != e.precision else ""
+    return f"{_e(e.precision)}{extra}"
+
+
+def _sqnr_cell(e) -> str:
+    v = e.verification or {}
+    if not isinstance(v.get("sqnr_db"), (int, float)):
+        return "—"
+    thr = v.get("threshold_sqnr_db")
+    judged = ""
+    if isinstance(thr, (int, float)):
+        judged = f'<div class="sub">{"≥" if v["sqnr_db"] >= thr else "&lt;"} {_db(thr)} threshold</div>'
+    top1 = f'<div class="sub">top-1 {pct(v["top1_agreement"])}</div>' if v.get("top1_agreement") is not None else ""
+    return f"{_db(v['sqnr_db'])}{judged}{top1}"
+
+
+def _photos_cell(e) -> str:
+    im = (e.verification or {}).get("images") or {}
+    if not im:
+        return "—"
+    worst = f"min {_db(im['sqnr_db'])}" if isinstance(im.get("sqnr_db"), (int, float)) else "—"
+    top1 = f'<div class="sub">top-1 {pct(im["top1_agreement"])}</div>' if im.get("top1_agreement") is not None else ""
+    count = im.get("images") or len(im.get("names") or [])
+    return f'{_e(worst)}{top1}<div class="sub">{_e(count)} photo(s)</div>'
+
+
+def _p50_cell(e) -> str:
+    v = p50(e)
+    bench = e.bench or {}
+    if v is None:
+        why = bench.get("skipped") or ("not timed: runs only on a device" if e.status == "NOT_RUNNABLE_HERE" else "not timed")
+        return f'—<div class="sub">{_e(one_line(why))}</div>'
+    runs = f'<div class="sub">{_e(bench["runs"])} runs</div>' if bench.get("runs") is not None else ""
+    return f"{_e(ms_text(v))}{runs}"
+
+
+def _matrix_row(row: dict) -> str:
+    e, status = row["entry"], row["status"]
+    head = (f'<td class="target">{_e(row["target"])}' + (f'<div class="sub file">{_e(e.name)}</div>' if e else "") + "</td>"
+            f'<td class="status">{_badge(status)}<div class="why">{_e(row["reason"])}</div></td>')
+    if e is None:
+        cells = '<td colspan="6" class="none">no artifact</td>'
+    else:
+        cells = "".join(f'<td class="{cls}">{val}</td>' for cls, val in (
+            ("", _precision_cell(e)), ("num", _e(size_text(e.size))),
+            ("num", _e(f"{float(e.delegation.get('percent', 0.0)):.0f} %")),
+            ("num", _sqnr_cell(e)), ("num", _photos_cell(e)), ("num", _p50_cell(e))))
+    name = f' data-name="{_e(e.name)}"' if e else ""
+    return (f'<tr class="row st-{status_kind(status)}" data-target="{_e(row["target"])}" '
+            f'data-status="{_e(status)}"{name}>{head}{cells}</tr>')
+
+
+def _recommend_line(man: Manifest, model: str) -> str:
+    host = host_platform()
+    if model not in man.fallback:
+        return ""
+    rec = recommendation(man, model, host)
+    pick = (f"load <b>{_e(rec.name)}</b> ({_e(rec.target)}, {_badge(rec.status)})" if rec
+            else "<b>none verified here</b>")
+    return f'<p class="recommend">This host ({_e(host)}) recommends: {pick}.</p>'
+
+
+def matrix_section(man: Manifest, failures: list[dict]) -> str:
+    parts = ['<section id="matrix"><h2>Artifacts per model</h2>',
+             "<p>Each target, its status and why, and what was measured. Only "
+             f'{_badge("VERIFIED")} ran on this host and matched eager PyTorch.</p>']
+    models = model_names(man, failures)
+    if not models:
+        parts.append("<p>No artifact in this manifest.</p>")
+    for model in models:
+        rows = rows_for(man, failures, model)
+        parts.append(f'<h3 id="{_e(_anchor(model))}">{_e("every model" if model == "*" else model)}</h3>')
+        parts.append(_recommend_line(man, model))
+        parts.append(f'<table class="matrix" data-model="{_e(model)}"><thead><tr>'
+                     + "".join(f"<th>{_e(h)}</th>" for h in MATRIX_HEAD) + "</tr></thead><tbody>"
+                     + "".join(_matrix_row(r) for r in rows) + "</tbody></table>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------------- fallback
+
+def fallback_section(man: Manifest) -> str:
+    host = host_platform()
+    by_name = {e.name: e for e in man.models}
+    parts = ['<section id="fallback"><h2>Which artifact to load, per platform</h2>',
+             "<p>The order an app should try the artifacts (the manifest's <code>fallback</code>): the first that "
+             f"loads wins. This host is <b>{_e(host)}</b>; it recommends the first artifact verified here. "
+             f'{_badge("NOT_RUNNABLE_HERE")} means it needs a device.</p>']
+    if not man.fallback:
+        parts.append("<p>No fallback order in this manifest.</p>")
+    for model, platforms in man.fallback.items():
+        rec = recommendation(man, model, host)
+        rows = []
+        for platform, names in platforms.items():
+            order = "".join(
+                f'<li>{_e(n)} ({_e(by_name[n].target) if n in by_name else "?"}) '
+                f'{_badge(by_name[n].status if n in by_name else "UNKNOWN")}</li>' for n in names)
+            order = f"<ol>{order}</ol>" if order else "no artifact serves this platform"
+            here = ""
+            if platform == host:
+                here = f"<b>{_e(rec.name)}</b>" if rec else "<b>none verified here</b>"
+            cls = ' class="host"' if platform == host else ""
+            rows.append(f'<tr data-platform="{_e(platform)}"{cls}>'
+                        f"<td>{_e(platform)}</td><td>{order}</td><td>{here}</td></tr>")
+        parts.append(f'<h3>{_e(model)}</h3><table class="fallback" data-model="{_e(model)}"><thead><tr>'
+                     "<th>platform</th><th>try in this order</th><th>this host recommends</th></tr></thead>"
+                     f"<tbody>{''.join(rows)}</tbody></table>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------------------- numerics
+
+def _numerics_table(e) -> str:
+    v = e.verification or {}
+    thr = v.get("threshold_sqnr_db")
+    worst = v.get("sqnr_db")
+    verdict = ""
+    if isinstance(thr, (int, float)) and isinstance(worst, (int, float)):
+        verdict = "pass" if worst >= thr else "fail"
+    caption = (f"{_e(e.name)} — {_e(e.target)}, {_e(e.precision)} computed in {_e(v.get('runtime_precision') or e.precision)}; "
+               f"threshold {_e(_db(thr) or '?')} SQNR (judged on the seeded inputs: {_e(verdict or 'not judged')})")
+    rows = [("seeded", f"{v.get('inputs', '?')} seeded inputs (worst)", worst, v.get("cosine"),
+             pct(v.get("top1_agreement")) if v.get("top1_agreement") is not None else "")]
+    for r in per_image(e):
+        match = r.get("top1_match")
+        rows.append(("photo", r.get("name", "?"), r.get("sqnr_db"), r.get("cosine"),
+                     "" if match is None else ("same" if match else "differs")))
+    body = []
+    for kind, name, sqnr, cos, top1 in rows:
+        above = ""
+        if isinstance(thr, (int, float)) and isinstance(sqnr, (int, float)):
+            above = '<span class="good">≥ threshold</span>' if sqnr >= thr else '<span class="bad">below threshold</span>'
+        body.append(f'<tr class="{kind}"><td>{_e(name)}</td><td class="num">{_e(_db(sqnr))}</td>'
+                    f'<td class="num">{_e(f"{cos:.6f}" if isinstance(cos, (int, float)) else "")}</td>'
+                    f"<td>{_e(top1)}</td><td>{above}</td></tr>")
+    return (f'<table class="numerics st-{status_kind(e.status)}" data-name="{_e(e.name)}"><caption>{caption}</caption>'
+            "<thead><tr><th>input</th><th>SQNR vs eager</th><th>cosine</th><th>top-1 vs eager</th>"
+            f"<th>vs threshold</th></tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def numerics_section(man: Manifest) -> str:
+    checked = [e for e in [*man.models, *man.failed] if e.verification]
+    intro = ("<p>Per artifact, the output against eager PyTorch on the same inputs: the seeded inputs decide pass "
+             "or fail against the threshold for the precision it computed in; each validation photo is shown "
+             "against the same threshold.</p>")
+    tables = "".join(_numerics_table(e) for e in checked) or "<p>No artifact was checked against eager in this manifest.</p>"
+    return f'<section id="numerics"><h2>Numerics against eager PyTorch</h2>{intro}{tables}</section>'
+
+
+# ---------------------------------------------------------------------------- plots
+
+def _bars(title: str, rows: list[tuple[str, float]], unit: str, plot_id: str, empty: str = "no data in this run") -> str:
+    """A horizontal bar chart as inline SVG; the <title> of each bar is its exact value."""
+    width, bar, gap, left = 760, 18, 6, 300
+    height = 40 + max(len(rows), 1) * (bar + gap)
+    top = max((v for _, v in rows), default=0) or 1
+    parts = [f'<figure><figcaption>{_e(title)}</figcaption>'
+             f'<svg class="plot" id="{plot_id}" data-bars="{len(rows)}" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
+    if not rows:
+        parts.append(f'<text class="empty" x="10" y="24">{_e(empty)}</text>')
+    for i, (label, value) in enumerate(rows):
+        y = 20 + i * (bar + gap)
+        w = max(1.0, (width - left - 90) * value / top)
+        parts.append(f'<text x="{left - 8}" y="{y + bar - 5}" text-anchor="end">{_e(label)}</text>'
+                     f'<rect class="bar" x="{left}" y="{y}" width="{w:.1f}" height="{bar}"><title>{value:g} {unit}</title></rect>'
+                     f'<text x="{left + w + 6:.1f}" y="{y + bar - 5}">{value:.3g} {unit}</text>')
+    parts.append("</svg></figure>")
+    return "".join(parts)
+
+
+def _stacked(title: str, rows: list[tuple[str, dict[str, float]]], plot_id: str) -> str:
+    width, bar, gap, left = 760, 18, 6, 300
+    colors = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1"]
+    height = 60 + len(rows) * (bar + gap)
+    top = max((sum(d.values()) for _, d in rows), default=0) or 1
+    segments = sum(1 for _, d in rows for st in STAGES if d.get(st, 0.0) > 0)
+    parts = [f'<figure><figcaption>{_e(title)}</figcaption>'
+             f'<svg class="plot" id="{plot_id}" data-bars="{segments}" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
+    if not segments:
+        parts.append('<text class="empty" x="10" y="14">no stage timings in this run</text>')
+    for i, (label, parts_s) in enumerate(rows):
+        y = 20 + i * (bar + gap)
+        x = float(left)
+        parts.append(f'<text x="{left - 8}" y="{y + bar - 5}" text-anchor="end">{_e(label)}</text>')
+        for j, stage in enumerate(STAGES):
+            v = parts_s.get(stage, 0.0)
+            if v <= 0:
+                continue
+            w = (width - left - 90) * v / top
+            parts.append(f'<rect class="bar" x="{x:.1f}" y="{y}" width="{max(w, 0.5):.1f}" height="{bar}" '
+                         f'style="fill:{colors[j % len(colors)]}"><title>{stage}: {v:.2f} s</title></rect>')
+            x += w
+        parts.append(f'<text x="{x + 6:.1f}" y="{y + bar - 5}">{sum(parts_s.values()):.1f} s</text>')
+    legend_y = 30 + len(rows) * (bar + gap)
+    for j, stage in enumerate(STAGES):
+        parts.append(f'<rect x="{left + j * 65}" y="{legend_y}" width="10" height="10" fill="{colors[j % len(colors)]}"/>'
+                     f'<text x="{left + j * 65 + 14}" y="{legend_y + 10}" font-size="10">{stage.replace("model_", "")}</text>')
+    parts.append("</svg></figure>")
+    return "".join(parts)
+
+
+def latency_rows(man: Manifest) -> list[tuple[str, float]]:
+    """Only measured p50s (after warm-up, in the child that runs artifacts); nothing else."""
+    rows = []
+    for e in man.models:
+        v = p50(e)
+        if v is not None:
+            runs = (e.bench or {}).get("runs")
+            rows.append((_label(e) + (f" ({runs} runs)" if runs is not None else ""), v))
+    return rows
+
+
+def plots_section(man: Manifest) -> str:
+    entries = man.models
+    size = [(_label(e), round(e.size / 1e6, 3)) for e in entries]
+    delegated = [(_label(e), float(e.delegation.get("percent", 0.0))) for e in entries]
+    stages = [(_label(e), {s: float(e.timings.get(s, 0.0)) for s in STAGES}) for e in entries]
+    return "".join([
+        '<section id="plots"><h2>Plots</h2>',
+        _bars("Artifact size per target (MB)", size, "MB", "size"),
+        _bars("Latency p50 per runnable target (ms, after warm-up, on this host)", latency_rows(man), "ms", "latency",
+              empty="no p50 measured in this run"),
+        _bars("Share of the graph delegated per target (%)", delegated, "%", "delegation"),
+        _stacked("Export time per stage (s)", stages, "stages"),
+        "</section>",
+    ])
+
+
+# ---------------------------------------------------------------------------- page
+
+# Lets a headless browser prove every plot rendered: each SVG is laid out and draws as
+# many bars (non-zero boxes) as it declares; an empty plot declares 0, draws 0 and says why.
+_CHECK_JS = """
+window.addEventListener('load', function () {
+  var plots = document.querySelectorAll('svg.plot'), ok = 0;
+  plots.forEach(function (svg) {
+    var box = svg.getBoundingClientRect(), drawn = 0, declared = Number(svg.dataset.bars);
+    svg.querySelectorAll('rect.bar').forEach(function (r) { var b = r.getBBox(); if (b.width > 0 && b.height > 0) drawn++; });
+    var said = declared > 0 || svg.querySelector('text.empty') !== null;
+    if (box.width > 0 && box.height > 0 && drawn == declared && said) ok++;
+  });
+  document.title = 'plots rendered: ' + ok + '/' + plots.length;
+});
+"""
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#1b1b1b;line-height:1.35}
+h1{margin:.2em 0} h2{margin-top:1.6em;border-bottom:2px solid #ddd} h3{margin:1.2em 0 .3em}
+table{border-collapse:collapse;width:100%;margin:.4em 0 1em;font-size:13px}
+th,td{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left;overflow-wrap:break-word}
+.file,.why,ol,caption{overflow-wrap:anywhere}
+th{background:#f2f2f2} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.num .sub{white-space:normal}
+caption{text-align:left;font-weight:600;padding:.3em 0}
+.sub{font-size:11px;color:#555} .why{font-size:12px} .none{color:#777;font-style:italic}
+.badge{display:inline-block;padding:0 .45em;border-radius:3px;font-size:11px;font-weight:700;color:#fff;white-space:nowrap}
+.badge.st-ok{background:#2e7d32} .badge.st-device{background:#1f6fb2} .badge.st-unchecked{background:#a86b00}
+.badge.st-fail{background:#c62828}
+tr.st-ok{background:#eaf6ea} tr.st-device{background:#e8f1fb} tr.st-unchecked{background:#fff5dc} tr.st-fail{background:#fdeaea}
+tr.row>td:first-child{border-left:5px solid #999} tr.st-ok>td:first-child{border-left-color:#2e7d32}
+tr.st-device>td:first-child{border-left-color:#1f6fb2} tr.st-unchecked>td:first-child{border-left-color:#a86b00}
+tr.st-fail>td:first-child{border-left-color:#c62828}
+table.numerics.st-fail caption{color:#c62828} .good{color:#2e7d32} .bad{color:#c62828;font-weight:700}
+tr.host{outline:2px solid #2e7d32} ol{margin:0;padding-left:1.4em} .recommend{margin:.2em 0}
+figure{margin:1.2em 0} figcaption{font-weight:bold;margin-bottom:.4em}
+svg.plot{max-width:100%;height:auto} svg text{font-size:12px;font-family:sans-serif} rect.bar{fill:#4e79a7}
+@media print{
+  body{margin:0;font-size:10pt} *{-webkit-print-color-adjust:exact;print-color-adjust:exact}
+  nav{display:none} h2{break-after:avoid} h3{break-after:avoid} tr,figure{break-inside:avoid}
+  table{font-size:9pt} thead{display:table-header-group} #plots{break-before:page}
+}
+"""
+
+
+def _header(man: Manifest, failures: list[dict]) -> str:
+    kinds = [status_kind(r["status"]) for m in model_names(man, failures) for r in rows_for(man, failures, m)]
+    counts = (f"{kinds.count('ok')} verified on this host, {kinds.count('device')} need a device, "
+              f"{kinds.count('unchecked')} not checked, {kinds.count('fail')} failed or unavailable")
+    legend = " ".join(_badge(s) for s in ("VERIFIED", "NOT_RUNNABLE_HERE", "NOT_VERIFIED", "MISMATCH"))
+    return (f"<header><h1>pteforge report</h1><p>Generated {_e(man.generated)} · this host: {_e(host_platform())} · "
+            f'<span id="counts">{_e(counts)}</span>. Every number was measured in the run that produced it; every '
+            "latency is a p50 measured after warm-up in the child process that runs artifacts.</p>"
+            f'<p class="legend">Status: {legend} (and every other failure status in red).</p>'
+            '<nav><a href="#matrix">artifacts</a> · <a href="#fallback">load order</a> · '
+            '<a href="#numerics">numerics</a> · <a href="#plots">plots</a></nav></header>')
+
+
+def html_report(man: Manifest, failures: list[dict] | None = None) -> str:
+    failures = failures or []
+    body = "".join([_header(man, failures), matrix_section(man, failures), fallback_section(man),
+                    numerics_section(man), plots_section(man)])
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>pteforge report</title>
+<style>{_CSS}</style>
+<script>{_CHECK_JS}</script></head>
+<body>{body}</body></html>
+"""
