@@ -212,13 +212,12 @@ def export(
     if existing is not None:
         _check_against(existing, models, out)
 
-    label_kinds = {m.labels for m in models if m.labels}
-    if write_labels:
-        label_kinds |= {"imagenet", "coco"}
+    from .models.catalog import build_catalog
     from .report.entries import write_label_files
 
-    labels = write_label_files(out, sorted(label_kinds))
-    sink = _ManifestSink(out, config, labels)
+    needs = {m.family: m.labels for m in [*(build_catalog() if write_labels else []), *models] if m.labels}
+    labels = write_label_files(out, needs, config.base_url)
+    sink = _ManifestSink(out, config, labels, set(plan.references))
     if labels and not models:
         sink.merge([], None)
 
@@ -334,8 +333,8 @@ def _check_names(models: list[ModelSpec]) -> None:
 def _check_against(manifest, models: list[ModelSpec], out: Path) -> None:
     """A model whose name an earlier run in ``out`` gave to another model is refused."""
     for m in models:
-        for e in [*manifest.models, *manifest.failed]:
-            if e.model == m.name and e.source is not None and e.source != m.source_ref:
+        for e in manifest.artifacts():
+            if (e.model or e.modelName) == m.name and e.source is not None and e.source != m.source_ref:
                 raise UsageError(
                     f"{out} already holds a model named {m.name} from {e.source}; {_origin(m)} would overwrite it",
                     fix="rename the factory, or export to another --out",
@@ -463,10 +462,11 @@ def write_run_reports(out: Path, records: list[Record], plan: TargetPlan, config
 class _ManifestSink:
     """Merges finished rows into ``<out>/index.json`` as they come."""
 
-    def __init__(self, out: Path, config: ExportConfig, labels):
+    def __init__(self, out: Path, config: ExportConfig, labels, references: set[str]):
         from .report.manifest import MANIFEST_NAME
 
         self.out, self.config, self.labels = out, config, labels
+        self.references = references  # targets added only to measure reduced precisions against
         self.path = out / MANIFEST_NAME
 
     def merge(self, records: list[Record], spec: ModelSpec | None) -> None:
@@ -482,7 +482,8 @@ class _ManifestSink:
             registry.get(r.backends[0]).manifest_name(): BackendEntry(description=registry.get(r.backends[0]).description)
             for r in records if r.artifact
         }
-        merge(self.out, entries, labels_entries(self.labels), backend_entries, self.config.base_url)
+        references = {e.name for e in entries if e.target in self.references}
+        merge(self.out, entries, labels_entries(self.labels), backend_entries, self.config.base_url, references)
 
 
 def _failure_text(outcome) -> tuple[str, str | None]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import ExitStatus, NoBackendError, PteforgeError
 
-COMMANDS = ("export", "validate", "bench", "select", "manifest", "backends", "models", "docs", "cache")
+COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "backends", "models", "docs", "cache")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -111,6 +111,15 @@ def _parser() -> argparse.ArgumentParser:
     mc.add_argument("file", metavar="FILE")
     mf_sub.add_parser("schema", help="print the manifest's JSON Schema")
 
+    pb = sub.add_parser("publish", parents=[common],
+                        help="lay out OUT as the executorch_flutter app fetches it: SITE/versions.json, SITE/<version>/index.json")
+    pb.add_argument("out", metavar="OUT", help="an export's output directory (with index.json)")
+    pb.add_argument("--site", required=True, metavar="DIR", help="the directory a web server serves to the app")
+    pb.add_argument("--version", dest="site_version", default=None, metavar="V",
+                    help="the version directory (default: the ExecuTorch version the artifacts were made with)")
+    pb.add_argument("--base-url", default=None, metavar="URL",
+                    help="the URL SITE is served at: remoteUrl becomes URL/<version>/<file> (the app downloads it as is)")
+
     dc = sub.add_parser("docs", parents=[common], help="write docs/backends/<name>.md for every backend (seed 002's template)")
     dc.add_argument("--out", default="docs/backends", metavar="DIR", help="default: docs/backends")
 
@@ -172,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_manifest(args, ui)
         if args.command == "cache":
             return _cmd_cache(args, ui)
+        if args.command == "publish":
+            return _cmd_publish(args, ui)
         return _cmd_export(args, ui, debug)
     except NoBackendError as exc:
         if debug:
@@ -364,10 +375,34 @@ def _cmd_manifest(args, ui) -> int:
         from .errors import UsageError
 
         raise UsageError(f"no such file: {args.file}", fix="give the path of an index.json")
+    from .errors import ManifestError
+    from .report.app import notes, rejections
+
+    raw = json.loads(Path(args.file).read_text())
+    for older, which in ((False, "the executorch_flutter app"), (True, "the older executorch_flutter app")):
+        problems = rejections(raw, older)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise ManifestError(f"{which} would reject this: {problems[0]}{more}",
+                                fix="regenerate it with pteforge export, or add the field")
     ui.out.print(
-        f"{args.file}: valid pteforge manifest (schema_version {manifest.schema_version}): "
-        f"{len(manifest.models)} artifact(s), {len(manifest.failed)} failed"
+        f"{args.file}: valid pteforge manifest (schema_version {manifest.schema_version}), read by the "
+        f"executorch_flutter app (current and older parser): {len(manifest.models)} artifact(s) for the app, "
+        f"{len(manifest.references)} reference(s), {len(manifest.failed)} failed"
     )
+    for line in notes(raw):
+        ui.out.print(f"  note: {line}")
+    return int(ExitStatus.OK)
+
+
+def _cmd_publish(args, ui) -> int:
+    from .publish import publish
+
+    done = publish(Path(args.out), Path(args.site), args.site_version, args.base_url)
+    ui.out.print(f"published {done.files} file(s) to {done.directory}; versions: {', '.join(done.versions)} "
+                 f"(latest {done.latest})")
+    if not args.base_url:
+        ui.warn("no --base-url: remoteUrl entries are relative, and the executorch_flutter app downloads remoteUrl as it is")
     return int(ExitStatus.OK)
 
 

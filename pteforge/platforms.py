@@ -68,5 +68,5 @@ def fallback_order(entries, platform: str | None) -> list:
             return (0, priority.index(primary))
         return (1, CPU_LAST.index(primary) + 1 if primary in CPU_LAST else 0)
 
-    usable = [e for e in entries if oses is None or oses & set(e.platforms)]
+    usable = [e for e in entries if oses is None or oses & set(getattr(e, "devices", None) or e.platforms)]
     return sorted(usable, key=lambda e: (*rank(e), e.precision != "fp32", e.name))

@@ -54,9 +54,9 @@ def choose(manifest, model: str, platform: str | None, registered: frozenset[str
     man, base = _manifest(manifest)
     if platform is not None and platform != "all":
         parse_platform(platform)
-    mine = [e for e in man.models if e.modelName == model]
+    mine = [e for e in man.models if e.base_model == model]
     if not mine:
-        names = sorted({e.modelName for e in man.models})
+        names = sorted({e.base_model for e in man.models})
         raise UsageError(unknown_name_message("model", model, names), fix="pick a model the manifest holds")
     registry = default_registry()
     selection = Selection(model, platform)

@@ -83,12 +83,18 @@ class Target:
     @property
     def slug(self) -> str:
         """File-name form: ``vulkan-xnnpack``, ``xnnpack_int8`` (no '+' or ':' in URLs)."""
-        chain = "-".join(self.backends)
-        return chain if self.default_precision else f"{chain}_{self.precision.value.replace('-', '')}"
+        return target_slug(self.name)
 
     @property
     def primary(self) -> str:
         return self.backends[0]
+
+
+def target_slug(name: str) -> str:
+    """``vulkan+xnnpack`` → ``vulkan-xnnpack``, ``xnnpack:int8-dynamic`` → ``xnnpack_int8dynamic``."""
+    chain, _, precision = name.partition(":")
+    chain = chain.replace("+", "-")
+    return f"{chain}_{precision.replace('-', '')}" if precision else chain
 
 
 @dataclass(frozen=True)

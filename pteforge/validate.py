@@ -54,7 +54,7 @@ def discover(models_dir: Path) -> list[tuple[Path, ModelEntry | None, Path | Non
     found: dict[Path, tuple[Path, ModelEntry | None, Path | None]] = {}
     for manifest_path in sorted(models_dir.rglob(MANIFEST_NAME)):
         manifest = load_manifest(manifest_path)
-        for entry in [*manifest.models, *manifest.failed] if manifest else []:
+        for entry in manifest.artifacts() if manifest else []:
             f = (manifest_path.parent / entry.file).resolve()
             if f.exists():
                 found[f] = (f, entry, manifest_path.parent)
@@ -74,7 +74,7 @@ class EagerCache:
         self._models: dict[tuple, object] = {}
 
     def get(self, entry: ModelEntry):
-        key = (entry.modelName, entry.source, entry.weights, entry.seed)
+        key = (entry.base_model, entry.source, entry.weights, entry.seed)
         if key not in self._models:
             self._models[key] = self._build(entry)
         return self._models[key]
@@ -87,11 +87,11 @@ class EagerCache:
         from .stages.capture import build_model
 
         if entry.source in (None, "catalog"):
-            spec = build_catalog().get(entry.modelName)
+            spec = build_catalog().get(entry.base_model)
         elif entry.source.endswith(".pt2"):
             spec = pt2_spec(entry.source)
         else:
-            spec = factory_spec(entry.source, tuple(InputSpec(tuple(s)) for s in entry.inputShapes), entry.modelName)
+            spec = factory_spec(entry.source, tuple(InputSpec(tuple(s)) for s in entry.inputShapes), entry.base_model)
         return build_model(spec, entry.weights or "pretrained", entry.seed or 0)
 
 
@@ -114,7 +114,7 @@ def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float 
                     raise RuntimeError(f"the validation child process cannot start: {exc}") from None
             rel = str(path.relative_to(Path(models_dir).resolve())) if path.is_relative_to(Path(models_dir).resolve()) else str(path)
             res = FileResult(file=rel, status=Status.LOAD_FAILED.value,
-                             model=entry.modelName if entry else None, target=entry.target if entry else None)
+                             model=entry.base_model if entry else None, target=entry.target if entry else None)
             try:
                 if path.suffix == ".bpte":
                     _validate_bundle(child, path, entry, registered, res)

@@ -21,6 +21,35 @@ def _own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("PTEFORGE_CACHE_DIR", str(tmp_path / "pteforge-cache"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _the_app_reads_every_manifest_written(tmp_path_factory):
+    """Every index.json and versions.json a test leaves behind that pteforge itself accepts
+    is read by the executorch_flutter app's parsers (tests/flutter_app.py), current and older."""
+    yield
+    import json
+
+    from flutter_app import ModelVersions, assert_app_reads
+
+    from pteforge.errors import ManifestError
+    from pteforge.report.manifest import load_manifest
+
+    root = tmp_path_factory.getbasetemp()
+    for path in sorted(root.rglob("index.json")):
+        try:
+            load_manifest(path)
+        except ManifestError:
+            continue  # a test broke it on purpose: pteforge refuses it too
+        assert_app_reads(path)
+    from pteforge.publish import read_versions
+
+    for path in sorted(root.rglob("versions.json")):
+        try:
+            read_versions(path.parent)
+        except ManifestError:
+            continue  # broken on purpose; publish refuses it too
+        ModelVersions.from_json(json.loads(path.read_text()))
+
+
 def pytest_configure(config):
     from pteforge.backends import ALL_BACKENDS
 

@@ -1,5 +1,6 @@
 """Real catalog models, random weights, through the command line as users run it."""
 
+import hashlib
 import json
 
 import pytest
@@ -37,7 +38,9 @@ def test_mobilenet_v3_small_every_backend_that_lowers_here(mobilenet_run):
     every = {**SHOWN_HERE, **REFERENCES}
     assert f"Successfully exported {len(every)}/{len(every)} backends" in proc.stdout
     manifest = json.loads((out / "index.json").read_text())
-    entries = {e["target"]: e for e in manifest["models"]}
+    assert {e["target"] for e in manifest["models"]} == set(SHOWN_HERE), "what the user asked for, for the app"
+    assert {e["target"] for e in manifest["references"]} == set(REFERENCES), "fp32 references: our own section"
+    entries = {e["target"]: e for e in [*manifest["models"], *manifest["references"]]}
     assert set(entries) == set(every)
     for target, delegates in every.items():
         e = entries[target]
@@ -59,7 +62,7 @@ def test_int8_on_xnnpack_verifies_on_a_catalog_model(mobilenet_run):
     measured against the fp32 artifact."""
     _, out = mobilenet_run
     manifest = json.loads((out / "index.json").read_text())
-    entries = {e["target"]: e for e in manifest["models"]}
+    entries = {e["target"]: e for e in [*manifest["models"], *manifest["references"]]}
     e = entries["xnnpack:int8"]
     assert e["status"] == "VERIFIED" and e["verification"]["passed"]
     assert e["verification"]["sqnr_db"] >= e["verification"]["threshold_sqnr_db"] == 10.0
@@ -72,7 +75,8 @@ def test_int8_on_xnnpack_verifies_on_a_catalog_model(mobilenet_run):
     assert "latency" not in entries["coreml"]["relative"], "Core ML cannot be timed here"
     assert entries["ethos-u55"]["relative"]["fp32"] == "mobilenet_v3_small_portable.pte"
     assert "latency" not in entries["ethos-u55"]["relative"]
-    assert "bench" not in entries["portable"], "a reference with no runnable int8 beside it is not timed"
+    assert entries["portable"]["bench"]["p50_ms"] > 0 and entries["portable"]["bench"]["runs"] == 10, (
+        "timed as every artifact that runs here is (a short run), not as a reference of device-only int8")
 
 
 def test_mobilenet_manifest_is_what_the_app_reads(mobilenet_run):
@@ -86,6 +90,21 @@ def test_mobilenet_manifest_is_what_the_app_reads(mobilenet_run):
     assert e["delegation"]["percent"] > 80
     assert e["preprocessing"]["mean"] == [0.485, 0.456, 0.406]
     assert next(m for m in manifest["models"] if m["target"] == "ethos-u55")["backend"] == "arm"
+
+    # Through the app's own parser (tests/flutter_app.py): what each platform shows
+    from flutter_app import assert_app_reads, build_models
+
+    index = assert_app_reads(out / "index.json")["current"]
+    [labels] = index.labels
+    assert labels.category == "mobilenet" and labels.remoteUrl == "imagenet_classes.txt"
+    assert labels.hash == hashlib.sha256((out / "imagenet_classes.txt").read_bytes()).hexdigest()
+    ios = {m.name: m for m in build_models(index, "ios", available={"xnnpack", "coreml"})}
+    assert {"mobilenet_v3_small_xnnpack", "mobilenet_v3_small_coreml", "mobilenet_v3_small_xnnpack_int8_xnnpack",
+            "mobilenet_v3_small_portable"} <= set(ios)
+    assert "mobilenet_v3_small_vulkan" in ios, "vulkan runs on iOS (MoltenVK); the app drops it when unavailable"
+    assert ios["mobilenet_v3_small_coreml"].labelsRemoteUrl == "imagenet_classes.txt"
+    android = {m.name for m in build_models(index, "android", available={"xnnpack", "vulkan"})}
+    assert "mobilenet_v3_small_coreml" not in android and "mobilenet_v3_small_vulkan" in android
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +146,8 @@ def test_validate_on_real_images_catches_damaged_weights(mobilenet_run, tmp_path
     shutil.copy(out / "mobilenet" / "mobilenet_v3_small_xnnpack.pte", d / "mobilenet" / "damaged.pte")
     manifest = json.loads((d / "index.json").read_text())
     entry = next(m for m in manifest["models"] if m["target"] == "xnnpack")
-    manifest["models"].append({**entry, "name": "damaged.pte", "file": "mobilenet/damaged.pte", "remoteUrl": "mobilenet/damaged.pte"})
+    manifest["models"].append({**entry, "name": "damaged.pte", "modelName": "mobilenet_v3_small_damaged",
+                               "file": "mobilenet/damaged.pte", "remoteUrl": "mobilenet/damaged.pte"})
     (d / "index.json").write_text(json.dumps(manifest))
     damaged = bytearray((d / "mobilenet" / "damaged.pte").read_bytes())
     start = int(len(damaged) * 0.6)

@@ -44,6 +44,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from torch.export import ExportedProgram
 
 
+# The platform names the executorch_flutter app filters its models by.
+APP_PLATFORMS = ("android", "ios", "macos", "linux", "windows", "web")
+
+
 @dataclass(frozen=True)
 class Check:
     ok: bool
@@ -207,6 +211,14 @@ class Backend:
 
     def manifest_name(self) -> str:
         return self.app_name or self.name
+
+    def app_platforms(self) -> list[str]:
+        """``platforms`` in the executorch_flutter app's words (android, ios, macos, linux,
+        windows, web): boards of the ``embedded`` kind run apps on Linux."""
+        words = [p for p in self.platforms if p in APP_PLATFORMS]
+        if "embedded" in self.platforms and "linux" not in words:
+            words.append("linux")
+        return words
 
     def __repr__(self) -> str:
         return f"<backend {self.name} ({type(self).__module__})>"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -10,18 +11,23 @@ from ..backends import default_registry
 from ..io import write_atomic
 from ..models.catalog import LABEL_FILES, labels_for
 from ..result import Record
-from ..spec import ExportConfig, ModelSpec
+from ..spec import ExportConfig, ModelSpec, target_slug
 from .manifest import LabelsEntry, ModelEntry
 
 
-def write_label_files(out: Path, kinds: list[str]) -> dict[str, LabelsEntry]:
-    """``imagenet_classes.txt`` / ``coco_classes.txt`` from the libraries' own metadata."""
+def write_label_files(out: Path, needs: dict[str, str], base_url: str | None) -> dict[str, LabelsEntry]:
+    """The labels file of each category in ``needs`` (category -> labels set, e.g.
+    ``mobilenet`` -> ``imagenet``), from the libraries' own metadata, and its entry in
+    the app's shape (one per category: the app looks labels up by category)."""
     written = {}
-    for kind in kinds:
+    for category, kind in sorted(needs.items()):
         names = labels_for(kind)
-        path = Path(out) / LABEL_FILES[kind]
-        write_atomic(path, "\n".join(names) + "\n")
-        written[kind] = LabelsEntry(name=kind, file=LABEL_FILES[kind], count=len(names))
+        data = ("\n".join(names) + "\n").encode()
+        write_atomic(Path(out) / LABEL_FILES[kind], data)
+        written[category] = LabelsEntry(
+            name=LABEL_FILES[kind], category=category, remoteUrl=_url(base_url, LABEL_FILES[kind]),
+            size=len(data), hash=hashlib.sha256(data).hexdigest(), file=LABEL_FILES[kind], count=len(names),
+        )
     return written
 
 
@@ -31,6 +37,16 @@ def labels_entries(labels: dict[str, LabelsEntry]) -> list[LabelsEntry]:
 
 def _url(base_url: str | None, rel: str) -> str:
     return f"{base_url.rstrip('/')}/{rel}" if base_url else rel
+
+
+def app_model_name(model: str, target: str, primary) -> str:
+    """``modelName``: the app keys artifacts by ``${modelName}_${backend}``, so only one
+    target per (model, app backend) may use the bare model name: the backend alone at
+    its default precision, when the app spells the backend as pteforge does. Every other
+    target adds its file-name slug (``mobilenet_v3_small_xnnpack_int8``,
+    ``mobilenet_v3_small_ethos-u85``): unique, stable across runs and merges."""
+    canonical = target == primary.name and primary.manifest_name() == primary.name
+    return model if canonical else f"{model}_{target_slug(target)}"
 
 
 def manifest_entries(
@@ -48,11 +64,11 @@ def manifest_entries(
             continue  # nothing on disk: an earlier good entry for this name stays
         primary = registry.get(rec.backends[0])
         rel = Path(os.path.relpath(rec.artifact.path, out)).as_posix()
-        label = labels.get(spec.labels) if spec.labels else None
+        label = labels.get(spec.family) if spec.labels else None
         entries.append(
             ModelEntry(
                 name=Path(rec.artifact.path).name,
-                modelName=spec.name,
+                modelName=app_model_name(spec.name, rec.target, primary),
                 model=spec.name,
                 category=spec.family,
                 backend=primary.manifest_name(),
@@ -61,9 +77,10 @@ def manifest_entries(
                 sizeMB=round(rec.artifact.size / (1024 * 1024), 2),
                 inputSize=spec.input_size,
                 remoteUrl=_url(config.base_url, rel),
-                platforms=list(primary.platforms),
+                platforms=primary.app_platforms(),
+                devices=list(primary.platforms),
                 labelsFile=label.file if label else None,
-                labelsRemoteUrl=_url(config.base_url, label.file) if (label and config.base_url) else None,
+                labelsRemoteUrl=label.remoteUrl if label else None,
                 backendDescription=primary.description,
                 file=rel,
                 task=spec.task,

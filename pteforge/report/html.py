@@ -30,7 +30,7 @@ def _anchor(name: str) -> str:
 
 
 def _label(e) -> str:
-    return f"{e.modelName} · {e.target}"
+    return f"{e.base_model} · {e.target}"
 
 
 def _badge(status: str) -> str:
@@ -187,7 +187,7 @@ def _numerics_table(e) -> str:
 
 
 def numerics_section(man: Manifest) -> str:
-    checked = [e for e in [*man.models, *man.failed] if e.verification]
+    checked = [e for e in man.artifacts() if e.verification]
     intro = ("<p>Per artifact, the output against eager PyTorch on the same inputs: the seeded inputs decide pass "
              "or fail against the threshold for the precision it computed in; each validation photo is shown "
              "against the same threshold.</p>")

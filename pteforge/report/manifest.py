@@ -25,7 +25,16 @@ MANIFEST_NAME = "index.json"
 
 
 class LabelsEntry(BaseModel):
+    """A labels file, in the shape the executorch_flutter app reads (it finds the labels
+    of a model by ``category``); ``file`` and ``count`` are pteforge's."""
+
+    model_config = ConfigDict(extra="allow")
+
     name: str
+    category: str | None = None  # None only in manifests of pteforge 0.1 (upgraded on merge)
+    remoteUrl: str | None = None
+    size: int | None = None
+    hash: str | None = None  # sha256
     file: str
     count: int
 
@@ -47,12 +56,13 @@ class ModelEntry(BaseModel):
     sizeMB: float
     inputSize: int | None = None
     remoteUrl: str
-    platforms: list[str]
+    platforms: list[str]  # the app's words: android, ios, macos, linux, windows, web
     labelsFile: str | None = None
     labelsRemoteUrl: str | None = None
     backendDescription: str | None = None
     # -- pteforge's own facts
     model: str | None = None  # the model's name (modelName adds a variant when one backend has several)
+    devices: list[str] = Field(default_factory=list)  # pteforge's platforms (embedded included)
     file: str  # path relative to the manifest
     task: str
     target: str
@@ -79,6 +89,11 @@ class ModelEntry(BaseModel):
     seed: int | None = None
     versions: dict[str, str] = Field(default_factory=dict)
 
+    @property
+    def base_model(self) -> str:
+        """The model this artifact is of (``modelName`` may carry a variant suffix)."""
+        return self.model or self.modelName
+
 
 class Manifest(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -91,6 +106,8 @@ class Manifest(BaseModel):
     # Artifacts kept on disk whose proof failed (MISMATCH): out of `models`, so an app
     # that reads `models` never picks one.
     failed: list[ModelEntry] = Field(default_factory=list)
+    # fp32 artifacts nobody asked for, made to measure reduced precisions against
+    references: list[ModelEntry] = Field(default_factory=list)
     labels: list[LabelsEntry] = Field(default_factory=list)
     backends: dict[str, BackendEntry] = Field(default_factory=dict)
     # modelName -> platform -> artifact names, in the order an app should try them
@@ -98,6 +115,11 @@ class Manifest(BaseModel):
     # --precision auto: per model and backend, the precisions tried, their numbers,
     # the winner and why
     precisionChoices: list[dict[str, Any]] = Field(default_factory=list)
+
+
+    def artifacts(self) -> list[ModelEntry]:
+        """Every artifact the manifest lists: for the app, references, failed."""
+        return [*self.models, *self.references, *self.failed]
 
 
 def now() -> str:
@@ -131,7 +153,7 @@ def load_manifest(path: Path) -> Manifest | None:
 
 def _paths(manifest: Manifest):
     """(where, relative path) of every file a manifest points at."""
-    for key in ("models", "failed"):
+    for key in ("models", "references", "failed"):
         for i, e in enumerate(getattr(manifest, key)):
             yield f"{key}[{i}].file", e.file
             for field in ("remoteUrl", "labelsFile", "labelsRemoteUrl"):
@@ -160,8 +182,8 @@ def fallback_table(models: list[ModelEntry]) -> dict[str, dict[str, list[str]]]:
     from ..platforms import PRIORITIES, fallback_order
 
     table: dict[str, dict[str, list[str]]] = {}
-    for name in dict.fromkeys(m.modelName for m in models):
-        mine = [m for m in models if m.modelName == name]
+    for name in dict.fromkeys(m.base_model for m in models):
+        mine = [m for m in models if m.base_model == name]
         table[name] = {p: [e.name for e in fallback_order(mine, p)] for p in PRIORITIES}
     return table
 
@@ -173,7 +195,7 @@ def update_entries(out_dir: Path, fields: dict[str, dict[str, Any]]) -> Manifest
         current = load_manifest(path)
         if current is None:
             return None
-        for entry in [*current.models, *current.failed]:
+        for entry in current.artifacts():
             for key, value in fields.get(entry.name, {}).items():
                 setattr(entry, key, value)
         current.generated = now()
@@ -205,30 +227,60 @@ def merge(
     labels: list[LabelsEntry],
     backends: dict[str, BackendEntry],
     base_url: str | None,
+    references: set[str] = frozenset(),
 ) -> Manifest:
-    """Add ``entries`` to ``<out>/index.json`` under a file lock; keep everything else."""
+    """Add ``entries`` to ``<out>/index.json`` under a file lock; keep everything else.
+
+    An entry named in ``references`` (an fp32 artifact made only to compare against)
+    goes to ``references`` unless the app list already holds it (an earlier run asked
+    for it); a MISMATCH goes to ``failed``; the rest to ``models``."""
     path = Path(out_dir) / MANIFEST_NAME
     with lock_for(out_dir):
         current = load_manifest(path) or Manifest(generated=now())
-        by_name = {m.name: m for m in current.models}
-        failed = {m.name: m for m in current.failed}
+        lists = {"models": {m.name: m for m in current.models}, "references": {m.name: m for m in current.references},
+                 "failed": {m.name: m for m in current.failed}}
         for entry in entries:
-            good = entry.status != "MISMATCH"
-            (by_name if good else failed)[entry.name] = entry
-            (failed if good else by_name).pop(entry.name, None)
-        label_map = {lab.name: lab for lab in current.labels}
-        label_map.update({lab.name: lab for lab in labels})
-        models = sorted(by_name.values(), key=lambda m: (m.category, m.modelName, m.name))
+            if entry.status == "MISMATCH":
+                where = "failed"
+            elif entry.name in references and entry.name not in lists["models"]:
+                where = "references"
+            else:
+                where = "models"
+            for key, items in lists.items():
+                items.pop(entry.name, None)
+            lists[where][entry.name] = entry
+        ordered = {k: sorted(v.values(), key=lambda m: (m.category, m.base_model, m.name)) for k, v in lists.items()}
         merged = Manifest(
             version=current.version,
             generated=now(),
             baseUrl=base_url if base_url is not None else current.baseUrl,
-            models=models,
-            fallback=fallback_table(models),
-            failed=sorted(failed.values(), key=lambda m: (m.category, m.modelName, m.name)),
-            labels=sorted(label_map.values(), key=lambda lab: lab.name),
+            **ordered,
+            fallback=fallback_table(ordered["models"]),
+            labels=_labels(out_dir, current, labels),
             backends={**current.backends, **backends},
             precisionChoices=current.precisionChoices,
         )
         write_atomic(path, merged.model_dump_json(indent=2, exclude_none=True) + "\n")
     return merged
+
+
+def _labels(out_dir: Path, current: Manifest, new: list[LabelsEntry]) -> list[LabelsEntry]:
+    """One labels entry per category; entries of pteforge 0.1 (no category) upgraded
+    to the app's shape from the models that use their file."""
+    import hashlib
+
+    by_category: dict[str, LabelsEntry] = {}
+    for lab in current.labels:
+        if lab.category is None:
+            users = {m.category for m in current.artifacts() if m.labelsFile == lab.file}
+            data = (Path(out_dir) / lab.file).read_bytes() if (Path(out_dir) / lab.file).is_file() else None
+            if data is None or not users:
+                continue  # nothing on disk or nobody uses it: not something an app could fetch
+            for category in users:
+                by_category[category] = lab.model_copy(update={
+                    "category": category, "remoteUrl": lab.remoteUrl or lab.file,
+                    "size": len(data), "hash": hashlib.sha256(data).hexdigest()})
+        else:
+            by_category[lab.category] = lab
+    by_category.update({lab.category: lab for lab in new})
+    return [by_category[c] for c in sorted(by_category)]

@@ -60,7 +60,7 @@ def export_seconds(e) -> float:
 
 
 def model_names(man: Manifest, failures: list[dict]) -> list[str]:
-    names = [e.modelName for e in [*man.models, *man.failed]] + [f["model"] for f in failures if f.get("model") != "*"]
+    names = [e.base_model for e in man.artifacts()] + [f["model"] for f in failures if f.get("model") != "*"]
     return list(dict.fromkeys(names)) or (["*"] if failures else [])
 
 
@@ -68,7 +68,7 @@ def rows_for(man: Manifest, failures: list[dict], model: str) -> list[dict]:
     """Every target of ``model``: manifest entries, kept failures, then the last run's
     failures with no artifact and the targets unavailable here (model "*")."""
     rows = [{"target": e.target, "status": e.status, "reason": e.reason, "entry": e}
-            for e in [*man.models, *man.failed] if e.modelName == model]
+            for e in man.artifacts() if e.base_model == model]
     seen = {r["target"]: r for r in rows}
     for f in failures:
         if f.get("model") not in (model, "*"):
@@ -106,9 +106,9 @@ def _md(text) -> str:
 
 
 def markdown(man: Manifest, failures: list[dict]) -> str:
-    models = list(dict.fromkeys(e.modelName for e in man.models))
+    models = list(dict.fromkeys(e.base_model for e in man.models))
     targets = list(dict.fromkeys(e.target for e in man.models))
-    cell = {(e.modelName, e.target): e for e in man.models}
+    cell = {(e.base_model, e.target): e for e in man.models}
     lines = ["# Export summary", "", f"Generated {man.generated}. Every number below was measured in the run that produced "
              "the artifact; latencies are p50s measured after warm-up in the child process that runs artifacts.", ""]
     lines += ["## Artifacts", "", "| model | target | precision | status | why | size | delegated | export time | p50 (ms, after warm-up) |",
@@ -116,7 +116,7 @@ def markdown(man: Manifest, failures: list[dict]) -> str:
     for e in man.models:
         v = p50(e)
         why = _md(one_line(e.reason) or STATUS_NOTE.get(e.status, ""))
-        lines.append(f"| {e.modelName} | {e.target} | {e.precision} | {e.status} | {why} | {size_text(e.size)} | "
+        lines.append(f"| {e.base_model} | {e.target} | {e.precision} | {e.status} | {why} | {size_text(e.size)} | "
                      f"{e.delegation.get('percent', 0):.0f} % | {export_seconds(e):.1f} s | {ms_text(v) if v is not None else ''} |")
     for title, fn in (("Export time (seconds, measured)", lambda e: f"{export_seconds(e):.1f} s"),
                       ("File size (measured)", lambda e: size_text(e.size))):
@@ -154,7 +154,7 @@ def fallback_lines(man: Manifest) -> list[str]:
 
 def numerics_lines(man: Manifest) -> list[str]:
     """Per artifact, the metric against eager on the seeded inputs and on each photo."""
-    checked = [e for e in [*man.models, *man.failed] if e.verification]
+    checked = [e for e in man.artifacts() if e.verification]
     if not checked:
         return []
     lines = ["", "## Numerics against eager PyTorch", "",
@@ -195,7 +195,7 @@ def precision_lines(man: Manifest) -> list[str]:
             im = v.get("images") or {}
             lat = f"{r['latency']:.2f}× ({r['p50_ms']:.2f} vs {r['fp32_p50_ms']:.2f} ms)" if "latency" in r else "needs a device"
             top1 = f"{im['top1_agreement']:.0%}" if im.get("top1_agreement") is not None else ""
-            lines.append(f"| {e.modelName} | {e.target} | {r['fp32']} | {r['size']:.2f}× | {lat} | "
+            lines.append(f"| {e.base_model} | {e.target} | {r['fp32']} | {r['size']:.2f}× | {lat} | "
                          f"{_db(v.get('sqnr_db'))} | {_db(im.get('sqnr_db'))} | {im.get('cosine', '')} | {top1} |")
     for c in man.precisionChoices:
         lines += ["", f"## Precision auto: {c['model']} on {c['backend']}", "",

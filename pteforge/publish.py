@@ -1,0 +1,163 @@
+"""``pteforge publish OUT --site DIR``: lay out artifacts as the executorch_flutter app fetches them.
+
+The app reads ``<base>/versions.json`` (``{"versions": [...], "latest": "..."}``), picks
+the version of its native ExecuTorch library, and reads ``<base>/<version>/index.json``;
+it downloads every ``remoteUrl`` and ``labelsRemoteUrl`` as written. ``publish`` copies
+the artifacts of ``OUT`` into ``DIR/<version>/``, writes that version's ``index.json``
+(merged with what it held: other artifacts of that version are kept) and adds the
+version to ``DIR/versions.json``. The new version directory is built beside the old
+one and swapped in by rename, and ``versions.json`` is replaced atomically, so a
+reader sees the site before or after, never half of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from .errors import ManifestError, UsageError
+from .io import write_atomic
+from .report.manifest import MANIFEST_NAME, Manifest, load_manifest, now
+
+VERSIONS_NAME = "versions.json"
+_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass
+class Published:
+    version: str
+    directory: Path
+    files: int
+    versions: list[str]
+    latest: str
+
+
+def publish(out: Path, site: Path, version: str | None = None, base_url: str | None = None) -> Published:
+    manifest = load_manifest(Path(out) / MANIFEST_NAME)
+    if manifest is None:
+        raise UsageError(f"no manifest at {Path(out) / MANIFEST_NAME}", fix="export first: pteforge export --out " + str(out))
+    version = version or _executorch_version(manifest)
+    if not _VERSION_RE.match(version):
+        raise UsageError(f"--version {version!r} is not a directory name", fix="use e.g. --version 1.5.1")
+    site = Path(site)
+    site.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(site / f".{VERSIONS_NAME}.lock"), timeout=600):
+        versions = read_versions(site)
+        target = site / version
+        current = load_manifest(target / MANIFEST_NAME) if target.is_dir() else None
+        staging = site / f".{version}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            if target.is_dir():
+                shutil.copytree(target, staging, copy_function=os.link)  # kept files cost nothing
+            else:
+                staging.mkdir()
+            files = _copy_files(Path(out), manifest, staging)
+            index = _site_index(manifest, current, base_url.rstrip("/") + f"/{version}" if base_url else None)
+            write_atomic(staging / MANIFEST_NAME, index.model_dump_json(indent=2, exclude_none=True) + "\n")
+            _swap(staging, target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        listed = sorted(set(versions) | {version}, key=_version_key)
+        latest = listed[-1]
+        write_atomic(site / VERSIONS_NAME, json.dumps({"versions": listed, "latest": latest}, indent=2) + "\n")
+    return Published(version, target, files, listed, latest)
+
+
+def _executorch_version(manifest: Manifest) -> str:
+    found = {e.versions.get("executorch") for e in manifest.artifacts()} - {None}
+    if len(found) != 1:
+        what = f"artifacts of several ExecuTorch versions ({', '.join(sorted(found))})" if found else "no ExecuTorch version"
+        raise UsageError(f"the manifest names {what}", fix="give --version V")
+    return found.pop()
+
+
+def read_versions(site: Path) -> list[str]:
+    path = site / VERSIONS_NAME
+    if not path.exists():
+        return []
+    try:
+        data = json.loads(path.read_text())
+        versions = data["versions"]
+        if not isinstance(data.get("latest"), str) or not all(isinstance(v, str) for v in versions):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise ManifestError(
+            f"{path} is not a versions file ({{\"versions\": [...], \"latest\": \"...\"}})",
+            fix=f"move {path} away or choose another --site",
+        ) from None
+    return list(versions)
+
+
+def _copy_files(out: Path, manifest: Manifest, staging: Path) -> int:
+    """Every file the manifest points at, under the same relative path (replaced, never
+    written through a hard link into the live version)."""
+    rels = {e.file for e in manifest.artifacts()} | {e.bundle["file"] for e in manifest.artifacts() if e.bundle}
+    rels |= {lab.file for lab in manifest.labels}
+    for rel in sorted(rels):
+        src, dst = out / rel, staging / rel
+        if not src.is_file():
+            raise UsageError(f"{src} is listed in {out / MANIFEST_NAME} but missing", fix="export again, then publish")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.unlink(missing_ok=True)
+        shutil.copyfile(src, dst)
+    return len(rels)
+
+
+def _site_index(manifest: Manifest, current: Manifest | None, base: str | None) -> Manifest:
+    """The version's index: ``manifest``'s entries over what the version held, URLs under ``base``."""
+
+    def url(rel: str) -> str:
+        return f"{base}/{rel}" if base else rel
+
+    new = [e.model_copy(update={"remoteUrl": url(e.file),
+                                "labelsRemoteUrl": url(e.labelsFile) if e.labelsFile else None})
+           for e in manifest.models]
+    taken = {e.name for e in new} | {(e.modelName, e.backend) for e in new}
+    kept = [e for e in (current.models if current else []) if e.name not in taken and (e.modelName, e.backend) not in taken]
+    labels = {lab.category: lab for lab in (current.labels if current else [])}
+    labels.update({lab.category: lab.model_copy(update={"remoteUrl": url(lab.file)}) for lab in manifest.labels})
+    merged = manifest.model_copy(update={
+        "generated": now(), "baseUrl": base or "", "models": sorted([*kept, *new], key=lambda m: (m.category, m.base_model, m.name)),
+        "labels": [labels[c] for c in sorted(labels, key=str)],
+        "backends": {**(current.backends if current else {}), **manifest.backends},
+    })
+    from .report.manifest import fallback_table
+
+    merged.fallback = fallback_table(merged.models)
+    return merged
+
+
+def _swap(staging: Path, target: Path) -> None:
+    """``staging`` becomes ``target`` in one step (Linux renameat2 RENAME_EXCHANGE; elsewhere
+    two renames); the old contents end in ``staging`` and are removed by the caller."""
+    if not target.exists():
+        os.rename(staging, target)
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.renameat2(-100, os.fsencode(staging), -100, os.fsencode(target), 2) == 0:  # AT_FDCWD, RENAME_EXCHANGE
+            return
+    except (OSError, AttributeError):
+        pass
+    old = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.old")
+    os.rename(target, old)
+    os.rename(staging, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _version_key(version: str):
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return (1, Version(version), version)
+    except InvalidVersion:
+        return (0, None, version)

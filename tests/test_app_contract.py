@@ -1,0 +1,139 @@
+"""The executorch_flutter app reads every manifest pteforge writes (tests/flutter_app.py is
+its parser, ported with Dart's casts), and ``publish`` lays out what it fetches."""
+
+import copy
+import hashlib
+import json
+
+import pytest
+from flutter_app import CURRENT, OLD, CastError, ModelIndex, ModelVersions, assert_app_reads, build_models, parse_both
+from test_cli import TINY, cli, error_lines
+
+from pteforge.errors import ExitStatus
+
+TARGETS = ["xnnpack", "xnnpack:int8", "portable", "coreml", "ethos-u55", "ethos-u85", "tosa"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from pteforge.cli import main
+
+    out = tmp_path_factory.mktemp("app")
+    assert main([*TINY, "--backends", *TARGETS, "--out", str(out), "--no-verify"]) == 0
+    assert main(["export", "--labels", "--out", str(out)]) == 0  # a second run merges labels in
+    return out
+
+
+def test_both_parsers_read_it_and_keys_are_unique(run):
+    parsed = assert_app_reads(run / "index.json")
+    models = parsed[CURRENT].models
+    keys = {f"{m.modelName}_{m.backend}": m for m in models}
+    assert len(keys) == len(models) == len(TARGETS), "one app entry per requested target"
+    # the canonical target keeps the bare model name; variants add their slug
+    assert {"tiny_xnnpack", "tiny_portable", "tiny_coreml"} <= set(keys)
+    assert keys["tiny_xnnpack_int8_xnnpack"].backend == "xnnpack", "a variant still maps to its backend"
+    assert {"tiny_ethos-u55_arm", "tiny_ethos-u85_arm"} <= set(keys), "U55 and U85 no longer collide"
+    assert keys["tiny_tosa"].name == "tiny_tosa.pte"
+
+
+def test_references_nobody_asked_for_stay_out_of_models(run):
+    manifest = json.loads((run / "index.json").read_text())
+    assert [e["target"] for e in manifest["references"]] == ["coreml:fp32", "tosa:fp32"]
+    assert not {"coreml:fp32", "tosa:fp32"} & {e["target"] for e in manifest["models"]}
+
+
+def test_labels_in_the_apps_shape(run):
+    index = ModelIndex.from_json(json.loads((run / "index.json").read_text()), OLD)
+    labels = {lab.category: lab for lab in index.labels}
+    assert set(labels) == {"mobilenet", "yolo"}
+    for lab in labels.values():
+        data = (run / lab.remoteUrl).read_bytes()
+        assert lab.size == len(data) and lab.hash == hashlib.sha256(data).hexdigest()
+    assert labels["mobilenet"].name == "imagenet_classes.txt" and labels["yolo"].name == "coco_classes.txt"
+
+
+def test_platforms_and_backends_in_the_apps_words(run):
+    index = ModelIndex.from_json(json.loads((run / "index.json").read_text()), CURRENT)
+    by_target = {e["target"]: e for e in json.loads((run / "index.json").read_text())["models"]}
+    assert by_target["ethos-u55"]["platforms"] == ["linux"] and by_target["ethos-u55"]["devices"] == ["embedded"]
+    assert by_target["coreml"]["platforms"] == ["ios", "macos"]
+    # custom models: the app parses them and shows none (its registry drops unknown categories)
+    assert index.models and build_models(index, "linux") == []
+
+
+def test_manifest_check_says_what_the_app_would_reject(capsys, run, tmp_path):
+    code, stdout, _ = cli(capsys, "manifest", "check", run / "index.json")
+    assert code == ExitStatus.OK and "read by the executorch_flutter app" in stdout
+    manifest = json.loads((run / "index.json").read_text())
+    for mutate, needle in (
+        (lambda m: m["labels"][0].pop("category"), "the executorch_flutter app would reject this: labels[0] has no category"),
+        (lambda m: m["models"][0].update(size=float(m["models"][0]["size"])), "models[0] size is float, the app reads int"),
+        (lambda m: m.pop("backends"), "the older executorch_flutter app would reject this: has no backends"),
+        (lambda m: m["labels"][1].pop("hash"), "the older executorch_flutter app would reject this: labels[1] has no hash"),
+    ):
+        broken = copy.deepcopy(manifest)
+        mutate(broken)
+        path = tmp_path / "broken.json"
+        path.write_text(json.dumps(broken))
+        with pytest.raises(CastError):  # the app's parsers throw on it too
+            for parser in (CURRENT, OLD):
+                ModelIndex.from_json(broken, parser)
+        code, _, err = cli(capsys, "manifest", "check", path)
+        assert code == ExitStatus.MANIFEST
+        [line] = error_lines(err)
+        assert needle in line, line
+
+
+def test_publish_lays_out_what_the_app_fetches(capsys, run, tmp_path):
+    site = tmp_path / "site"
+    code, _, err = cli(capsys, "publish", run, "--site", site, "--base-url", "https://models.example.org/pte")
+    assert code == ExitStatus.OK, err
+    versions = ModelVersions.from_json(json.loads((site / "versions.json").read_text()))
+    assert versions.versions == ["1.5.1"] and versions.latest == "1.5.1", "ExecuTorch's version by default"
+    index = assert_app_reads(site / "1.5.1" / "index.json")[CURRENT]
+    for m in index.models:
+        assert m.remoteUrl == f"https://models.example.org/pte/1.5.1/custom/{m.name}"
+        assert hashlib.sha256((site / "1.5.1" / "custom" / m.name).read_bytes()).hexdigest() == m.hash
+    assert all(lab.remoteUrl.startswith("https://models.example.org/pte/1.5.1/") for lab in index.labels)
+
+    # another version beside it: both kept, latest is the newest
+    assert cli(capsys, "publish", run, "--site", site, "--version", "1.4.0")[0] == ExitStatus.OK
+    versions = ModelVersions.from_json(json.loads((site / "versions.json").read_text()))
+    assert versions.versions == ["1.4.0", "1.5.1"] and versions.latest == "1.5.1"
+    assert (site / "1.5.1" / "index.json").exists() and (site / "1.4.0" / "index.json").exists()
+
+    # republishing a version merges: entries of that version from elsewhere are kept
+    other = tmp_path / "other"
+    assert cli(capsys, *TINY, "--backends", "xnnpack", "--seed", "3", "--no-verify", "--out", other)[0] == ExitStatus.OK
+    assert cli(capsys, "publish", other, "--site", site, "--base-url", "https://models.example.org/pte")[0] == ExitStatus.OK
+    merged = assert_app_reads(site / "1.5.1" / "index.json")[CURRENT]
+    assert len(merged.models) == len(index.models), "the new tiny_xnnpack replaced the old one; the rest kept"
+    new = next(m for m in merged.models if m.name == "tiny_xnnpack.pte")
+    assert new.hash == json.loads((other / "index.json").read_text())["models"][0]["hash"]
+    assert not list(site.glob(".*.tmp")) and not list(site.glob(".*.old")), "nothing half-built left"
+
+
+def test_publish_refuses_a_versions_file_it_does_not_know(capsys, run, tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "versions.json").write_text('{"latest": 3}')
+    code, _, err = cli(capsys, "publish", run, "--site", site)
+    assert code == ExitStatus.MANIFEST
+    assert "is not a versions file" in error_lines(err)[0]
+    assert (site / "versions.json").read_text() == '{"latest": 3}'
+
+
+def test_the_port_is_as_strict_as_dart(run):
+    """Dart's `as int` refuses 5.0 and null; `as String?` takes null."""
+    manifest = json.loads((run / "index.json").read_text())
+    parse_both(manifest)
+    for field, value in (("size", 5.0), ("size", None), ("name", 3), ("platforms", "android")):
+        broken = copy.deepcopy(manifest)
+        broken["models"][0][field] = value
+        with pytest.raises(CastError):
+            ModelIndex.from_json(broken, CURRENT)
+    fine = copy.deepcopy(manifest)
+    fine["models"][0]["hash"] = None
+    ModelIndex.from_json(fine, CURRENT)
+    with pytest.raises(CastError):
+        ModelIndex.from_json(fine, OLD)
