@@ -246,11 +246,6 @@ def _selected_models(args) -> list:
 def _cmd_export(args, ui, debug: bool) -> int:
     from .errors import UsageError
 
-    if args.verify_inputs < 0 or args.bench_runs < 0 or args.calibration_samples < 1 or args.timeout <= 0 or (args.jobs is not None and args.jobs < 1):
-        raise UsageError(
-            "--verify-inputs and --bench-runs must be >= 0; --calibration-samples, --timeout and --jobs must be positive",
-            fix="give a positive number",
-        )
     models = _selected_models(args)
     from .api import export, plan_targets
     from .spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig

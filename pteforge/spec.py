@@ -188,6 +188,15 @@ class ExportConfig:
     accuracy_budget: "AccuracyBudget | None" = None  # --precision auto's budget (None: per task default)
     bench_runs: int = 10  # timed runs (after warm-up) of each artifact that runs here; 0: none
 
+    def __post_init__(self) -> None:
+        """Refuse what the command line refuses, whoever builds the config."""
+        for flag, value, least in (("--verify-inputs", self.verify_inputs, 0), ("--bench-runs", self.bench_runs, 0),
+                                   ("--calibration-samples", self.calibration_samples, 1), ("--jobs", self.jobs, 1)):
+            if value is not None and value < least:
+                raise UsageError(f"{flag} must be >= {least} (got {value})", fix=f"give {flag} {max(least, 1)} or more")
+        if self.timeout <= 0:
+            raise UsageError(f"--timeout must be positive (got {self.timeout:g})", fix="give --timeout in seconds, e.g. 1200")
+
 
 @dataclass(frozen=True)
 class AccuracyBudget:

@@ -83,7 +83,7 @@ def test_select_unknown_model(capsys, three):
 
 def test_manifest_check(capsys, three, tmp_path):
     code, stdout, _ = cli(capsys, "manifest", "check", three / "index.json")
-    assert code == ExitStatus.OK and "valid pteforge manifest (schema_version 1): 4 artifact(s)" in stdout
+    assert code == ExitStatus.OK and "valid pteforge manifest (schema_version 2), read by the executorch_flutter app" in stdout and ": 4 artifact(s) for the app" in stdout
     bad = tmp_path / "index.json"
     doc = json.loads((three / "index.json").read_text())
     doc["models"][0]["size"] = "big"

@@ -227,7 +227,8 @@ BAD_INPUTS = [
     (["--model", "missing.pt2"], ExitStatus.USAGE, "model file 'missing.pt2' does not exist"),
     ([*M, *S, "--weights", "/no/such/weights.pt"], ExitStatus.USAGE, "--weights /no/such/weights.pt: no such file"),
     ([*M, *S, "--verify-inputs", "-1"], ExitStatus.USAGE, "--verify-inputs must be >= 0"),
-    ([*M, *S, "--calibration-samples", "0"], ExitStatus.USAGE, "must be positive"),
+    ([*M, *S, "--bench-runs", "-1"], ExitStatus.USAGE, "--bench-runs must be >= 0 (got -1)"),
+    ([*M, *S, "--calibration-samples", "0"], ExitStatus.USAGE, "--calibration-samples must be >= 1"),
     ([*M, *S, "--timeout", "0"], ExitStatus.USAGE, "must be positive"),
     (["validate", "--models-dir", "/no/such/dir"], ExitStatus.USAGE, "is not a directory"),
 ]

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import ManifestError
 from ..io import write_atomic
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: labels in the app's shape, references, devices, model
 MANIFEST_NAME = "index.json"
 
 

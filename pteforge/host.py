@@ -1,0 +1,91 @@
+"""One answer to "can this program run on this host, and if not, why".
+
+The host is this machine's ExecuTorch runtime as pteforge runs programs with it: the
+wheel's pybindings plus the kernel libraries the wheel ships (the quantized kernels
+register themselves on import). A program runs here when every delegate it calls is
+registered and every operator it calls has a kernel — exactly what the runtime checks
+when it loads the program. export, validate, bench, select and ``load_best`` all ask
+:meth:`Host.program_check`, so one artifact gets one verdict everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .backends.base import Check
+
+
+def load_runtime():
+    """``executorch.runtime.Runtime`` with the kernel libraries the wheel ships loaded."""
+    from executorch.runtime import Runtime
+
+    try:
+        import executorch.kernels.quantized  # noqa: F401 - registers quantized_decomposed:: kernels
+    except ImportError:
+        pass
+    return Runtime.get()
+
+
+@dataclass(frozen=True)
+class Host:
+    backends: frozenset[str]  # delegate ids registered in this runtime
+    operators: frozenset[str]  # kernels registered, e.g. "aten::add.out"
+
+    @classmethod
+    def here(cls) -> "Host":
+        runtime = load_runtime()
+        return cls(frozenset(runtime.backend_registry.registered_backend_names),
+                   frozenset(runtime.operator_registry.operator_names))
+
+    def to_dict(self) -> dict:
+        return {"backends": sorted(self.backends), "operators": sorted(self.operators)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Host":
+        return cls(frozenset(d["backends"]), frozenset(d.get("operators", ())))
+
+    def program_check(self, delegates, operators) -> Check:
+        """Can a program calling ``delegates`` and ``operators`` run here?"""
+        from .backends import default_registry
+
+        registry = default_registry()
+        for delegate in dict.fromkeys(delegates):
+            if delegate not in self.backends:
+                owner = registry.by_runtime_name(delegate)
+                where = ", ".join(owner.platforms) if owner else "a device whose runtime has it"
+                return Check(False, f"{delegate} is not registered in this runtime", f"run it on a device: {where}")
+        missing = [op for op in dict.fromkeys(operators) if op not in self.operators]
+        if missing:
+            namespace = missing[0].split("::")[0]
+            owner = registry.by_ops_namespace(namespace)
+            where = f"{owner.title}: {', '.join(owner.platforms)}" if owner else "a runtime built with these kernels"
+            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+            return Check(False, f"the {namespace}:: kernels are not in this runtime ({missing[0]}{more})",
+                         f"run it on a device whose ExecuTorch links them ({where})")
+        return Check(True, "every delegate and kernel it calls is in this runtime")
+
+
+@lru_cache(maxsize=1)
+def host() -> Host:
+    """This host, from a cache keyed by the pybindings' identity (asking the runtime costs
+    ``import executorch.runtime``, ~10 s, and pulls in the whole compiler)."""
+    import json
+
+    from .cache import cache_root
+    from .io import write_atomic
+    from .runtime import registry_cache_path
+
+    path = registry_cache_path(cache_root())
+    if path is not None:
+        try:
+            return Host.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    found = Host.here()
+    if path is not None:
+        try:
+            write_atomic(path, json.dumps(found.to_dict()))
+        except OSError:
+            pass
+    return found
