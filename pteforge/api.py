@@ -13,13 +13,13 @@ from .backends import Availability, availability, default_registry
 from .backends.base import Check
 from .errors import CaptureError, NoBackendError, PteforgeError, UsageError, one_line
 from .registry import Registry
-from .result import Record, Status
+from .result import Record, Stage, Status
 from .spec import ExportConfig, ModelSpec, Target, TargetRequest
 
 
 class Reporter(Protocol):
     def model_started(self, spec: ModelSpec, index: int, total: int) -> None: ...
-    def stage(self, model: str, target: str | None, stage: str) -> None: ...
+    def stage(self, model: str, target: str | None, stage: Stage) -> None: ...
     def record(self, record: Record) -> None: ...
 
 
@@ -49,16 +49,13 @@ class TargetPlan:
     references: list[str] = field(default_factory=list)  # fp32 targets added to measure reduced ones against
     auto: list = field(default_factory=list)  # AutoGroup per backend under --precision auto
     auto_notes: list[str] = field(default_factory=list)
-    choices: list[dict] = field(default_factory=list)  # filled after the run: auto's winners and why
 
 
-def backends(registered: frozenset[str] | None = None) -> list[Availability]:
+def backends(here=None) -> list[Availability]:
     """Every backend with its two answers: can it lower here, can it run here."""
-    if registered is None:
-        from .runtime import registered_backends
+    from .host import host
 
-        registered = registered_backends()
-    return [availability(b, registered) for b in default_registry()]
+    return [availability(b, here or host()) for b in default_registry()]
 
 
 def plan_targets(
@@ -66,7 +63,7 @@ def plan_targets(
     registry: Registry | None = None,
     implied: frozenset[str] = frozenset(),
     precision: str | None = None,
-    registered: frozenset[str] | None = None,
+    here=None,
 ) -> TargetPlan:
     """Turn ``--backends`` words into targets; sort out what cannot lower here.
 
@@ -83,11 +80,9 @@ def plan_targets(
     registry = registry or default_registry()
     plan = _plan(requests, registry, implied, None if precision in (None, "auto") else Precision.parse(precision))
     if precision == "auto":
-        if registered is None:
-            from .runtime import registered_backends
+        from .host import host
 
-            registered = registered_backends()
-        plan.targets, plan.auto, plan.auto_notes = expand_auto(plan.targets, registered)
+        plan.targets, plan.auto, plan.auto_notes = expand_auto(plan.targets, here or host())
     plan.targets, plan.references = with_references(plan.targets)
     return plan
 
@@ -139,17 +134,10 @@ def versions(chain_backends: set[str]) -> dict[str, str]:
     """pteforge, torch, executorch and the SDK packages the backends used."""
     from . import __version__
 
-    names = ["torch", "torchvision", "executorch"]
-    sdk = {
-        "coreml": ["coremltools"],
-        "openvino": ["openvino", "nncf"],
-        "ethos-u55": ["ethos-u-vela", "tosa-tools"],
-        "ethos-u85": ["ethos-u-vela", "tosa-tools"],
-        "tosa": ["tosa-tools"],
-        "vgf": ["tosa-tools"],
-    }
+    registry = default_registry()
+    names = ["torch", "torchvision", "executorch", "torchao"]  # torchao: PT2E quantization
     for b in sorted(chain_backends):
-        names.extend(sdk.get(b, []))
+        names.extend(req.distribution for req in registry.get(b).requires)
     out = {"pteforge": __version__}
     for n in dict.fromkeys(names):
         try:
@@ -171,18 +159,6 @@ class RunResult:
         return not any(u.requested for u in self.unavailable) and all(r.status.ok for r in self.records)
 
 
-# The status a row ends in when its worker dies during a stage.
-_CRASH_STATUS = {
-    "load": Status.LOWER_FAILED,
-    "quantize": Status.QUANTIZE_FAILED,
-    "lower": Status.LOWER_FAILED,
-    "serialize": Status.LOWER_FAILED,
-    "verify": Status.RUN_FAILED,
-    "write": Status.WRITE_FAILED,
-    "bundle": Status.WRITE_FAILED,
-}
-
-
 def export(
     models: list[ModelSpec],
     plan: TargetPlan,
@@ -202,7 +178,7 @@ def export(
 
     from .io import RUN_ID_ENV, check_output_dir, remove_run_temporaries
     from .report.manifest import MANIFEST_NAME, load_manifest
-    from .workers import Job, WorkerPool, default_size
+    from .workers import WorkerPool, default_size
 
     reporter = reporter or SilentReporter()
     check_run(models, config)
@@ -223,83 +199,100 @@ def export(
 
     run_id = uuid.uuid4().hex[:12]
     os.environ[RUN_ID_ENV] = run_id  # temp-file names of this run; workers inherit it
-    stages: dict[str, str] = {}
-    names: dict[str, tuple[str, str | None]] = {}
-
-    def on_stage(key: str, stage: str) -> None:
-        stages[key] = stage
-        reporter.stage(*names[key], stage)
-
-    records: list[Record] = []
-    fresh: list[tuple[str | None, Record]] = []  # (cache key, row) of the work done in this run
-    size = config.jobs or default_size(len(plan.targets))
+    run = _Run(plan, config, reporter, sink)
     started = time.monotonic()
     try:
-        with WorkerPool(size, quiet=not config.debug, on_stage=on_stage) as pool, tempfile.TemporaryDirectory(
-            prefix="pteforge-"
-        ) as work:
+        with WorkerPool(config.jobs or default_size(len(plan.targets)), quiet=not config.debug,
+                        on_stage=run.on_stage) as pool, tempfile.TemporaryDirectory(prefix="pteforge-") as work:
+            run.pool, run.work = pool, Path(work)
             for index, spec in enumerate(models, 1):
                 reporter.model_started(spec, index, len(models))
-                todo, restored, keys = _from_cache(spec, plan.targets, config)
-                if restored:
-                    records.extend(restored)
-                    sink.merge(restored, spec)
-                    for rec in restored:
-                        reporter.record(rec)
-                if not todo:
-                    continue
-                key = f"{spec.name}/capture"
-                names[key] = (spec.name, None)
-                reporter.stage(spec.name, None, "capture")
-                job = Job(
-                    key, "pteforge.stages.capture:capture", (spec, config, Path(work) / spec.name),
-                    {"variants": _variants(todo)}, timeout=config.timeout,
-                )
-                [outcome] = list(pool.run([job]))
-                if not outcome.ok:
-                    if outcome.error is not None and not isinstance(outcome.error, CaptureError):
-                        if isinstance(outcome.error, PteforgeError):
-                            raise outcome.error  # weights, model or output: the user must act first
-                        _debug_traceback(config, outcome)
-                    reason, fix = _failure_text(outcome)
-                    for target in todo:
-                        rec = _row(spec, target, Status.CAPTURE_FAILED, reason, fix)
-                        records.append(rec)
-                        reporter.record(rec)
-                    continue
-                cap = outcome.value
-                jobs = []
-                for target in todo:
-                    key = f"{spec.name}/{target.name}"
-                    names[key] = (spec.name, target.name)
-                    jobs.append(Job(key, "pteforge.pipeline:export_target", (cap, spec, target, config), timeout=config.timeout))
-                by_key = {j.key: t for j, t in zip(jobs, todo)}
-                done: dict[str, Record] = {}
-                for outcome in pool.run(jobs):
-                    target = by_key[outcome.job.key]
-                    if outcome.ok:
-                        rec = outcome.value
-                    elif isinstance(outcome.error, PteforgeError):
-                        raise outcome.error  # e.g. the disk is full: stop, keep what finished
-                    else:
-                        _debug_traceback(config, outcome)
-                        status = _CRASH_STATUS.get(stages.get(outcome.job.key, "lower"), Status.LOWER_FAILED)
-                        rec = _row(spec, target, status, *_failure_text(outcome))
-                    rec.timings = {**{f"model_{k}": round(v, 3) for k, v in cap.timings.items()}, **rec.timings}
-                    done[outcome.job.key] = rec
-                    sink.merge([rec], spec)  # on disk before it is reported
-                    reporter.record(rec)
-                    fresh.append((keys.get(target.name), rec))
-                records.extend(done[j.key] for j in jobs)
-            if models:
-                _measure(out, records, plan, models, config, reporter, pool, time.monotonic() - started)
+                run.model(spec)
+            choices = _measure(out, run.records, plan, models, config, reporter, pool, time.monotonic() - started) if models else []
     except BaseException:
         remove_run_temporaries(out, run_id)
         raise
     if models:
-        _store(fresh)
-        write_run_reports(out, records, plan, config)
-    return RunResult(records, plan.unavailable, sink.path if (models or labels) else None, plan.choices)
+        _store(run.fresh)
+        write_run_reports(out, run.records, plan, config)
+    return RunResult(run.records, plan.unavailable, sink.path if (models or labels) else None, choices)
+
+
+class _Run:
+    """One export run: each model's capture job, then its (model, target) jobs, on the pool."""
+
+    def __init__(self, plan: TargetPlan, config: ExportConfig, reporter, sink):
+        self.plan, self.config, self.reporter, self.sink = plan, config, reporter, sink
+        self.pool = self.work = None
+        self.records: list[Record] = []
+        self.fresh: list[tuple[str | None, Record]] = []  # (cache key, row) of the work done in this run
+        self.stages: dict[str, Stage] = {}  # job key -> the stage it is in
+        self.names: dict[str, tuple[str, str | None]] = {}  # job key -> (model, target)
+
+    def on_stage(self, key: str, stage: Stage) -> None:
+        self.stages[key] = stage
+        self.reporter.stage(*self.names[key], stage)
+
+    def model(self, spec: ModelSpec) -> None:
+        todo, restored, keys = _from_cache(spec, self.plan.targets, self.config)
+        if restored:
+            self.records.extend(restored)
+            self.sink.merge(restored, spec)
+            for rec in restored:
+                self.reporter.record(rec)
+        if todo:
+            cap = self._capture(spec, todo)
+            if cap is not None:
+                self._targets(spec, cap, todo, keys)
+
+    def _capture(self, spec: ModelSpec, todo: list[Target]):
+        from .workers import Job
+
+        key = f"{spec.name}/capture"
+        self.names[key] = (spec.name, None)
+        self.reporter.stage(spec.name, None, Stage.CAPTURE)
+        job = Job(key, "pteforge.stages.capture:capture", (spec, self.config, self.work / spec.name),
+                  {"variants": _variants(todo)}, timeout=self.config.timeout)
+        [outcome] = list(self.pool.run([job]))
+        if outcome.ok:
+            return outcome.value
+        if outcome.error is not None and not isinstance(outcome.error, CaptureError):
+            if isinstance(outcome.error, PteforgeError):
+                raise outcome.error  # weights, model or output: the user must act first
+            _debug_traceback(self.config, outcome)
+        reason, fix = _failure_text(outcome)
+        for target in todo:
+            rec = _row(spec, target, Status.CAPTURE_FAILED, reason, fix)
+            self.records.append(rec)
+            self.reporter.record(rec)
+        return None
+
+    def _targets(self, spec: ModelSpec, cap, todo: list[Target], keys: dict[str, str]) -> None:
+        from .workers import Job
+
+        jobs = {}
+        for target in todo:
+            key = f"{spec.name}/{target.name}"
+            self.names[key] = (spec.name, target.name)
+            jobs[key] = (Job(key, "pteforge.pipeline:export_target", (cap, spec, target, self.config),
+                             timeout=self.config.timeout), target)
+        done: dict[str, Record] = {}
+        for outcome in self.pool.run([job for job, _ in jobs.values()]):
+            target = jobs[outcome.job.key][1]
+            if outcome.ok:
+                rec = outcome.value
+            elif isinstance(outcome.error, PteforgeError):
+                raise outcome.error  # e.g. the disk is full: stop, keep what finished
+            else:
+                _debug_traceback(self.config, outcome)
+                status = Stage(self.stages.get(outcome.job.key, Stage.LOWER)).crash_status
+                rec = _row(spec, target, status, *_failure_text(outcome))
+            rec.timings = {**{k: round(v, 3) for k, v in cap.timings.items()}, **rec.timings}
+            done[outcome.job.key] = rec
+            self.sink.merge([rec], spec)  # on disk before it is reported
+            self.reporter.record(rec)
+            self.fresh.append((keys.get(target.name), rec))
+        self.records.extend(done[key] for key in jobs)
 
 
 def check_run(models: list[ModelSpec], config: ExportConfig) -> None:
@@ -381,7 +374,8 @@ def _variants(targets: list[Target]) -> tuple:
     )
 
 
-def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config: ExportConfig, reporter, pool, seconds: float) -> None:
+def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config: ExportConfig, reporter, pool,
+             seconds: float) -> list[dict]:
     """p50s of what runs here, reduced precisions against their fp32 reference, and
     --precision auto's choices; written into the manifest."""
     from .precision import choose, reference_pairs, relate_latency
@@ -410,7 +404,7 @@ def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config:
     ]
     if choices:
         set_precision_choices(out, choices, plan.auto_notes)
-    plan.choices = choices
+    return choices
 
 
 def _time(records: list[Record], needed: list[Record], config: ExportConfig, reporter, pool, seconds: float) -> None:
@@ -421,7 +415,7 @@ def _time(records: list[Record], needed: list[Record], config: ExportConfig, rep
     items = timing_plan(records, needed, seconds, config.bench_runs)
     if not items:
         return
-    reporter.stage("*", None, "timing what runs here (p50 after warm-up)")
+    reporter.stage("*", None, Stage.TIMING)
     job = Job("*/timing", "pteforge.speed:time_artifacts", ([(r.artifact.path, n) for r, n in items],), timeout=config.timeout)
     [outcome] = list(pool.run([job]))
     for rec, _ in items:

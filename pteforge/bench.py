@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import one_line
+from .host import Host
 from .isolate import ChildCrashed, IsolatedRuntime
+from .result import Status
 from .timing import measure
 from .validate import EagerCache, seeded_inputs, discover
 
@@ -22,7 +24,7 @@ from .validate import EagerCache, seeded_inputs, discover
 @dataclass
 class BenchResult:
     file: str
-    status: str  # measured | not runnable here | failed
+    status: Status | None = None  # None: measured; else why not (NOT_RUNNABLE_HERE, LOAD_FAILED, RUN_FAILED)
     reason: str | None = None
     numbers: dict = field(default_factory=dict)
     eager: dict | None = None
@@ -48,12 +50,12 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
     eager = EagerCache()
     results = []
     with IsolatedRuntime() as child, tempfile.TemporaryDirectory(prefix="pteforge-bench-") as tmp:
-        registered = set(child.request("registered")["backends"])
+        here = Host.from_dict(child.request("host"))
         for pte, entry, manifest_dir in items:
-            res = BenchResult(str(pte), "failed", entry_name=entry.name if entry else None, manifest_dir=manifest_dir)
+            res = BenchResult(str(pte), Status.RUN_FAILED, entry_name=entry.name if entry else None, manifest_dir=manifest_dir)
             try:
-                res.status, res.reason, res.numbers, inputs = measure_artifact(child, pte, registered, Path(tmp), runs, warmup)
-                if res.status == "measured" and compare_eager and entry is not None:
+                res.status, res.reason, res.numbers, inputs = measure_artifact(child, pte, here, Path(tmp), runs, warmup)
+                if res.status is None and compare_eager and entry is not None:
                     try:
                         model = eager.get(entry)
                         res.eager = time_eager(model, inputs, runs, warmup)
@@ -69,40 +71,24 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
     return results
 
 
-def measure_artifact(child, pte: Path, registered: set[str], tmp: Path, runs: int, warmup: int):
-    """(status, reason, numbers, inputs) of one .pte timed in ``child`` on seeded inputs."""
+def measure_artifact(child, pte: Path, here: Host, tmp: Path, runs: int, warmup: int):
+    """(status, reason, numbers, inputs) of one .pte timed in ``child`` on seeded inputs;
+    status None when it was measured."""
     import torch
 
     info = child.request("inspect", path=str(pte))
     if not info["ok"]:
-        return "failed", info["error"], {}, None
-    missing = [d for d in dict.fromkeys(info["delegates"]) if d not in registered]
-    if missing:
-        return "not runnable here", f"{missing[0]} is not registered in this runtime", {}, None
+        return Status.LOAD_FAILED, info["error"], {}, None
+    check = here.program_check(info["delegates"], info["operators"])
+    if not check.ok:
+        return Status.NOT_RUNNABLE_HERE, check.reason, {}, None
     inputs = seeded_inputs(info["inputs"], 0)
     torch.save([inputs], tmp / "in.pt")
     reply = child.request("bench", path=str(pte), inputs=str(tmp / "in.pt"), runs=runs, warmup=warmup)
     if not reply["ok"]:
-        return "failed", reply["error"], {}, inputs
+        return Status.RUN_FAILED, reply["error"], {}, inputs
     numbers = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in reply.items() if k != "ok"}
-    return "measured", None, numbers, inputs
-
-
-def latencies(paths: list[Path], runs: int = 20, warmup: int = 3) -> dict[str, dict]:
-    """Bench numbers of each runnable .pte in ``paths``, one child process for all."""
-    out: dict[str, dict] = {}
-    if not paths:
-        return out
-    with IsolatedRuntime() as child, tempfile.TemporaryDirectory(prefix="pteforge-bench-") as tmp:
-        registered = set(child.request("registered")["backends"])
-        for pte in paths:
-            try:
-                status, _reason, numbers, _ = measure_artifact(child, Path(pte), registered, Path(tmp), runs, warmup)
-            except ChildCrashed:
-                continue
-            if status == "measured":
-                out[str(pte)] = numbers
-    return out
+    return None, None, numbers, inputs
 
 
 def onnxruntime_runner(model, inputs) -> tuple[Callable[[], object] | None, dict] | None:
@@ -143,7 +129,7 @@ def _record(results: list[BenchResult]) -> None:
 
     by_dir: dict[Path, dict[str, dict]] = {}
     for r in results:
-        if r.status == "measured" and r.entry_name and r.manifest_dir:
+        if r.status is None and r.entry_name and r.manifest_dir:
             numbers = {**r.numbers, **({"eager": r.eager} if r.eager else {}),
                        **({"onnxruntime": r.onnxruntime} if r.onnxruntime else {})}
             by_dir.setdefault(r.manifest_dir, {})[r.entry_name] = {"bench": numbers}

@@ -101,15 +101,9 @@ def key_for(spec: ModelSpec, target: Target, config: ExportConfig, versions: dic
         "inputs": [asdict(i) for i in spec.inputs],
         "preprocessing": asdict(spec.preprocessing) if spec.preprocessing else None,
         "target": target.name,
-        "options": {
-            "seed": config.seed,
-            "verify": config.verify,
-            "verify_inputs": config.verify_inputs,
-            "tolerance": config.tolerance,
-            "calibration_samples": config.calibration_samples,
-            "calibration": calibration,
-            "bundle": config.bundle,
-        },
+        # every option that defines the artifact; files by their content
+        "options": {**config.artifact_options(), "weights": model_identity(spec, config.weights, config.seed)["weights"],
+                    "calibration_dir": calibration},
     }
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -22,9 +22,11 @@ _DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float1
 
 
 def _load(path: str):
-    from executorch.runtime import Runtime, Verification
+    from executorch.runtime import Verification
 
-    return Runtime.get().load_program(path, verification=Verification.InternalConsistency)
+    from .host import load_runtime
+
+    return load_runtime().load_program(path, verification=Verification.InternalConsistency)
 
 
 def _inspect(req: dict) -> dict:
@@ -128,10 +130,10 @@ def _load_method(req: dict) -> dict:
     return {}
 
 
-def _registered(req: dict) -> dict:
-    from executorch.runtime import Runtime
+def _host(req: dict) -> dict:
+    from .host import Host
 
-    return {"backends": sorted(Runtime.get().backend_registry.registered_backend_names)}
+    return Host.here().to_dict()
 
 
 HANDLERS = {
@@ -140,7 +142,7 @@ HANDLERS = {
     "run_bundled": _run_bundled,
     "load": _load_method,
     "bench": _bench,
-    "registered": _registered,
+    "host": _host,
 }
 
 

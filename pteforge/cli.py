@@ -17,6 +17,8 @@ COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "bac
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
+    from .backends import default_registry
+    from .platforms import PLATFORMS, describe
 
     parser = argparse.ArgumentParser(
         prog="pteforge",
@@ -42,12 +44,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="dtype of each --input-shape (default float32)")
     sel.add_argument("--labels", action="store_true", help="write imagenet_classes.txt and coco_classes.txt")
     tg = ex.add_argument_group("targets")
-    tg.add_argument("--target", choices=["ios", "android", "desktop", "embedded", "web", "all"], default=None,
-                    help="a platform's backends in seed 004's priority order (ios: coreml metal xnnpack; "
-                         "android: qnn vulkan xnnpack; desktop: vulkan xnnpack; embedded: ethos-u55 xnnpack; web: xnnpack)")
+    tg.add_argument("--target", choices=[*PLATFORMS, "all"], default=None,
+                    help=f"a platform's backends in seed 004's priority order ({describe()})")
     tg.add_argument("--backends", nargs="+", metavar="TARGET",
-                    help="targets: BACKEND[+BACKEND...][:PRECISION], e.g. xnnpack coreml vulkan+xnnpack xnnpack:int8 "
-                         "(default: every backend that can lower here)")
+                    help="targets: BACKEND[+BACKEND...][:PRECISION], e.g. xnnpack coreml vulkan+xnnpack xnnpack:int8; "
+                         f"backends: {', '.join(default_registry().names())} (default: every backend that can lower here)")
     pr = ex.add_argument_group("precision")
     pr.add_argument("--precision", default=None, metavar="auto|PRECISION",
                     help="precision of targets that name none (fp32, fp16, int8, int8-dynamic, int8-weight, int4-weight), "
@@ -101,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
 
     se = sub.add_parser("select", parents=[common], help="which artifact an app on PLATFORM should load, with the fallbacks skipped")
     se.add_argument("model", metavar="MODEL")
-    se.add_argument("--platform", default=None, choices=["ios", "android", "desktop", "embedded", "web", "all"],
+    se.add_argument("--platform", default=None, choices=[*PLATFORMS, "all"],
                     help="the app's platform (default: any)")
     se.add_argument("--manifest", default="models/index.json", metavar="FILE", help="default: models/index.json")
 
@@ -168,9 +169,9 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_validate(args, ui)
         if args.command == "docs":
             from .report.docs import write_docs
-            from .runtime import registered_backends
+            from .host import host
 
-            for path in write_docs(Path(args.out), registered_backends()):
+            for path in write_docs(Path(args.out), host()):
                 ui.out.print(f"wrote {path}")
             return int(ExitStatus.OK)
         if args.command == "select":
@@ -321,8 +322,9 @@ def _cmd_validate(args, ui) -> int:
     output = Path(args.output_file) if args.output_file else models_dir / "validation_report.json"
     write_report(output, results, images, models_dir)
     ui.validation_table(results, output)
-    ok = {"VERIFIED", "NOT_RUNNABLE_HERE", "NOT_VERIFIED"}
-    return int(ExitStatus.OK if all(r.status in ok for r in results) else ExitStatus.TARGETS_FAILED)
+    from .result import Status
+
+    return int(ExitStatus.OK if all(Status(r.status).ok for r in results) else ExitStatus.TARGETS_FAILED)
 
 
 def _cmd_bench(args, ui) -> int:
@@ -335,22 +337,26 @@ def _cmd_bench(args, ui) -> int:
         raise UsageError("--runs must be >= 1 and --warmup >= 0", fix="give positive numbers")
     results = bench(Path(args.path), args.runs, args.warmup, args.compare == "eager")
     ui.bench_table(results)
-    return int(ExitStatus.OK if all(r.status != "failed" for r in results) else ExitStatus.TARGETS_FAILED)
+    from .result import Status
+
+    return int(ExitStatus.OK if all(r.status in (None, Status.NOT_RUNNABLE_HERE) for r in results) else ExitStatus.TARGETS_FAILED)
 
 
 def _cmd_select(args, ui) -> int:
     from .isolate import IsolatedRuntime
     from .selection import choose
 
+    from .host import Host
+
     with IsolatedRuntime() as child:
-        registered = frozenset(child.request("registered")["backends"])
+        here = Host.from_dict(child.request("host"))
 
         def load(path):  # in the child: a damaged file cannot take this process down
             reply = child.request("load", path=str(path))
             if not reply["ok"]:
                 raise RuntimeError(reply["error"])
 
-        selection = choose(args.manifest, args.model, args.platform, registered, load)
+        selection = choose(args.manifest, args.model, args.platform, here, load)
     ui.selection(selection)
     from .errors import ExitStatus as E
 
@@ -415,6 +421,10 @@ def _cmd_backends(args, ui) -> int:
         ], indent=2))
     else:
         ui.backends_table(rows)
+    from .backends import PLUGIN_ERRORS
+
+    for line in PLUGIN_ERRORS:
+        ui.warn(f"backend plugin not loaded: {line}")
     return int(ExitStatus.OK)
 
 

@@ -52,13 +52,13 @@ class Host:
         registry = default_registry()
         for delegate in dict.fromkeys(delegates):
             if delegate not in self.backends:
-                owner = registry.by_runtime_name(delegate)
+                owner = next((b for b in registry if b.runtime_name == delegate), None)
                 where = ", ".join(owner.platforms) if owner else "a device whose runtime has it"
                 return Check(False, f"{delegate} is not registered in this runtime", f"run it on a device: {where}")
         missing = [op for op in dict.fromkeys(operators) if op not in self.operators]
         if missing:
             namespace = missing[0].split("::")[0]
-            owner = registry.by_ops_namespace(namespace)
+            owner = next((b for b in registry if b.ops_namespace == namespace), None)
             where = f"{owner.title}: {', '.join(owner.platforms)}" if owner else "a runtime built with these kernels"
             more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
             return Check(False, f"the {namespace}:: kernels are not in this runtime ({missing[0]}{more})",
@@ -74,9 +74,7 @@ def host() -> Host:
 
     from .cache import cache_root
     from .io import write_atomic
-    from .runtime import registry_cache_path
-
-    path = registry_cache_path(cache_root())
+    path = _cache_path(cache_root())
     if path is not None:
         try:
             return Host.from_dict(json.loads(path.read_text()))
@@ -89,3 +87,25 @@ def host() -> Host:
         except OSError:
             pass
     return found
+
+
+def _cache_path(root):
+    import hashlib
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution("executorch")
+    except metadata.PackageNotFoundError:
+        return None
+    # the pybindings' native libraries, where the delegates register themselves
+    libs = [f for f in dist.files or [] if str(f).startswith("executorch/extension/pybindings/") and f.name.endswith(".so")]
+    if not libs:
+        return None
+    ident = dist.version
+    for f in sorted(libs, key=str):
+        try:
+            st = dist.locate_file(f).stat()
+        except OSError:
+            return None
+        ident += f":{f}:{st.st_size}:{st.st_mtime_ns}"
+    return root / "runtime" / f"host-{hashlib.sha256(ident.encode()).hexdigest()[:16]}.json"

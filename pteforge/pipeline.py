@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .backends import default_registry
 from .errors import one_line
-from .result import Artifact, Record, Status
+from .result import Artifact, Record, Stage, Status
 from .spec import ExportConfig, ModelSpec, Target
 from .stages.capture import Capture
 
@@ -26,157 +26,165 @@ def artifact_path(out_dir: Path, spec: ModelSpec, target: Target, failed: bool =
     return Path(out_dir) / spec.family / f"{spec.name}_{target.slug}{suffix}"
 
 
+class _StageFailed(Exception):
+    """A step failed: the row ends in ``status`` with ``cause`` as its reason."""
+
+    def __init__(self, status: Status, cause: BaseException):
+        super().__init__(str(cause))
+        self.status, self.cause = status, cause
+
+
 def export_target(
     capture: Capture,
     spec: ModelSpec,
     target: Target,
     config: ExportConfig,
-    registered: frozenset[str] | None = None,
+    here=None,
     on_stage: StageCallback | None = None,
 ) -> Record:
-    import torch
+    """Quantize (when the precision asks), lower, prove and write one (model, target)."""
+    if here is None:
+        from .host import host
 
-    from .stages.lower import delegation_of, lower, program_delegates, program_operators
-    from .stages.quantize import calibration_set, quantize
-    from .stages.verify import image_agreement, run_program, verify_outputs
+        here = host()
+    job = _Job(capture, spec, target, config, on_stage or (lambda _name: None))
+    try:
+        exported, plan, example = job.load()
+        exported = job.quantize(exported, plan, example)
+        program, data, delegation = job.lower(exported, plan)
+        missing = _missing_delegate(job.chain, delegation.delegates_in_program, delegation.kernels)
+        if missing:
+            job.record.reason, job.record.fix = missing, "try another backend for this model; nothing was written"
+            return job.record
+        reference = job.prove(data, delegation, here)
+        job.write(program, data, delegation, reference)
+    except _StageFailed as failed:
+        return _failed(job.record, failed.status, failed.cause, config)
+    return job.record
 
-    if registered is None:
-        from .runtime import registered_backends
 
-        registered = registered_backends()
-    registry = default_registry()
-    chain = [registry.get(name) for name in target.backends]
-    primary = chain[0]
-    record = Record(
-        model=spec.name,
-        family=spec.family,
-        task=spec.task,
-        target=target.name,
-        backends=list(target.backends),
-        precision=target.precision.value,
-        status=Status.LOWER_FAILED,
-        input_shapes=[list(i.shape) for i in spec.inputs],
-    )
-    stage = on_stage or (lambda _name: None)
-    timings = record.timings
+class _Job:
+    """The steps of one (model, target), sharing its record and stage timer."""
 
-    def timed(name: str, fn):
-        stage(name)
+    def __init__(self, capture: Capture, spec: ModelSpec, target: Target, config: ExportConfig, stage):
+        registry = default_registry()
+        self.capture, self.spec, self.target, self.config, self.stage = capture, spec, target, config, stage
+        self.chain = [registry.get(name) for name in target.backends]
+        self.primary = self.chain[0]
+        self.record = Record(
+            model=spec.name, family=spec.family, task=spec.task, target=target.name, backends=list(target.backends),
+            precision=target.precision.value, status=Status.LOWER_FAILED,
+            input_shapes=[list(i.shape) for i in spec.inputs],
+        )
+
+    def timed(self, name: Stage, fn):
+        self.stage(name)
         t0 = time.perf_counter()
         try:
             return fn()
         finally:
-            timings[name] = round(time.perf_counter() - t0, 3)
+            self.record.timings[name.value] = round(time.perf_counter() - t0, 3)
 
-    from .stages.capture import variant_key
+    def load(self):
+        import torch
 
-    precision = target.precision
-    pt2 = capture.variants.get(variant_key(primary.name, precision), capture.pt2_path)
-    exported = timed("load", lambda: torch.export.load(pt2))
-    example = tuple(torch.load(capture.reference_path, weights_only=True)["inputs"][0])
+        from .stages.capture import variant_key
 
-    try:
-        plan = primary.plan(precision)
-        exported = primary.prepare(exported, precision, example)
-    except Exception as exc:
-        return _failed(record, Status.LOWER_FAILED, exc, config)
-    if pt2 != capture.pt2_path:
-        record.quantization = {"scheme": f"{primary.name} {precision.value} (torchao, before capture)", "recipe": plan.recipe}
-    if plan.quantizer is not None or plan.quantize is not None:
+        precision = self.target.precision
+        pt2 = self.capture.variants.get(variant_key(self.primary.name, precision), self.capture.pt2_path)
+        exported = self.timed(Stage.LOAD, lambda: torch.export.load(pt2))
+        example = tuple(torch.load(self.capture.reference_path, weights_only=True)["inputs"][0])
         try:
-            batches, facts = calibration_set(spec, config)
-            exported = timed("quantize", lambda: quantize(exported, plan, batches, example))
+            plan = self.primary.plan(precision)
+            exported = self.primary.prepare(exported, precision, example)
         except Exception as exc:
-            return _failed(record, Status.QUANTIZE_FAILED, exc, config)
-        record.quantization = {
-            "scheme": f"{primary.name} PT2E {precision.value} "
-            f"({'NNCF quantize_pt2e' if plan.quantize else type(plan.quantizer).__name__})",
-            "recipe": plan.recipe,
-            "calibration": facts,
-        }
+            raise _StageFailed(Status.LOWER_FAILED, exc) from exc
+        if pt2 != self.capture.pt2_path:
+            self.record.quantization = {"scheme": f"{self.primary.name} {precision.value} (torchao, before capture)",
+                                        "recipe": plan.recipe}
+        return exported, plan, example
 
-    try:
-        edge = timed("lower", lambda: lower(exported, chain, precision, plan))
-        delegation = delegation_of(edge.exported_program().graph_module)
-        program = timed("serialize", lambda: edge.to_executorch(plan.executorch_config))
-        data = bytes(program.buffer)
-        delegation.delegates_in_program = program_delegates(program.executorch_program)
-    except Exception as exc:
-        return _failed(record, Status.LOWER_FAILED, exc, config)
+    def quantize(self, exported, plan, example):
+        from .stages.quantize import calibration_set, quantize
 
-    missing = _missing_delegate(
-        chain, delegation.delegates_in_program, program_operators(program.executorch_program)
-    )
-    if missing:
-        record.reason = missing
-        record.fix = "try another backend for this model; nothing was written"
-        return record
-
-    # Proof: run on this host when every delegate in the program is registered here.
-    blockers = run_blockers(chain, delegation.delegates_in_program, registered)
-    needs_reference = (not blockers and config.verify) or config.bundle
-    reference = torch.load(capture.reference_path, weights_only=True) if needs_reference else None
-    verification = None
-    if blockers:
-        record.status, record.reason, record.fix = Status.NOT_RUNNABLE_HERE, blockers[0].reason, blockers[0].fix
-    elif not config.verify:
-        record.status, record.reason = Status.NOT_VERIFIED, "verification skipped (--no-verify)"
-    else:
+        if plan.quantizer is None and plan.quantize is None:
+            return exported
         try:
-            stage("verify")
-            t0 = time.perf_counter()
-            actual = run_program(data, reference["inputs"] + reference.get("images", []))
-            timings["verify"] = round(time.perf_counter() - t0, 3)
-            n = len(reference["inputs"])
-            actual, on_images = actual[:n], actual[n:]
+            batches, facts = calibration_set(self.spec, self.config)
+            exported = self.timed(Stage.QUANTIZE, lambda: quantize(exported, plan, batches, example))
         except Exception as exc:
-            status = Status.LOAD_FAILED if "load" in str(exc).lower() else Status.RUN_FAILED
-            return _failed(record, status, exc, config)
-        runtime_precision = None
-        for b in chain:
-            if b.expected_delegate() in delegation.delegates_in_program:
-                runtime_precision = runtime_precision or b.runtime_precision(target.precision)
-        verification = verify_outputs(
-            reference, actual, target.precision, runtime_precision, spec.task, config.tolerance
-        )
-        if on_images:
-            verification.images = image_agreement(reference, on_images, spec.task)
-        record.verification = verification
-        if verification.passed:
-            record.status = Status.VERIFIED
+            raise _StageFailed(Status.QUANTIZE_FAILED, exc) from exc
+        how = "NNCF quantize_pt2e" if plan.quantize else type(plan.quantizer).__name__
+        self.record.quantization = {"scheme": f"{self.primary.name} PT2E {self.target.precision.value} ({how})",
+                                    "recipe": plan.recipe, "calibration": facts}
+        return exported
+
+    def lower(self, exported, plan):
+        from .stages.lower import delegation_of, lower, program_delegates, program_operators
+
+        try:
+            edge = self.timed(Stage.LOWER, lambda: lower(exported, self.chain, self.target.precision, plan))
+            delegation = delegation_of(edge.exported_program().graph_module)
+            program = self.timed(Stage.SERIALIZE, lambda: edge.to_executorch(plan.executorch_config))
+            delegation.delegates_in_program = program_delegates(program.executorch_program)
+            delegation.kernels = sorted(set(program_operators(program.executorch_program)))
+            return program, bytes(program.buffer), delegation
+        except Exception as exc:
+            raise _StageFailed(Status.LOWER_FAILED, exc) from exc
+
+    def prove(self, data: bytes, delegation, here) -> dict | None:
+        """Run on this host when every delegate and kernel the program calls is here, and
+        compare with eager; returns the eager reference when it was loaded."""
+        import torch
+
+        record, config = self.record, self.config
+        runnable = here.program_check(delegation.delegates_in_program, delegation.kernels)
+        needs_reference = (runnable.ok and config.verify) or config.bundle
+        reference = torch.load(self.capture.reference_path, weights_only=True) if needs_reference else None
+        if not runnable.ok:
+            record.status, record.reason, record.fix = Status.NOT_RUNNABLE_HERE, runnable.reason, runnable.fix
+        elif not config.verify:
+            record.status, record.reason = Status.NOT_VERIFIED, "verification skipped (--no-verify)"
         else:
-            record.status = Status.MISMATCH
-            record.reason = (
-                f"output differs from eager PyTorch: SQNR {verification.sqnr_db:.1f} dB < "
-                f"{verification.threshold_sqnr_db:.1f} dB (max abs {verification.max_abs_error:.3g})"
-            )
-            record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
+            self._verify(data, delegation, reference)
+        return reference
 
-    path = artifact_path(config.out_dir, spec, target, failed=record.status is Status.MISMATCH)
-    from .io import write_atomic
+    def _verify(self, data: bytes, delegation, reference: dict) -> None:
+        from .stages.verify import image_agreement, run_program, verify_outputs
 
-    timed("write", lambda: write_atomic(path, data))
-    if config.bundle and record.status is not Status.MISMATCH:
-        bpte = path.with_suffix(".bpte")
-        timed("bundle", lambda: write_atomic(bpte, bundled_program(program, reference)))
-        record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}
-    record.artifact = Artifact(
-        path=str(path),
-        size=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
-        delegation=delegation,
-    )
-    return record
+        try:
+            actual = self.timed(Stage.VERIFY, lambda: run_program(data, reference["inputs"] + reference.get("images", [])))
+        except Exception as exc:
+            raise _StageFailed(Status.LOAD_FAILED if "load" in str(exc).lower() else Status.RUN_FAILED, exc) from exc
+        n = len(reference["inputs"])
+        actual, on_images = actual[:n], actual[n:]
+        computed = next((b.runtime_precision(self.target.precision) for b in self.chain
+                         if b.expected_delegate() in delegation.delegates_in_program
+                         and b.runtime_precision(self.target.precision)), None)
+        v = verify_outputs(reference, actual, self.target.precision, computed, self.spec.task, self.config.tolerance)
+        if on_images:
+            v.images = image_agreement(reference, on_images, self.spec.task)
+        self.record.verification = v
+        if v.passed:
+            self.record.status = Status.VERIFIED
+            return
+        self.record.status = Status.MISMATCH
+        self.record.reason = (f"output differs from eager PyTorch: SQNR {v.sqnr_db:.1f} dB < "
+                              f"{v.threshold_sqnr_db:.1f} dB (max abs {v.max_abs_error:.3g})")
+        self.record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
 
+    def write(self, program, data: bytes, delegation, reference: dict | None) -> None:
+        from .io import write_atomic
 
-def run_blockers(chain, delegates: list[str], registered: frozenset[str]) -> list:
-    """Why a program of this chain cannot run here (empty: it can)."""
-    checks = [
-        b.run_check(registered)
-        for b in chain
-        if b.expected_delegate() in delegates or getattr(b, "ops_namespace", None)
-    ]
-    return [c for c in checks if not c.ok]
+        record = self.record
+        path = artifact_path(self.config.out_dir, self.spec, self.target, failed=record.status is Status.MISMATCH)
+        self.timed(Stage.WRITE, lambda: write_atomic(path, data))
+        if self.config.bundle and record.status is not Status.MISMATCH:
+            bpte = path.with_suffix(".bpte")
+            self.timed(Stage.BUNDLE, lambda: write_atomic(bpte, bundled_program(program, reference)))
+            record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}
+        record.artifact = Artifact(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                                   delegation=delegation)
 
 
 def bundled_program(program, reference: dict) -> bytes:
@@ -208,7 +216,7 @@ def _missing_delegate(chain, delegates: list[str], operators: list[str]) -> str 
             f"{primary.name} took no part of the graph (no {primary.expected_delegate()} in the program); "
             "an undelegated file is not written under its name"
         )
-    namespace = getattr(primary, "ops_namespace", None)
+    namespace = primary.ops_namespace
     if namespace and not any(op.startswith(f"{namespace}::") for op in operators):
         return f"{primary.name} rewrote no operator to {namespace}:: kernels"
     return None

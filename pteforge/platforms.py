@@ -1,21 +1,16 @@
-"""Per-platform backend priorities (seed 004) and the fallback order over artifacts."""
+"""Per-platform backend priorities (seed 004) and the fallback order over artifacts.
+
+Each backend file declares its own rank per platform (``priority``); the tables here
+are computed from the registry, so a new backend places itself.
+"""
 
 from __future__ import annotations
-
-import sys
 
 from .errors import UsageError
 from .registry import unknown_name_message
 
-# Seed 004's recommended priorities: accelerators first, XNNPACK (works everywhere) last.
-PRIORITIES: dict[str, tuple[str, ...]] = {
-    "ios": ("coreml", "metal", "xnnpack"),  # the seed's mps is metal since ExecuTorch 1.5
-    "android": ("qnn", "vulkan", "xnnpack"),
-    "desktop": ("vulkan", "xnnpack"),
-    "embedded": ("ethos-u55", "xnnpack"),
-    "web": ("xnnpack",),
-}
-# What a manifest entry's `platforms` must hold for the entry to serve a platform.
+PLATFORMS = ("ios", "android", "desktop", "embedded", "web")
+# What a manifest entry's `devices` must hold for the entry to serve a platform.
 PLATFORM_OS = {
     "ios": {"ios"},
     "android": {"android"},
@@ -26,40 +21,54 @@ PLATFORM_OS = {
 CPU_LAST = ("xnnpack", "portable")
 
 
+def priorities() -> dict[str, tuple[str, ...]]:
+    """Platform -> backends in the order an app should try them (seed 004: accelerators
+    first, XNNPACK, which works everywhere, last); from each backend's ``priority``."""
+    from .backends import default_registry
+
+    backends = list(default_registry())
+    return {
+        p: tuple(b.name for b in sorted((b for b in backends if p in b.priority), key=lambda b: (b.priority[p], b.order)))
+        for p in PLATFORMS
+    }
+
+
 def parse_platform(name: str) -> str:
-    if name not in PRIORITIES and name != "all":
-        raise UsageError(unknown_name_message("platform", name, [*PRIORITIES, "all"]),
-                         fix="use --target ios, android, desktop, embedded, web or all")
+    if name not in PLATFORMS and name != "all":
+        raise UsageError(unknown_name_message("platform", name, [*PLATFORMS, "all"]),
+                         fix=f"use --target {', '.join(PLATFORMS)} or all")
     return name
 
 
 def targets_for(platform: str) -> list[str]:
     """``--target ios`` → the backends to export, in priority order."""
+    table = priorities()
     if platform == "all":
         seen: dict[str, None] = {}
-        for chain in PRIORITIES.values():
+        for chain in table.values():
             seen.update(dict.fromkeys(b for b in chain if b not in CPU_LAST))
         seen.update(dict.fromkeys(("xnnpack",)))
         return list(seen)
-    return list(PRIORITIES[parse_platform(platform)])
+    return list(table[parse_platform(platform)])
+
+
+def describe() -> str:
+    """``ios: coreml metal xnnpack; android: ...`` for the command line's help."""
+    return "; ".join(f"{p}: {' '.join(chain)}" for p, chain in priorities().items())
 
 
 def host_platform() -> str:
-    if sys.platform.startswith("darwin"):
-        return "desktop"
-    if sys.platform.startswith(("linux", "win")):
-        return "desktop"
-    return "embedded"
+    return "desktop"  # pteforge runs on Linux, macOS or Windows hosts
 
 
-def fallback_order(entries, platform: str | None) -> list:
+def fallback_order(entries, platform: str | None, table: dict[str, tuple[str, ...]] | None = None) -> list:
     """The artifacts of one model in the order an app should try them on ``platform``.
 
     Priority backends first (seed 004), then any other artifact whose platforms
     include this one (accelerators before CPU), XNNPACK and portable last. ``None``
     means any platform.
     """
-    priority = PRIORITIES.get(platform, ()) if platform else ()
+    priority = (table or priorities()).get(platform, ()) if platform else ()
     oses = PLATFORM_OS.get(platform) if platform else None
 
     def rank(e):

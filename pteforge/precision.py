@@ -37,7 +37,7 @@ class AutoGroup:
     targets: list[str] = field(default_factory=list)
 
 
-def expand_auto(targets: list[Target], registered: frozenset[str]) -> tuple[list[Target], list[AutoGroup], list[str]]:
+def expand_auto(targets: list[Target], host) -> tuple[list[Target], list[AutoGroup], list[str]]:
     """Every precision of each single-backend target whose programs run here.
 
     Returns the targets, the groups, and a note per backend left at its default
@@ -48,7 +48,7 @@ def expand_auto(targets: list[Target], registered: frozenset[str]) -> tuple[list
     notes: list[str] = []
     for t in targets:
         backend = registry.get(t.primary)
-        if len(t.backends) > 1 or not backend.run_check(registered).ok:
+        if len(t.backends) > 1 or not backend.run_check(host).ok:
             out.append(t)
             if len(t.backends) == 1:
                 notes.append(f"{backend.name}: cannot run here, exported at its default {backend.default_precision.value}")

@@ -12,18 +12,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from .result import Record, Status
-
-_STAGE_WORDS = {
-    "capture": "building and capturing (torch.export)",
-    "load": "loading the capture",
-    "quantize": "quantizing (PT2E, calibrating)",
-    "lower": "lowering",
-    "serialize": "serializing",
-    "verify": "verifying on this host against eager PyTorch",
-    "write": "writing",
-}
-
+from .result import Record, Stage, Status
 
 def mb(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MB"
@@ -50,7 +39,7 @@ class Reporter:
 
     def stage(self, model, target, stage):
         where = f"{self.prefix} › {target}" if target else self.prefix
-        self._show(f"{where}: {_STAGE_WORDS.get(stage, stage)}…")
+        self._show(f"{where}: {Stage(stage).words}…")
 
     def record(self, record: Record):
         mark = "✓" if record.status.ok else "✗"
@@ -58,9 +47,9 @@ class Reporter:
 
 
     def file_done(self, result) -> None:
-        mark = "✓" if result.status in ("VERIFIED", "NOT_RUNNABLE_HERE", "NOT_VERIFIED") else "✗"
+        status = Status(result.status)
         why = f" — {result.reason}" if result.reason else ""
-        self.console.print(f"  {mark} {result.file}: {result.status}{why}", highlight=False)
+        self.console.print(f"  {'✓' if status.ok else '✗'} {result.file}: {status.value}{why}", highlight=False)
 
 
 class Renderer:
@@ -208,7 +197,7 @@ class Renderer:
                 what = f"{len(first.detections)} boxes"
             table.add_row(
                 r.file,
-                r.status if not r.reason or r.status == "VERIFIED" else f"{r.status}: {r.reason}",
+                Status(r.status).value + (f": {r.reason}" if r.reason and r.status != Status.VERIFIED else ""),
                 ", ".join(sorted(set(r.delegates))) or "portable",
                 f"{r.agreement:.0%}" if r.agreement is not None else "",
                 f"{r.sqnr_db:.1f}" if r.sqnr_db is not None else "",
@@ -238,7 +227,7 @@ class Renderer:
             ratio = f"{n['p50_ms'] / eager:.2f}x" if eager and n.get("p50_ms") else ""
             ort_p50 = (r.onnxruntime or {}).get("p50_ms")
             table.add_row(
-                r.file, r.status if not r.reason else f"{r.status}: {r.reason}",
+                r.file, "measured" if r.status is None else f"{r.status.value}: {r.reason}",
                 *(f"{n[k]:.2f}" if k in n else "" for k in ("load_ms", "first_run_ms", "p50_ms", "p90_ms", "peak_rss_mb")),
                 str(n.get("threads", "")), f"{eager:.2f}" if eager else "", ratio,
                 f"{ort_p50:.2f}" if ort_p50 else "",

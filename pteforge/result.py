@@ -43,6 +43,51 @@ class Status(str, enum.Enum):
         return self in (Status.VERIFIED, Status.NOT_RUNNABLE_HERE, Status.NOT_VERIFIED)
 
 
+class Stage(str, enum.Enum):
+    """The steps of a run. A value is the key of its time in ``Record.timings``; each stage
+    knows its progress words, the status a row ends in when its worker dies there, and
+    whether the report's export-time plot shows it."""
+
+    BUILD = "model_build"  # the eager model (once per model)
+    CAPTURE = "model_capture"  # torch.export (once per model)
+    REFERENCE = "model_reference"  # eager outputs on the verification inputs and photos
+    CAPTURE_VARIANTS = "model_capture_variants"  # captures after a backend's source transform
+    LOAD = "load"
+    QUANTIZE = "quantize"
+    LOWER = "lower"
+    SERIALIZE = "serialize"
+    VERIFY = "verify"
+    WRITE = "write"
+    BUNDLE = "bundle"
+    TIMING = "timing"  # p50 of what runs here, after the exports
+
+    @property
+    def words(self) -> str:
+        return _STAGE_WORDS[self]
+
+    @property
+    def crash_status(self) -> Status:
+        return _CRASH_STATUS.get(self, Status.LOWER_FAILED)
+
+    @property
+    def plotted(self) -> bool:
+        return self in (Stage.BUILD, Stage.CAPTURE, Stage.QUANTIZE, Stage.LOWER, Stage.SERIALIZE, Stage.VERIFY, Stage.WRITE)
+
+
+_STAGE_WORDS = {
+    Stage.BUILD: "building the model", Stage.CAPTURE: "building and capturing (torch.export)",
+    Stage.REFERENCE: "computing eager reference outputs", Stage.CAPTURE_VARIANTS: "capturing transformed variants",
+    Stage.LOAD: "loading the capture", Stage.QUANTIZE: "quantizing (PT2E, calibrating)", Stage.LOWER: "lowering",
+    Stage.SERIALIZE: "serializing", Stage.VERIFY: "verifying on this host against eager PyTorch", Stage.WRITE: "writing",
+    Stage.BUNDLE: "writing the bundled program", Stage.TIMING: "timing what runs here (p50 after warm-up)",
+}
+# The status a row ends in when its worker dies during a stage (LOWER_FAILED otherwise).
+_CRASH_STATUS = {
+    Stage.QUANTIZE: Status.QUANTIZE_FAILED, Stage.VERIFY: Status.RUN_FAILED,
+    Stage.WRITE: Status.WRITE_FAILED, Stage.BUNDLE: Status.WRITE_FAILED,
+}
+
+
 @dataclass
 class OpCount:
     op: str
@@ -59,6 +104,7 @@ class Delegation:
     subgraphs_per_backend: dict[str, int]
     portable_ops: list[OpCount]  # non-delegated ops with counts, most frequent first
     delegates_in_program: list[str]  # backend ids recorded in the .pte, in order
+    kernels: list[str] = field(default_factory=list)  # operators the program calls outside delegates
     # Evidence of the precision in the lowered graphs (delegated subgraphs included):
     # {"quantize_ops": n, "fp16_nodes": m}
     precision_ops: dict[str, int] = field(default_factory=dict)

@@ -46,10 +46,10 @@ def _manifest(manifest) -> tuple[Manifest, Path]:
     return loaded, path.parent
 
 
-def choose(manifest, model: str, platform: str | None, registered: frozenset[str], load: Loader) -> Selection:
-    from .backends import default_registry
+def choose(manifest, model: str, platform: str | None, here, load: Loader) -> Selection:
+    """The first artifact of ``model`` in ``platform``'s fallback order that can run on
+    ``here`` (a :class:`pteforge.host.Host`) and that ``load`` loads."""
     from .errors import one_line
-    from .pipeline import run_blockers
 
     man, base = _manifest(manifest)
     if platform is not None and platform != "all":
@@ -58,14 +58,12 @@ def choose(manifest, model: str, platform: str | None, registered: frozenset[str
     if not mine:
         names = sorted({e.base_model for e in man.models})
         raise UsageError(unknown_name_message("model", model, names), fix="pick a model the manifest holds")
-    registry = default_registry()
     selection = Selection(model, platform)
     for entry in fallback_order(mine, None if platform == "all" else platform):
-        chain = [registry.get(b) for b in entry.backends]
-        blockers = run_blockers(chain, entry.delegation.get("delegates_in_program", []), registered)
+        check = here.program_check(entry.delegation.get("delegates_in_program", []), entry.delegation.get("kernels", []))
         path = base / entry.file
-        if blockers:
-            selection.skipped.append((entry.name, blockers[0].reason))
+        if not check.ok:
+            selection.skipped.append((entry.name, check.reason))
         elif not path.exists():
             selection.skipped.append((entry.name, f"file {entry.file} is missing"))
         elif hashlib.sha256(path.read_bytes()).hexdigest() != entry.hash:
@@ -87,15 +85,15 @@ def load_best(manifest, model: str, platform: str | None = None) -> Selection:
     Returns the loaded ``executorch.runtime`` program, the manifest entry chosen and
     why each earlier artifact was skipped (``selection.program`` is None when none fit).
     """
-    from executorch.runtime import Runtime, Verification
+    from executorch.runtime import Verification
 
-    from .runtime import registered_backends
+    from .host import Host, load_runtime
 
-    runtime = Runtime.get()
+    runtime = load_runtime()
 
     def load(path: Path):
         program = runtime.load_program(path, verification=Verification.InternalConsistency)
         program.load_method("forward")  # delegates initialise here: a missing runtime fails now
         return program
 
-    return choose(manifest, model, platform, registered_backends(), load)
+    return choose(manifest, model, platform, Host.here(), load)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 from pathlib import Path
 
 from .errors import UsageError
@@ -170,6 +171,17 @@ WEIGHTS_NONE = "none"
 
 @dataclass(frozen=True)
 class ExportConfig:
+    """Every option of an export. ``ARTIFACT_FIELDS`` define the artifact: they are hashed,
+    all of them, into its cache key; ``RUN_FIELDS`` only say how this run runs and where
+    its results go. Every field is one or the other (a test holds the split)."""
+
+    ARTIFACT_FIELDS: ClassVar[tuple[str, ...]] = (
+        "weights", "seed", "verify", "verify_inputs", "tolerance", "calibration_samples", "calibration_dir", "bundle",
+    )
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = (
+        "out_dir", "base_url", "oplist", "timeout", "jobs", "debug", "cache", "accuracy_budget", "bench_runs",
+    )
+
     out_dir: Path
     weights: str = WEIGHTS_PRETRAINED  # pretrained | none | a path
     seed: int = 0
@@ -187,6 +199,9 @@ class ExportConfig:
     cache: bool = True  # look results up in the content-addressed cache (--no-cache: do the work)
     accuracy_budget: "AccuracyBudget | None" = None  # --precision auto's budget (None: per task default)
     bench_runs: int = 10  # timed runs (after warm-up) of each artifact that runs here; 0: none
+
+    def artifact_options(self) -> dict:
+        return {name: getattr(self, name) for name in self.ARTIFACT_FIELDS}
 
     def __post_init__(self) -> None:
         """Refuse what the command line refuses, whoever builds the config."""

@@ -60,20 +60,21 @@ def time_artifacts(items: list[tuple[str, int]], warmup: int = WARMUP, on_stage=
     peak RSS, threads; ``{"skipped": why}`` for a file that cannot be timed here."""
     import torch
 
-    from .child import _bench, _inspect, _registered
+    from .child import _bench, _inspect
+    from .host import Host
     from .validate import seeded_inputs
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in the child: torch only copies outputs (see child.py)
-    registered = set(_registered({})["backends"])
+    here = Host.here()
     out: dict[str, dict] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="pteforge-speed-") as tmp:
             for path, runs in items:
                 info = _inspect({"path": path})
-                missing = [d for d in dict.fromkeys(info["delegates"]) if d not in registered]
-                if missing:
-                    out[path] = {"skipped": f"{missing[0]} is not registered in this runtime"}
+                check = here.program_check(info["delegates"], info["operators"])
+                if not check.ok:
+                    out[path] = {"skipped": check.reason}
                     continue
                 inputs = Path(tmp) / "in.pt"
                 torch.save([seeded_inputs(info["inputs"], 0)], inputs)

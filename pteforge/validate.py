@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import one_line
+from .host import Host
 from .isolate import ChildCrashed, IsolatedRuntime
 from .report.manifest import MANIFEST_NAME, ModelEntry, load_manifest
 from .result import Status
@@ -24,7 +25,7 @@ FP_PRECISIONS = {"fp32", "fp16", "bf16"}
 @dataclass
 class ImageResult:
     image: str
-    status: str
+    status: str  # ok
     inference_ms: float | None = None
     top5: list[dict] | None = None
     detections: list[dict] | None = None
@@ -37,7 +38,7 @@ class ImageResult:
 @dataclass
 class FileResult:
     file: str
-    status: str
+    status: Status
     model: str | None = None
     target: str | None = None
     reason: str | None = None
@@ -105,23 +106,23 @@ def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float 
     results: list[FileResult] = []
     eager = EagerCache()
     with IsolatedRuntime(timeout=timeout) as child, tempfile.TemporaryDirectory(prefix="pteforge-validate-") as tmp:
-        registered: set[str] | None = None
+        here = None
         for path, entry, manifest_dir in discover(models_dir):
-            if registered is None:
+            if here is None:
                 try:
-                    registered = set(child.request("registered")["backends"])
+                    here = Host.from_dict(child.request("host"))
                 except ChildCrashed as exc:
                     raise RuntimeError(f"the validation child process cannot start: {exc}") from None
             rel = str(path.relative_to(Path(models_dir).resolve())) if path.is_relative_to(Path(models_dir).resolve()) else str(path)
-            res = FileResult(file=rel, status=Status.LOAD_FAILED.value,
+            res = FileResult(file=rel, status=Status.LOAD_FAILED,
                              model=entry.base_model if entry else None, target=entry.target if entry else None)
             try:
                 if path.suffix == ".bpte":
-                    _validate_bundle(child, path, entry, registered, res)
+                    _validate_bundle(child, path, entry, here, res)
                 else:
-                    _validate_pte(child, path, entry, manifest_dir, registered, images, eager, Path(tmp), res)
+                    _validate_pte(child, path, entry, manifest_dir, here, images, eager, Path(tmp), res)
             except ChildCrashed as exc:
-                res.status = Status.RUN_FAILED.value if res.delegates else Status.LOAD_FAILED.value
+                res.status = Status.RUN_FAILED if res.delegates else Status.LOAD_FAILED
                 res.reason = f"the child process {exc} while running this file"
             results.append(res)
             if on_file:
@@ -129,12 +130,12 @@ def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float 
     return results
 
 
-def _validate_bundle(child, path, entry, registered, res) -> None:
+def _validate_bundle(child, path, entry, here, res) -> None:
     delegates = entry.delegation.get("delegates_in_program", []) if entry else []
     res.delegates = delegates
-    missing = [d for d in delegates if d not in registered]
-    if missing:
-        res.status, res.reason = Status.NOT_RUNNABLE_HERE.value, f"{missing[0]} is not registered in this runtime"
+    check = here.program_check(delegates, entry.delegation.get("kernels", []) if entry else [])
+    if not check.ok:
+        res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
         return
     testsets = entry.bundle["testsets"] if entry and entry.bundle else 1
     # Tolerance from the export-time proof: 10x the worst error measured then.
@@ -142,106 +143,121 @@ def _validate_bundle(child, path, entry, registered, res) -> None:
     atol = max(1e-4, 10 * measured) if measured is not None else 1e-2
     reply = child.request("run_bundled", path=str(path), testsets=testsets, rtol=1e-3, atol=atol)
     if reply["ok"]:
-        res.status, res.reason = Status.VERIFIED.value, f"{testsets} bundled test case(s) matched their expected outputs"
+        res.status, res.reason = Status.VERIFIED, f"{testsets} bundled test case(s) matched their expected outputs"
     else:
-        res.status, res.reason = Status.MISMATCH.value if "mismatch" in reply["error"].lower() else Status.RUN_FAILED.value, reply["error"]
+        res.status, res.reason = Status.MISMATCH if "mismatch" in reply["error"].lower() else Status.RUN_FAILED, reply["error"]
 
 
-def _validate_pte(child, path, entry, manifest_dir, registered, images, eager, tmp, res) -> None:
+def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, res) -> None:
     import torch
-
-    from .stages.verify import DEFAULT_MIN_SQNR_DB, compare
-    from .vision import anchor_agreement, classification_input, decode_yolo, detection_input, matched_fraction, top_k
 
     info = child.request("inspect", path=str(path))
     if not info["ok"]:
         res.reason = info["error"]
         return
     res.delegates = info["delegates"]
-    missing = [d for d in dict.fromkeys(info["delegates"]) if d not in registered]
-    if missing:
-        res.status, res.reason = Status.NOT_RUNNABLE_HERE.value, f"{missing[0]} is not registered in this runtime"
+    check = here.program_check(info["delegates"], info["operators"])
+    if not check.ok:
+        res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
         return
-
     task = entry.task if entry else None
-    names = _labels(entry, manifest_dir) if entry else None
-    if task == "classification" and entry.preprocessing:
-        batches = [[classification_input(img, entry.preprocessing)] for img in images]
-        boxes_meta = None
-    elif task == "detection" and entry.inputSize:
-        prepared = [detection_input(img, entry.inputSize) for img in images]
-        batches = [[x] for x, _ in prepared]
-        boxes_meta = [lb for _, lb in prepared]
-    else:  # a custom task, or no manifest entry: seeded inputs of the program's own shapes
-        batches = [seeded_inputs(info["inputs"], seed) for seed in range(3)]
-        boxes_meta = None
+    batches, boxes = _inputs(task, entry, images, info)
     inputs_file, outputs_file = tmp / f"{path.stem}.in.pt", tmp / f"{path.stem}.out.pt"
     torch.save(batches, inputs_file)
     reply = child.request("run", path=str(path), inputs=str(inputs_file), outputs=str(outputs_file))
     if not reply["ok"]:
-        res.status, res.reason = Status.RUN_FAILED.value, reply["error"]
+        res.status, res.reason = Status.RUN_FAILED, reply["error"]
         return
     res.load_ms = round(reply["load_ms"], 2)
     outputs = torch.load(outputs_file, weights_only=True)
+    reference = _reference(entry, eager, batches, res) if entry is not None else None
+    names = _labels(entry, manifest_dir) if entry else None
+    agreements, sqnrs = _per_input(task, outputs, reference, boxes, names, images, reply["times_ms"], res)
+    if reference is None:
+        res.status = Status.NOT_VERIFIED
+        res.reason = res.reason or "no manifest entry: ran on this host; no eager reference to compare with"
+        return
+    _judge(res, entry, task, agreements, sqnrs, len(outputs))
 
-    reference = None
-    if entry is not None:
-        try:
-            model = eager.get(entry)
-            from .stages.capture import flatten_outputs
 
-            with torch.no_grad():
-                reference = [flatten_outputs(model(*b)) for b in batches]
-        except Exception as exc:  # e.g. pretrained weights offline
-            res.reason = f"no eager reference ({one_line(exc, 160)})"
+def _inputs(task, entry, images, info) -> tuple[list, list | None]:
+    """Input batches (photos through the model's preprocessing, or seeded inputs of the
+    program's own shapes) and, for detection, each photo's letterbox."""
+    from .vision import classification_input, detection_input
+
+    if task == "classification" and entry.preprocessing:
+        return [[classification_input(img, entry.preprocessing)] for img in images], None
+    if task == "detection" and entry.inputSize:
+        prepared = [detection_input(img, entry.inputSize) for img in images]
+        return [[x] for x, _ in prepared], [lb for _, lb in prepared]
+    return [seeded_inputs(info["inputs"], seed) for seed in range(3)], None
+
+
+def _reference(entry, eager, batches, res) -> list | None:
+    import torch
+
+    from .stages.capture import flatten_outputs
+
+    try:
+        model = eager.get(entry)
+        with torch.no_grad():
+            return [flatten_outputs(model(*b)) for b in batches]
+    except Exception as exc:  # e.g. pretrained weights offline
+        res.reason = f"no eager reference ({one_line(exc, 160)})"
+        return None
+
+
+def _per_input(task, outputs, reference, boxes, names, images, times_ms, res) -> tuple[list, list]:
+    """Decode each output as an app would, compare with eager; (agreements, SQNRs)."""
+    from .stages.verify import compare
+    from .vision import anchor_agreement, decode_yolo, matched_fraction, top_k
 
     agreements, sqnrs = [], []
-    img_dets: dict[int, list] = {}
     for i, out in enumerate(outputs):
         img = ImageResult(image=images[i].name if task in ("classification", "detection") else f"seeded input {i}",
-                          status="ok", inference_ms=round(reply["times_ms"][i], 3))
+                          status="ok", inference_ms=round(times_ms[i], 3))
+        res.images.append(img)
         if task == "classification":
             img.top5 = top_k(out[0], 5, names)
         elif task == "detection":
-            img_dets[i] = decode_yolo(out[0], boxes_meta[i])
-            img.detections = [d.to_dict(names) for d in img_dets[i]]
-        if reference is not None:
-            ref = reference[i]
-            sqnrs.append(compare(ref, out)["sqnr"])
-            if task == "classification":
-                img.eager_top1 = int(ref[0].flatten().argmax())
-                img.agreement = float(img.eager_top1 == img.top5[0]["class"])
-            elif task != "detection":
-                continue  # custom task: the SQNR is the comparison
-            else:
-                eager_dets = decode_yolo(ref[0], boxes_meta[i])
-                img.eager_detections = len(eager_dets)
-                mine = img_dets[i]
-                img.agreement_after_nms = matched_fraction(eager_dets, mine)
-                # Per eager box, at its anchor in the program's output: NMS and argmax
-                # flip on 1e-6 ties when weights are random (see anchor_agreement).
-                img.agreement = anchor_agreement(eager_dets, out[0], boxes_meta[i])
-            agreements.append(img.agreement)
-        res.images.append(img)
+            mine = decode_yolo(out[0], boxes[i])
+            img.detections = [d.to_dict(names) for d in mine]
+        if reference is None:
+            continue
+        ref = reference[i]
+        sqnrs.append(compare(ref, out)["sqnr"])
+        if task == "classification":
+            img.eager_top1 = int(ref[0].flatten().argmax())
+            img.agreement = float(img.eager_top1 == img.top5[0]["class"])
+        elif task == "detection":
+            eager_dets = decode_yolo(ref[0], boxes[i])
+            img.eager_detections = len(eager_dets)
+            img.agreement_after_nms = matched_fraction(eager_dets, mine)
+            # Per eager box, at its anchor in the program's output: NMS and argmax
+            # flip on 1e-6 ties when weights are random (see anchor_agreement).
+            img.agreement = anchor_agreement(eager_dets, out[0], boxes[i])
+        else:
+            continue  # custom task: the SQNR is the comparison
+        agreements.append(img.agreement)
+    return agreements, sqnrs
 
-    if reference is None:
-        res.status = Status.NOT_VERIFIED.value
-        res.reason = res.reason or "no manifest entry: ran on this host; no eager reference to compare with"
-        return
+
+def _judge(res, entry, task, agreements: list, sqnrs: list, n: int) -> None:
+    from .stages.verify import DEFAULT_MIN_SQNR_DB
+
     res.agreement = sum(agreements) / len(agreements) if agreements else None
     res.sqnr_db = round(min(min(sqnrs), 200.0), 2)
     effective = (entry.verification or {}).get("runtime_precision") or entry.precision
     threshold = DEFAULT_MIN_SQNR_DB.get(effective, 10.0)
     need = (1.0 if task == "classification" else 0.9) if effective in FP_PRECISIONS else 0.0
+    photos = task in ("classification", "detection")
     if res.sqnr_db >= threshold and (res.agreement is None or res.agreement >= need):
-        res.status = Status.VERIFIED.value
-        res.reason = None if task in ("classification", "detection") else (
-            f"matched eager on {len(outputs)} seeded inputs; no photo was run: its input is not an image"
-        )
+        res.status = Status.VERIFIED
+        res.reason = None if photos else f"matched eager on {n} seeded inputs; no photo was run: its input is not an image"
     else:
-        res.status = Status.MISMATCH.value
+        res.status = Status.MISMATCH
         agreement = f", agreement {res.agreement:.0%}" if res.agreement is not None else ""
-        where = "real images" if task in ("classification", "detection") else "seeded inputs"
+        where = "real images" if photos else "seeded inputs"
         res.reason = f"differs from eager on {where}: SQNR {res.sqnr_db:.1f} dB (needs {threshold:.0f}){agreement}"
 
 

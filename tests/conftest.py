@@ -51,9 +51,9 @@ def _the_app_reads_every_manifest_written(tmp_path_factory):
 
 
 def pytest_configure(config):
-    from pteforge.backends import ALL_BACKENDS
+    from pteforge.backends import backend_classes
 
-    for cls in ALL_BACKENDS:
+    for cls in backend_classes():
         config.addinivalue_line("markers", f"{marker_name(cls.name)}: tests of the {cls.name} backend")
 
 

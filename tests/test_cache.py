@@ -86,3 +86,27 @@ def test_backends_answers_without_the_compiler_once_the_runtime_was_asked(tmp_pa
     first = json.loads(runs[0].stdout[: runs[0].stdout.rindex("]") + 1])
     second = json.loads(runs[1].stdout[: runs[1].stdout.rindex("]") + 1])
     assert first == second
+
+
+def test_every_option_either_defines_the_artifact_or_only_the_run(tmp_path):
+    """Artifact options are hashed, all of them, into the cache key; run options never are."""
+    import dataclasses
+
+    from pteforge.cache import key_for
+    from pteforge.models.custom import factory_spec
+    from pteforge.spec import ExportConfig, InputSpec, Precision, Target
+
+    names = {f.name for f in dataclasses.fields(ExportConfig)}
+    assert names == set(ExportConfig.ARTIFACT_FIELDS) | set(ExportConfig.RUN_FIELDS), "classify every new option"
+    assert not set(ExportConfig.ARTIFACT_FIELDS) & set(ExportConfig.RUN_FIELDS)
+
+    spec = factory_spec("tiny_models:tiny", (InputSpec((1, 3, 16, 16)),))
+    target = Target(("xnnpack",), Precision.FP32)
+    base = ExportConfig(out_dir=tmp_path, weights="none")
+    key = key_for(spec, target, base, {})
+    for name, value in (("seed", 1), ("verify", False), ("verify_inputs", 5), ("tolerance", 30.0),
+                        ("calibration_samples", 3), ("bundle", True)):
+        assert key_for(spec, target, dataclasses.replace(base, **{name: value}), {}) != key, name
+    for name, value in (("out_dir", tmp_path / "x"), ("jobs", 1), ("timeout", 5.0), ("debug", True), ("cache", False),
+                        ("base_url", "https://x"), ("oplist", True), ("bench_runs", 0)):
+        assert key_for(spec, target, dataclasses.replace(base, **{name: value}), {}) == key, name

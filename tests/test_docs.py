@@ -4,7 +4,7 @@ from pathlib import Path
 
 from pteforge.backends import default_registry
 from pteforge.report.docs import write_docs
-from pteforge.runtime import registered_backends
+from pteforge.host import host
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "backends"
 TEMPLATE_SECTIONS = ["## Features", "## Target Requirements", "## Development Requirements", "## Using ",
@@ -12,7 +12,7 @@ TEMPLATE_SECTIONS = ["## Features", "## Target Requirements", "## Development Re
 
 
 def test_backend_pages_are_current(tmp_path):
-    fresh = write_docs(tmp_path, registered_backends())
+    fresh = write_docs(tmp_path, host())
     assert {p.name for p in fresh} == {p.name for p in DOCS.glob("*.md")}, "one page per backend"
     for page in fresh:
         assert page.read_text() == (DOCS / page.name).read_text(), f"stale {page.name}: run `pteforge docs`"

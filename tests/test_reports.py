@@ -12,6 +12,7 @@ import yaml
 from test_cli import TINY, cli
 
 from pteforge.errors import ExitStatus
+from pteforge.result import Status
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,8 @@ def test_each_run_writes_the_reports(run):
     assert "## Export time (seconds, measured)" in md and "## File size (measured)" in md
     assert "| tiny | xnnpack | fp32 | VERIFIED |" in md
     report = json.loads((run / "report.json").read_text())
-    assert {e["target"] for e in report["manifest"]["models"]} == {"xnnpack", "portable", "coreml", "coreml:fp32"}
+    assert {e["target"] for e in report["manifest"]["models"]} == {"xnnpack", "portable", "coreml"}
+    assert {e["target"] for e in report["manifest"]["references"]} == {"coreml:fp32"}
     html = (run / "report.html").read_text()
     assert html.count('class="plot"') == 4
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html, "self-contained"
@@ -219,7 +221,7 @@ def test_latency_chart_shows_only_measured_p50s(run):
     from pteforge.report.summary import html_report, markdown
 
     man = Manifest.model_validate(json.loads((run / "index.json").read_text()))
-    by_target = {e.target: e for e in man.models}
+    by_target = {e.target: e for e in man.artifacts()}
     by_target["xnnpack"].bench = {"p50_ms": 1.234, "p90_ms": 1.5, "runs": 10, "warmup": 3}
     by_target["portable"].bench, by_target["portable"].timings["verify"] = None, 123.0
     by_target["coreml"].bench = {"skipped": "CoreMLBackend is not registered in this runtime"}
@@ -242,4 +244,4 @@ def test_bench_says_why_an_artifact_cannot_be_measured(run):
     from pteforge.bench import bench
 
     [r] = bench(run / "custom" / "tiny_coreml.pte", runs=2)
-    assert r.status == "not runnable here" and r.reason == "CoreMLBackend is not registered in this runtime"
+    assert r.status is Status.NOT_RUNNABLE_HERE and r.reason == "CoreMLBackend is not registered in this runtime"

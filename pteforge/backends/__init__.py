@@ -1,43 +1,73 @@
-"""Every backend pteforge knows, one file each. ``default_registry()`` builds the registry.
+"""Every backend pteforge knows, one file each, found rather than listed.
 
-Importing this package imports no SDK: backend files import their SDKs inside methods.
+Built-in backends are the modules of this package (files starting with ``_`` and
+``base`` are not backends): each :class:`Backend` subclass with a ``name`` that a module
+defines is one backend. Third-party backends come in through the entry-point group
+``pteforge.backends`` (``name = "package.module:BackendClass"``), as llm and hatchling
+load their plugins. Backends are ordered by their ``order`` attribute, then name.
+
+Discovery imports no SDK (backend files import their SDKs inside methods), and a
+plugin that fails to load is reported, not fatal: it cannot break ``--backends xnnpack``.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from functools import lru_cache
 
 from ..registry import Registry
 from .base import Availability, Backend, Check
-from .cadence import Cadence
-from .coreml import CoreML
-from .cortex_m import CortexM
-from .ethos_u55 import EthosU55
-from .ethos_u85 import EthosU85
-from .mediatek import MediaTek
-from .metal import Metal
-from .mps import MPS
-from .nxp import NXP
-from .openvino import OpenVINO
-from .portable import Portable
-from .qnn import QNN
-from .samsung import Samsung
-from .tosa import Tosa
-from .vgf import Vgf
-from .vulkan import Vulkan
-from .webgpu import WebGPU
-from .xnnpack import Xnnpack
 
-# Order: the seed's table order first (what users know), then the rest.
-ALL_BACKENDS: tuple[type[Backend], ...] = (
-    Xnnpack, CoreML, MPS, Metal, Vulkan, QNN, MediaTek, EthosU55, EthosU85, Cadence,
-    OpenVINO, NXP, Samsung, Vgf, Tosa, CortexM, WebGPU, Portable,
-)
+ENTRY_POINT_GROUP = "pteforge.backends"
+# entry points that failed to load: "name (value): why"
+PLUGIN_ERRORS: list[str] = []
 
 
-def build_registry(classes=ALL_BACKENDS) -> Registry[Backend]:
+def _defined_in(module) -> list[type[Backend]]:
+    return [
+        obj for obj in vars(module).values()
+        if isinstance(obj, type) and issubclass(obj, Backend) and obj.__module__ == module.__name__
+        and isinstance(vars(obj).get("name"), str)
+    ]
+
+
+def _builtin() -> list[type[Backend]]:
+    found: list[type[Backend]] = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_") or info.name == "base":
+            continue
+        found += _defined_in(importlib.import_module(f"{__name__}.{info.name}"))
+    return found
+
+
+def _plugins() -> list[type[Backend]]:
+    from importlib.metadata import entry_points
+
+    from ..errors import one_line
+
+    found: list[type[Backend]] = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+            if not (isinstance(obj, type) and issubclass(obj, Backend)):
+                raise TypeError(f"{ep.value} is not a pteforge.backends.base.Backend subclass")
+            found.append(obj)
+        except Exception as exc:  # noqa: BLE001 - one broken plugin must not break the tool
+            PLUGIN_ERRORS.append(f"{ep.name} ({ep.value}): {one_line(exc)}")
+    return found
+
+
+@lru_cache(maxsize=1)
+def backend_classes() -> tuple[type[Backend], ...]:
+    """Built-in and third-party backend classes, in ``order``."""
+    PLUGIN_ERRORS.clear()
+    return tuple(sorted(dict.fromkeys([*_builtin(), *_plugins()]), key=lambda cls: (cls.order, cls.name)))
+
+
+def build_registry(classes=None) -> Registry[Backend]:
     registry: Registry[Backend] = Registry("backend")
-    for cls in classes:
+    for cls in classes if classes is not None else backend_classes():
         registry.register(cls.name, cls(), aliases=cls.aliases)
     return registry
 
@@ -47,14 +77,14 @@ def default_registry() -> Registry[Backend]:
     return build_registry()
 
 
-def availability(backend: Backend, registered: frozenset[str]) -> Availability:
+def availability(backend: Backend, host) -> Availability:
     try:
         lower = backend.lower_check()
     except Exception as exc:  # a broken SDK install must not break the table
         from ..errors import one_line
 
         lower = Check(False, f"availability check failed: {one_line(exc)}")
-    return Availability(backend.name, lower, backend.run_check(registered))
+    return Availability(backend.name, lower, backend.run_check(host))
 
 
-__all__ = ["Availability", "Backend", "Check", "build_registry", "default_registry", "availability"]
+__all__ = ["Availability", "Backend", "Check", "backend_classes", "build_registry", "default_registry", "availability"]

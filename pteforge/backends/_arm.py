@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..spec import Precision
-from .base import Backend, Requirement
+from .base import Backend, Docs, Requirement
 
-VELA = Requirement("ethosu", "uv pip install ethos-u-vela==5.1.0")
-TOSA_TOOLS = Requirement("tosa_serializer", "uv pip install tosa-tools==2026.5.0")
+VELA = Requirement("ethosu", "uv pip install ethos-u-vela==5.1.0", package="ethos-u-vela")
+TOSA_TOOLS = Requirement("tosa_serializer", "uv pip install tosa-tools==2026.5.0", package="tosa-tools")
 
 
 class ArmBackend(Backend):
@@ -53,13 +53,43 @@ class ArmBackend(Backend):
 
 
 class EthosU(ArmBackend):
+    """An Ethos-U NPU: a subclass names its Vela ``target`` (``ethos-u55-128``) and the
+    ``system`` it sits in; title, description, docs and code sample follow from them."""
+
     runtime_name = "EthosUBackend"
+    app_name = "arm"
     hardware = "NPU"
     platforms = ("embedded",)
     precisions = (Precision.INT8,)
     default_precision = Precision.INT8  # Ethos-U only executes int8
     requires = (VELA, TOSA_TOOLS)
     target: str  # Vela accelerator configuration, e.g. ethos-u55-128
+    system: str  # where the NPU sits, for the docs
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        npu, macs = cls.target.rsplit("-", 1)  # "ethos-u55", "128"
+        model = npu.split("-")[1].upper()  # "U55"
+        cls.title = f"Arm Ethos-{model}"
+        cls.description = f"Arm Ethos-{model} NPU (int8)"
+        cls.recipe_names = {Precision.INT8: f"ETHOS_{model}_INT8"}
+        cls.docs = Docs(
+            overview=(f"The Ethos-U delegate compiles int8 TOSA graphs with Arm's Vela compiler into "
+                      f"command streams for the Ethos-{model} microNPU beside a Cortex-M CPU."),
+            features=("int8 only (Arm quantizer, per-channel weights).", f"{macs} MACs configuration ({cls.target})."),
+            target_requirements=(cls.system,),
+            development_requirements=("ethos-u-vela==5.1.0 and tosa-tools==2026.5.0 from PyPI.",),
+            cmake_targets=("executorch_delegate_ethos_u", "cortex_m_kernels"),
+            build_flags=("-DEXECUTORCH_BUILD_ARM_BAREMETAL=ON",),
+            prebuilt="Not prebuilt: cross-compile the bare-metal runtime with Arm's toolchain.",
+            links=(f"https://developer.arm.com/Processors/Ethos-{model}",),
+        )
+        cls.code_sample = f"""from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_quantization_config
+spec = EthosUCompileSpec("{cls.target}")
+quantizer = EthosUQuantizer(spec)
+quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+partitioner = [EthosUPartitioner(spec)]"""
 
     def recipe_kwargs(self):
         return {"macs": int(self.target.rsplit("-", 1)[1])}

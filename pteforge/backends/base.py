@@ -43,6 +43,8 @@ from ..spec import Precision
 if TYPE_CHECKING:  # pragma: no cover
     from torch.export import ExportedProgram
 
+    from ..host import Host
+
 
 # The platform names the executorch_flutter app filters its models by.
 APP_PLATFORMS = ("android", "ios", "macos", "linux", "windows", "web")
@@ -90,10 +92,16 @@ class Plan:
 
 @dataclass(frozen=True)
 class Requirement:
-    """A Python package the backend needs to lower: import name and how to get it."""
+    """A Python package the backend needs to lower: import name, how to get it, and its
+    distribution name (recorded in the manifest's ``versions`` and the cache key)."""
 
     module: str
     install: str  # e.g. "uv pip install 'coremltools>=9'"
+    package: str | None = None  # distribution name when it differs from ``module``
+
+    @property
+    def distribution(self) -> str:
+        return self.package or self.module
 
 
 @dataclass(frozen=True)
@@ -112,8 +120,14 @@ class Docs:
 
 class Backend:
     name: ClassVar[str]
+    order: ClassVar[int] = 1000  # place in tables, help and docs (built-ins: the seed's table order)
+    # seed 004's per-platform priority, lower first: {"ios": 0} puts it first on iOS
+    priority: ClassVar[dict[str, int]] = {}
     title: ClassVar[str]
     runtime_name: ClassVar[str | None] = None
+    # Backends that delegate nothing but rewrite operators to their own kernels
+    # (cortex_m::, cadence::) name that namespace: an artifact must contain one of them.
+    ops_namespace: ClassVar[str | None] = None
     app_name: ClassVar[str | None] = None  # spelling the Flutter app knows; defaults to name
     aliases: ClassVar[tuple[str, ...]] = ()
     platforms: ClassVar[tuple[str, ...]]
@@ -138,17 +152,17 @@ class Backend:
                 return Check(False, f"Python package '{req.module}' is not installed", req.install)
         return Check(True, "its Python packages are installed")
 
-    def run_check(self, registered: frozenset[str]) -> Check:
-        """Can this backend's programs run on this host's ExecuTorch runtime?"""
-        if self.runtime_name is None:
-            return Check(True, "runs on the portable CPU kernels")
-        if self.runtime_name in registered:
-            return Check(True, f"{self.runtime_name} is registered in this runtime")
-        return Check(
-            False,
-            f"{self.runtime_name} is not registered in this runtime",
-            f"run it on a device: {', '.join(self.platforms)}",
-        )
+    def run_check(self, host: "Host") -> Check:
+        """Can this backend's programs run on ``host`` (its delegate, or its kernels, there)?"""
+        if self.runtime_name is not None:
+            check = host.program_check([self.runtime_name], [])
+            return Check(True, f"{self.runtime_name} is registered in this runtime") if check.ok else check
+        if self.ops_namespace is not None:
+            if any(op.startswith(f"{self.ops_namespace}::") for op in host.operators):
+                return Check(True, f"the {self.ops_namespace}:: kernels are in this runtime")
+            return Check(False, f"the {self.ops_namespace}:: kernels are not in this runtime",
+                         f"run it on a device whose ExecuTorch links them: {', '.join(self.platforms)}")
+        return Check(True, "runs on the portable CPU kernels")
 
     # ---- lowering ----------------------------------------------------------------
 

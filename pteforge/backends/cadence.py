@@ -8,6 +8,7 @@ from .base import Backend, Check, Docs
 
 class Cadence(Backend):
     name = "cadence"
+    order = 100
     title = "Cadence Xtensa DSP"
     aliases = ("xtensa", "hifi")
     runtime_name = None  # Cadence rewrites ops to cadence:: kernels; no delegate blob
@@ -41,12 +42,6 @@ edge = quantize_and_export_to_cadence(model, example_inputs)"""
                 "export Cadence targets from a Python 3.12 environment",
             )
         return Check(True, "Python >= 3.12")
-
-    def run_check(self, registered):
-        return Check(False, "the cadence:: kernels are not in this runtime", "run it on a Cadence DSP or its simulator")
-
-    def expected_delegate(self):
-        return None
 
     def partitioners(self, precision):
         return []

@@ -6,6 +6,8 @@ from .base import Backend, Docs, Requirement
 
 class CoreML(Backend):
     name = "coreml"
+    order = 20
+    priority = {"ios": 0}
     title = "Core ML"
     runtime_name = "CoreMLBackend"
     platforms = ("ios", "macos")

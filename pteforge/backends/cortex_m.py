@@ -6,6 +6,7 @@ from .base import Backend, Check, Docs
 
 class CortexM(Backend):
     name = "cortex-m"
+    order = 160
     title = "Arm Cortex-M (CMSIS-NN)"
     aliases = ("cortex_m", "cmsis-nn")
     runtime_name = None  # no delegate: int8 ops are rewritten to cortex_m:: kernels
@@ -34,16 +35,6 @@ from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compi
 # quantize with CortexMQuantizer, then:
 edge = to_edge(exported, compile_config=cortex_m_edge_compile_config())
 edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).transform()"""
-
-    def run_check(self, registered):
-        return Check(
-            False,
-            "the cortex_m:: kernels are not in this runtime",
-            "run it on a Cortex-M device (or Arm's Corstone FVP)",
-        )
-
-    def expected_delegate(self):
-        return None
 
     def partitioners(self, precision):
         return []

@@ -6,6 +6,7 @@ from .base import Backend, Docs, Requirement
 
 class MediaTek(Backend):
     name = "mediatek"
+    order = 70
     title = "MediaTek NeuroPilot"
     aliases = ("neuropilot",)
     runtime_name = "NeuropilotBackend"

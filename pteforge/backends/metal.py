@@ -5,6 +5,8 @@ from .base import Backend, Check, Docs, platform_check
 
 class Metal(Backend):
     name = "metal"
+    order = 40
+    priority = {"ios": 1}
     title = "Metal (Apple GPU)"
     runtime_name = "MetalBackend"
     platforms = ("ios", "macos")

@@ -10,6 +10,7 @@ class MPS(Backend):
     """
 
     name = "mps"
+    order = 30
     title = "Metal Performance Shaders (removed)"
     runtime_name = "MPSBackend"
     platforms = ("ios", "macos")
@@ -35,7 +36,7 @@ class MPS(Backend):
             "use --backends metal (Apple GPU) or --backends coreml",
         )
 
-    def run_check(self, registered):
+    def run_check(self, host):
         return Check(False, "MPS was removed from ExecuTorch 1.5", "use metal or coreml artifacts")
 
     def partitioners(self, precision):

@@ -6,6 +6,7 @@ from .base import Backend, Docs, Requirement
 
 class NXP(Backend):
     name = "nxp"
+    order = 120
     title = "NXP eIQ Neutron"
     aliases = ("neutron",)
     runtime_name = "NeutronBackend"

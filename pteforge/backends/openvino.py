@@ -6,6 +6,7 @@ from .base import Backend, Docs, Requirement
 
 class OpenVINO(Backend):
     name = "openvino"
+    order = 110
     title = "OpenVINO"
     runtime_name = "OpenvinoBackend"
     platforms = ("linux", "windows", "embedded")

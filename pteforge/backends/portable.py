@@ -5,6 +5,7 @@ from .base import Backend, Docs
 
 class Portable(Backend):
     name = "portable"
+    order = 180
     title = "Portable CPU kernels"
     runtime_name = None  # no delegate: every op runs on ExecuTorch's portable kernels
     platforms = ("android", "ios", "macos", "linux", "windows", "web", "embedded")

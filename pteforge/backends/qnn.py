@@ -8,6 +8,8 @@ _FIX = "install Qualcomm's QNN SDK (AI Engine Direct) and export QNN_SDK_ROOT=/p
 
 class QNN(Backend):
     name = "qnn"
+    order = 60
+    priority = {"android": 0}
     title = "Qualcomm AI Engine Direct (QNN)"
     aliases = ("qualcomm",)
     runtime_name = "QnnBackend"
@@ -42,9 +44,9 @@ partitioner = [QnnPartitioner(specs)]"""
             True, "QNN_SDK_ROOT is set"
         )
 
-    def run_check(self, registered):
+    def run_check(self, host):
         missing = env_dir_check("QNN_SDK_ROOT", "the QNN libraries are needed to run", _FIX)
-        return missing or super().run_check(registered)
+        return missing or super().run_check(host)
 
     def partitioners(self, precision):
         from executorch.backends.qualcomm.partition.qnn_partitioner import QnnPartitioner

@@ -11,6 +11,7 @@ _FIX = (
 
 class Samsung(Backend):
     name = "samsung"
+    order = 130
     title = "Samsung Exynos (ENN)"
     aliases = ("exynos", "enn")
     runtime_name = "EnnBackend"

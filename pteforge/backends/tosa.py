@@ -7,6 +7,7 @@ from .base import Docs
 
 class Tosa(ArmBackend):
     name = "tosa"
+    order = 150
     title = "TOSA (Arm)"
     runtime_name = "TOSABackend"
     platforms = ("embedded",)

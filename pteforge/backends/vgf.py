@@ -13,6 +13,7 @@ _MIN_GLIBC = (2, 38)
 
 class Vgf(ArmBackend):
     name = "vgf"
+    order = 140
     title = "Arm VGF (ML extensions for Vulkan)"
     aliases = ("arm-vgf",)
     runtime_name = "VgfBackend"

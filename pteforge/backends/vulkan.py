@@ -6,6 +6,8 @@ from .base import Backend, Docs
 
 class Vulkan(Backend):
     name = "vulkan"
+    order = 50
+    priority = {"android": 1, "desktop": 0}
     title = "Vulkan"
     runtime_name = "VulkanBackend"
     platforms = ("android", "linux", "windows", "macos", "ios")

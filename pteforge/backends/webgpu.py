@@ -5,6 +5,7 @@ from .base import Backend, Docs
 
 class WebGPU(Backend):
     name = "webgpu"
+    order = 170
     title = "WebGPU"
     # WebGPU reuses Vulkan's partitioning and serialization: its programs carry the
     # VulkanBackend delegate id, executed by the WebGPU runtime in the browser.

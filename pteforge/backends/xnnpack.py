@@ -6,6 +6,8 @@ from .base import Backend, Docs
 
 class Xnnpack(Backend):
     name = "xnnpack"
+    order = 10
+    priority = {"ios": 2, "android": 2, "desktop": 1, "embedded": 1, "web": 0}
     title = "XNNPACK"
     runtime_name = "XnnpackBackend"
     platforms = ("android", "ios", "macos", "linux", "windows", "web")

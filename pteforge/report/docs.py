@@ -108,12 +108,12 @@ def page(backend: Backend, lower, run) -> str:
     return "\n".join(lines)
 
 
-def write_docs(directory: Path, registered: frozenset[str]) -> list[Path]:
+def write_docs(directory: Path, host) -> list[Path]:
     from ..io import write_atomic
 
     written = []
     for backend in default_registry():
-        a = availability(backend, registered)
+        a = availability(backend, host)
         path = Path(directory) / f"{backend.name}.md"
         write_atomic(path, page(backend, a.lower, a.run))
         written.append(path)

@@ -179,12 +179,14 @@ def check_paths(manifest: Manifest, path: Path) -> None:
 
 
 def fallback_table(models: list[ModelEntry]) -> dict[str, dict[str, list[str]]]:
-    from ..platforms import PRIORITIES, fallback_order
+    from ..platforms import PLATFORMS, fallback_order, priorities
+
+    order = priorities()
 
     table: dict[str, dict[str, list[str]]] = {}
     for name in dict.fromkeys(m.base_model for m in models):
         mine = [m for m in models if m.base_model == name]
-        table[name] = {p: [e.name for e in fallback_order(mine, p)] for p in PRIORITIES}
+        table[name] = {p: [e.name for e in fallback_order(mine, p, order)] for p in PLATFORMS}
     return table
 
 

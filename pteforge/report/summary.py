@@ -11,10 +11,11 @@ import json
 from pathlib import Path
 
 from ..io import write_atomic
+from ..result import Stage
 from ..platforms import host_platform
 from .manifest import Manifest
 
-STAGES = ("model_build", "model_capture", "quantize", "lower", "serialize", "verify", "write")
+STAGES = tuple(s.value for s in Stage if s.plotted)  # the export-time plot's segments
 
 # What a status means when the row carries no reason of its own.
 STATUS_NOTE = {
@@ -30,7 +31,10 @@ def status_kind(status: str) -> str:
 
 
 def one_line(text) -> str:
-    return str(text).strip().splitlines()[0] if text and str(text).strip() else ""
+    """A reason on one line (see :func:`pteforge.errors.message_line`)."""
+    from ..errors import message_line
+
+    return message_line(text) if text else ""
 
 
 def p50(e) -> float | None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CaptureError
+from ..result import Stage
 from ..spec import ExportConfig, ModelSpec
 from ..models.synthetic import make_inputs
 
@@ -81,7 +82,7 @@ def capture(
     t0 = time.perf_counter()
     if model is None:
         model = build_model(spec, config.weights, config.seed)
-    timings["build"] = time.perf_counter() - t0
+    timings[Stage.BUILD.value] = time.perf_counter() - t0
 
     inputs = reference_inputs(spec, config)
     t0 = time.perf_counter()
@@ -90,14 +91,14 @@ def capture(
             exported = torch.export.export(model, inputs[0])
     except Exception as exc:
         raise CaptureError(summarize_export_error(exc), fix="see https://pytorch.org/docs/stable/export.html") from exc
-    timings["capture"] = time.perf_counter() - t0
+    timings[Stage.CAPTURE.value] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     reference = {"inputs": [list(x) for x in inputs]}
     with torch.no_grad():
         reference["outputs"] = [flatten_outputs(model(*x)) for x in inputs]
         reference.update(validation_images(spec, model))
-    timings["reference"] = time.perf_counter() - t0
+    timings[Stage.REFERENCE.value] = time.perf_counter() - t0
 
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -114,7 +115,7 @@ def capture(
                 path = work_dir / f"{spec.name}.{key.replace(':', '_')}.pt2"
                 torch.export.save(transformed_capture(model, backend, precision, inputs[0]), str(path))
                 saved[key] = str(path)
-            timings["capture_variants"] = time.perf_counter() - t0
+            timings[Stage.CAPTURE_VARIANTS.value] = time.perf_counter() - t0
     return Capture(spec.name, str(pt2), str(ref), timings, saved)
 
 

@@ -66,68 +66,80 @@ def _table():
     import torch
 
     ops = torch.ops.aten
-
-    def split_with_sizes(x, sizes, dim=0):
-        out, start = [], 0
-        for size in sizes:
-            out.append(ops.slice.Tensor(x, dim, start, start + size))
-            start += size
-        return out
-
-    def split(x, size, dim=0):
-        n = x.shape[dim]
-        return split_with_sizes(x, [min(size, n - i) for i in range(0, n, size)], dim)
-
-    def chunk(x, chunks, dim=0):
-        return split(x, -(-x.shape[dim] // chunks), dim)
-
-    def softmax(x, dim, dtype=None):
-        """XNNPACK's softmax reduces over the last dim only: swap ``dim`` there and back."""
-        d = dim % x.dim()
-        if d == x.dim() - 1:
-            return NotImplemented  # XNNPACK takes it as it is
-        perm = list(range(x.dim()))
-        perm[d], perm[-1] = perm[-1], perm[d]
-        return ops.softmax.int(ops.permute.default(x, perm), -1, dtype).permute(perm)
-
-    def upsample_nearest2d(x, output_size=None, scale_factors=None):
-        """Integer-scale nearest upsampling as copies concatenated on new trailing dims."""
-        if x.dim() != 4:
-            return NotImplemented
-        n, c, h, w = x.shape
-        if output_size is None:
-            output_size = [int(h * scale_factors[0]), int(w * scale_factors[1])]
-        oh, ow = output_size
-        if oh % h or ow % w:
-            return NotImplemented
-        y = x
-        # one reshape node per copy: XNNPACK's cat counts distinct inputs
-        if ow > w:
-            y = ops.cat.default([y.reshape(n, c, h, w, 1) for _ in range(ow // w)], -1).reshape(n, c, h, ow)
-        if oh > h:
-            y = ops.cat.default([y.reshape(n, c, h, 1, ow) for _ in range(oh // h)], 3).reshape(n, c, oh, ow)
-        return y
-
-    def matmul(a, b):
-        """Batched matmul with equal batch dims as bmm (no broadcasting expand_copy left outside)."""
-        if a.dim() < 3 or a.dim() != b.dim() or a.shape[:-2] != b.shape[:-2]:
-            return NotImplemented
-        out = ops.bmm.default(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]))
-        return out.reshape(*a.shape[:-2], a.shape[-2], b.shape[-1])
-
-    def unsqueeze(x, dim):
-        """XNNPACK takes unsqueeze on the trailing dim only; elsewhere it is a reshape."""
-        d = dim % (x.dim() + 1)
-        if d == x.dim():
-            return NotImplemented
-        return x.reshape(*x.shape[:d], 1, *x.shape[d:])
-
     return {
-        ops.split_with_sizes.default: split_with_sizes,
-        ops.split.Tensor: split,
-        ops.chunk.default: chunk,
-        ops.softmax.int: softmax,
-        ops.upsample_nearest2d.vec: upsample_nearest2d,
-        ops.matmul.default: matmul,
-        ops.unsqueeze.default: unsqueeze,
+        ops.split_with_sizes.default: _split_with_sizes,
+        ops.split.Tensor: _split,
+        ops.chunk.default: _chunk,
+        ops.softmax.int: _softmax,
+        ops.upsample_nearest2d.vec: _upsample_nearest2d,
+        ops.matmul.default: _matmul,
+        ops.unsqueeze.default: _unsqueeze,
     }
+
+
+def _aten():
+    import torch
+
+    return torch.ops.aten
+
+
+def _split_with_sizes(x, sizes, dim=0):
+    out, start = [], 0
+    for size in sizes:
+        out.append(_aten().slice.Tensor(x, dim, start, start + size))
+        start += size
+    return out
+
+
+def _split(x, size, dim=0):
+    n = x.shape[dim]
+    return _split_with_sizes(x, [min(size, n - i) for i in range(0, n, size)], dim)
+
+
+def _chunk(x, chunks, dim=0):
+    return _split(x, -(-x.shape[dim] // chunks), dim)
+
+
+def _softmax(x, dim, dtype=None):
+    """XNNPACK's softmax reduces over the last dim only: swap ``dim`` there and back."""
+    d = dim % x.dim()
+    if d == x.dim() - 1:
+        return NotImplemented  # XNNPACK takes it as it is
+    perm = list(range(x.dim()))
+    perm[d], perm[-1] = perm[-1], perm[d]
+    return _aten().softmax.int(_aten().permute.default(x, perm), -1, dtype).permute(perm)
+
+
+def _upsample_nearest2d(x, output_size=None, scale_factors=None):
+    """Integer-scale nearest upsampling as copies concatenated on new trailing dims."""
+    if x.dim() != 4:
+        return NotImplemented
+    n, c, h, w = x.shape
+    if output_size is None:
+        output_size = [int(h * scale_factors[0]), int(w * scale_factors[1])]
+    oh, ow = output_size
+    if oh % h or ow % w:
+        return NotImplemented
+    y = x
+    # one reshape node per copy: XNNPACK's cat counts distinct inputs
+    if ow > w:
+        y = _aten().cat.default([y.reshape(n, c, h, w, 1) for _ in range(ow // w)], -1).reshape(n, c, h, ow)
+    if oh > h:
+        y = _aten().cat.default([y.reshape(n, c, h, 1, ow) for _ in range(oh // h)], 3).reshape(n, c, oh, ow)
+    return y
+
+
+def _matmul(a, b):
+    """Batched matmul with equal batch dims as bmm (no broadcasting expand_copy left outside)."""
+    if a.dim() < 3 or a.dim() != b.dim() or a.shape[:-2] != b.shape[:-2]:
+        return NotImplemented
+    out = _aten().bmm.default(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]))
+    return out.reshape(*a.shape[:-2], a.shape[-2], b.shape[-1])
+
+
+def _unsqueeze(x, dim):
+    """XNNPACK takes unsqueeze on the trailing dim only; elsewhere it is a reshape."""
+    d = dim % (x.dim() + 1)
+    if d == x.dim():
+        return NotImplemented
+    return x.reshape(*x.shape[:d], 1, *x.shape[d:])

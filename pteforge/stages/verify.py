@@ -56,9 +56,11 @@ def compare(expected: list, actual: list) -> dict:
 
 def run_program(data: bytes, inputs: list[list]) -> list[list]:
     """Load ``data`` with the host runtime and run it once per input list."""
-    from executorch.runtime import Runtime, Verification as LoadVerification
+    from executorch.runtime import Verification as LoadVerification
 
-    program = Runtime.get().load_program(data, verification=LoadVerification.InternalConsistency)
+    from ..host import load_runtime
+
+    program = load_runtime().load_program(data, verification=LoadVerification.InternalConsistency)
     method = program.load_method("forward")
     return [list(method.execute(list(x))) for x in inputs]
 

@@ -9,14 +9,14 @@ import pytest
 from conftest import marker_name
 
 from pteforge.api import plan_targets
-from pteforge.backends import ALL_BACKENDS, default_registry
+from pteforge.backends import backend_classes, default_registry
 from pteforge.errors import NoBackendError
 from pteforge.pte import read_pte
 from pteforge.result import Status
-from pteforge.runtime import registered_backends
+from pteforge.host import host
 from pteforge.spec import ExportConfig, InputSpec, Target
 
-BACKENDS = [pytest.param(cls.name, marks=getattr(pytest.mark, marker_name(cls.name)), id=cls.name) for cls in ALL_BACKENDS]
+BACKENDS = [pytest.param(cls.name, marks=getattr(pytest.mark, marker_name(cls.name)), id=cls.name) for cls in backend_classes()]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -32,7 +32,7 @@ def test_declares_its_facts(backend):
 
 def test_availability_has_reasons(backend):
     lower = backend.lower_check()
-    run = backend.run_check(registered_backends())
+    run = backend.run_check(host())
     for check in (lower, run):
         assert check.reason.strip()
         if not check.ok:
@@ -48,7 +48,7 @@ def test_unavailable_backend_is_refused_before_any_work(backend):
 
 PRECISIONS = [
     pytest.param(cls.name, p, marks=getattr(pytest.mark, marker_name(cls.name)), id=f"{cls.name}:{p.value}")
-    for cls in ALL_BACKENDS
+    for cls in backend_classes()
     for p in cls.precisions
 ]
 
@@ -61,7 +61,7 @@ def weighty_capture(tmp_path_factory):
     spec = factory_spec("tiny_models:weighty", (InputSpec((1, 3, 16, 16)),), name="weighty")
     work = tmp_path_factory.mktemp("weighty")
     config = ExportConfig(out_dir=work / "out", weights="none", calibration_samples=4, verify_inputs=2)
-    variants = tuple((cls.name, p) for cls in ALL_BACKENDS for p in cls.source_transform_precisions)
+    variants = tuple((cls.name, p) for cls in backend_classes() for p in cls.source_transform_precisions)
     return spec, capture(spec, config, work, variants=variants), config
 
 
@@ -74,7 +74,7 @@ def _export(target, weighty_capture):
 
     if target.name not in _records:
         spec, cap, config = weighty_capture
-        _records[target.name] = export_target(cap, spec, target, config, registered_backends())
+        _records[target.name] = export_target(cap, spec, target, config, host())
     return _records[target.name]
 
 
@@ -104,12 +104,12 @@ def test_each_precision_lowers_with_its_delegate_and_shows_in_the_artifact(name,
         namespace = getattr(backend, "ops_namespace", None)
         if namespace:
             assert any(op.startswith(f"{namespace}::") for op in facts.operators)
-    if backend.run_check(registered_backends()).ok:
+    if backend.run_check(host()).ok:
         assert record.status is Status.VERIFIED, record.reason
         assert record.verification.passed
     else:
         assert record.status is Status.NOT_RUNNABLE_HERE
-        assert backend.run_check(registered_backends()).reason in record.reason
+        assert backend.run_check(host()).reason in record.reason
     assert Path(record.artifact.path).stat().st_size == record.artifact.size
 
     evidence = record.artifact.delegation.precision_ops

@@ -1,0 +1,60 @@
+"""One answer to "can this program run here": export, validate, bench, select and load_best agree."""
+
+import json
+
+from test_cli import TINY, cli
+
+from pteforge.errors import ExitStatus
+from pteforge.result import Status
+
+KERNELS_MISSING = "the cortex_m:: kernels are not in this runtime"
+
+
+def test_cortex_m_and_xnnpack_get_one_verdict_everywhere(capsys, tmp_path):
+    out = tmp_path / "out"
+    code, _, err = cli(capsys, *TINY, "--backends", "cortex-m", "xnnpack", "--out", out)
+    assert code == ExitStatus.OK, err
+    entries = {e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]}
+    assert entries["cortex-m"]["status"] == "NOT_RUNNABLE_HERE" and KERNELS_MISSING in entries["cortex-m"]["reason"]
+    assert entries["xnnpack"]["status"] == "VERIFIED"
+    assert "cortex_m::quantize_per_tensor.out" in entries["cortex-m"]["delegation"]["kernels"]
+
+    # validate: the same status and reason, and the run is fine (exit 0)
+    code, _, err = cli(capsys, "validate", "--models-dir", out)
+    assert code == ExitStatus.OK, err
+    files = {f["file"]: f for f in json.loads((out / "validation_report.json").read_text())["files"]}
+    cortex = files[entries["cortex-m"]["file"]]
+    assert cortex["status"] == Status.NOT_RUNNABLE_HERE and KERNELS_MISSING in cortex["reason"]
+    assert files[entries["xnnpack"]["file"]]["status"] == Status.VERIFIED
+
+    # bench: the same enum; nothing failed
+    from pteforge.bench import bench
+
+    results = {r.file.rsplit("/", 1)[-1]: r for r in bench(out, runs=2)}
+    assert results["tiny_cortex-m.pte"].status is Status.NOT_RUNNABLE_HERE
+    assert KERNELS_MISSING in results["tiny_cortex-m.pte"].reason
+    assert results["tiny_xnnpack.pte"].status is None and results["tiny_xnnpack.pte"].numbers["p50_ms"] > 0
+    assert cli(capsys, "bench", out, "--runs", "2")[0] == ExitStatus.OK
+
+    # select (child process) and load_best (this process): skip cortex-m for the same reason
+    code, stdout, _ = cli(capsys, "select", "tiny", "--manifest", out / "index.json")
+    assert code == ExitStatus.OK
+    assert f"skip tiny_cortex-m.pte: {KERNELS_MISSING}" in stdout and "→ tiny_xnnpack.pte" in stdout
+
+    from pteforge.selection import load_best
+
+    chosen = load_best(out / "index.json", "tiny")
+    assert chosen.entry.name == "tiny_xnnpack.pte" and chosen.program is not None
+    [(skipped, why)] = chosen.skipped
+    assert skipped == "tiny_cortex-m.pte" and KERNELS_MISSING in why
+
+
+def test_host_knows_the_kernels_the_wheel_ships():
+    from pteforge.host import Host
+
+    here = Host.here()
+    assert "XnnpackBackend" in here.backends and "aten::convolution.out" in here.operators
+    assert "quantized_decomposed::quantize_per_tensor.out" in here.operators, "the wheel's quantized kernels are loaded"
+    assert here.program_check(["CoreMLBackend"], []).reason == "CoreMLBackend is not registered in this runtime"
+    assert here.program_check(["CoreMLBackend"], []).fix == "run it on a device: ios, macos"
+    assert here.program_check(["XnnpackBackend"], ["aten::add.out"]).ok
