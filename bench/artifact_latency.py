@@ -68,6 +68,7 @@ def main() -> int:
     import torch
 
     from pteforge.bench import measure_artifact
+    from pteforge.host import Host
     from pteforge.isolate import IsolatedRuntime
     from pteforge.models.catalog import build_catalog
     from pteforge.models.synthetic import make_inputs
@@ -84,13 +85,13 @@ def main() -> int:
     print("$", " ".join(cmd[2:]), flush=True)
     subprocess.run(cmd, env={**os.environ, "PYTHONWARNINGS": "ignore"}, stdout=subprocess.DEVNULL, check=False)
     manifest = json.loads((out / "index.json").read_text())
-    entries = {(e["modelName"], e["target"]): e for e in manifest["models"]}
+    entries = {(e.get("model") or e["modelName"], e["target"]): e for e in manifest["models"] + manifest.get("references", [])}
 
     print(f"\nthreads: torch {torch.get_num_threads()} here, 1 in the ExecuTorch child; cores {os.cpu_count()}; "
           f"median over {args.rounds} rounds of each block's p50 / p90 in ms, {args.runs} runs per block\n")
     summary = []
     with IsolatedRuntime() as child, tempfile.TemporaryDirectory(prefix="pteforge-bench-") as tmp, torch.no_grad():
-        registered = set(child.request("registered")["backends"])
+        here = Host.from_dict(child.request("host"))
         for name in args.models:
             spec = catalog.get(name)
             model = build_model(spec, "none", 0).eval()
@@ -107,8 +108,8 @@ def main() -> int:
             samples: dict[tuple[str, str], list[dict]] = {}
             for _ in range(args.rounds):
                 for label, prec, path in ours:
-                    status, reason, numbers, _ = measure_artifact(child, path, registered, Path(tmp), args.runs, args.warmup)
-                    if status == "measured":
+                    status, reason, numbers, _ = measure_artifact(child, path, here, Path(tmp), args.runs, args.warmup)
+                    if status is None:  # measured
                         samples.setdefault((label, prec), []).append(numbers)
                     else:
                         print(f"  {label}: {status} ({reason})")

@@ -78,7 +78,7 @@ def main() -> int:
     print(f"one run, every target:         {one:7.1f} s  (exit {code}, peak RSS of its process tree {peak / 2**30:.2f} GiB)", flush=True)
     manifest = json.loads((work / "one" / "index.json").read_text())
     stages = {}
-    for e in manifest["models"]:
+    for e in manifest["models"] + manifest.get("references", []):
         for k, v in e["timings"].items():
             stages[k] = stages.get(k, 0.0) + v
 

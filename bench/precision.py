@@ -39,13 +39,13 @@ def main() -> int:
     proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     manifest = json.loads((out / "index.json").read_text())
-    entries = manifest["models"] + manifest.get("failed", [])
+    entries = manifest["models"] + manifest.get("references", []) + manifest.get("failed", [])
     print(f"\nexport: {wall:.0f} s, exit {proc.returncode}; artifacts in {out}\n")
     header = f"{'model':<20} {'target':<14} {'size':>7} {'latency':>9} {'p50 ms':>15} {'SQNR':>8} {'photos SQNR':>12} {'photos top-1':>12}"
     print(header)
     print("-" * len(header))
     ratios = []
-    for e in sorted(entries, key=lambda e: (e["modelName"], e["target"])):
+    for e in sorted(entries, key=lambda e: (e.get("model") or e["modelName"], e["target"])):
         if e["precision"] != "int8":
             continue
         r = e.get("relative") or {}

@@ -61,16 +61,16 @@ def backends(here=None) -> list[Availability]:
 def plan_targets(
     requests: list[str] | None,
     registry: Registry | None = None,
-    implied: frozenset[str] = frozenset(),
+    platform: str | None = None,
     precision: str | None = None,
     here=None,
 ) -> TargetPlan:
     """Turn ``--backends`` words into targets; sort out what cannot lower here.
 
     Unknown names and precisions a backend does not take are usage errors, raised
-    before any work. ``None`` means every backend that can lower here. Targets in
-    ``implied`` come from ``--target PLATFORM``: when they cannot lower here they are
-    listed, but do not fail the run. ``precision`` (``--precision``) is the precision
+    before any work. ``None`` means every backend that can lower here. ``platform``
+    (``--target ios``) adds that platform's backends in priority order: when they
+    cannot lower here they are listed, but do not fail the run. ``precision`` (``--precision``) is the precision
     of targets that name none, or ``auto``. Every reduced-precision target brings its
     fp32 reference (see :mod:`pteforge.precision`).
     """
@@ -78,6 +78,12 @@ def plan_targets(
     from .spec import Precision
 
     registry = registry or default_registry()
+    implied: frozenset[str] = frozenset()
+    if platform:
+        from .platforms import targets_for
+
+        implied = frozenset(targets_for(platform)) - set(requests or [])
+        requests = [*targets_for(platform), *(requests or [])]
     plan = _plan(requests, registry, implied, None if precision in (None, "auto") else Precision.parse(precision))
     if precision == "auto":
         from .host import host
@@ -385,7 +391,7 @@ def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config:
         for rec in records:
             if rec.target in group.targets:
                 rec.auto_group = group.backend
-    pairs = reference_pairs(records, plan.targets)
+    pairs = reference_pairs(records)
     # Only pairs whose both sides run here are compared: the portable fp32 reference of
     # device-only int8 targets (Ethos-U, Cortex-M) has nothing to be compared with.
     needed = [r for pair in pairs if all(p.status is Status.VERIFIED for p in pair) for r in pair]
@@ -502,5 +508,5 @@ def _row(spec: ModelSpec, target: Target, status: Status, reason: str, fix: str 
         model=spec.name, family=spec.family, task=spec.task, target=target.name,
         backends=list(target.backends), precision=target.precision.value,
         status=status, reason=reason, fix=fix,
-        input_shapes=[list(i.shape) for i in spec.inputs],
+        input_shapes=[list(i.shape) for i in spec.inputs], target_spec=target,
     )

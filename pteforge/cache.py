@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from .result import Artifact, Delegation, OpCount, Record, Status, Verification
-from .spec import ExportConfig, ModelSpec, Target
+from .spec import ExportConfig, ModelSpec, Precision, Target
 
 CACHE_ENV = "PTEFORGE_CACHE_DIR"  # overrides the user cache directory (tests, CI)
 FORMAT = 1
@@ -223,4 +223,7 @@ def record_from_dict(d: dict) -> Record:
         d["artifact"] = Artifact(**a)
     if d.get("verification"):
         d["verification"] = Verification(**d["verification"])
+    if d.get("target_spec"):
+        t = d["target_spec"]
+        d["target_spec"] = Target(tuple(t["backends"]), Precision(t["precision"]), t["default_precision"])
     return Record(**d)

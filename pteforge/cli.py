@@ -32,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", help="show tracebacks")
 
     ex = sub.add_parser("export", parents=[common], help="export models to .pte, one per target (default command)")
+    ex.add_argument("-c", "--config", default=None, metavar="FILE",
+                    help="read the export's options from a pteforge.toml, or [tool.pteforge] of a pyproject.toml; "
+                         "flags override the file")
     sel = ex.add_argument_group("models")
     sel.add_argument("--mobilenet", nargs="*", metavar="NAME", help="MobileNet models (alone: mobilenet_v3_small)")
     sel.add_argument("--yolo", nargs="*", metavar="NAME", help="YOLO models, e.g. yolo11n yolov8n (alone: yolo11n)")
@@ -131,7 +134,22 @@ def _parser() -> argparse.ArgumentParser:
     ca_sub = ca.add_subparsers(dest="cache_command", required=True, metavar="{clear,info}")
     ca_sub.add_parser("clear", help="remove every cached artifact")
     ca_sub.add_parser("info", help="where the cache is, how many entries and bytes")
+    parser.export_parser = ex  # -c FILE sets its defaults
     return parser
+
+
+def _with_config(parser, given, argv: list[str]):
+    """The command line again, with the config file's values as the export's defaults:
+    a flag on the command line wins over the file (a repeated flag replaces its list)."""
+    from .config import load_config
+
+    values = load_config(Path(given.config))
+    parser.export_parser.set_defaults(**values)
+    args = parser.parse_args(_normalise_argv(argv))
+    for dest in ("model", "input_shape", "input_dtype"):  # append flags: given ones replace the file's
+        if getattr(given, dest):
+            setattr(args, dest, getattr(given, dest))
+    return args
 
 
 def _normalise_argv(argv: list[str]) -> list[str]:
@@ -147,8 +165,17 @@ def _normalise_argv(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(_normalise_argv(argv))
+    parser = _parser()
+    args = parser.parse_args(_normalise_argv(argv))
     debug = bool(getattr(args, "debug", False)) or "--debug" in argv
+    if getattr(args, "config", None):
+        try:
+            args = _with_config(parser, args, argv)
+        except PteforgeError as exc:
+            from .render import Renderer
+
+            Renderer().error(exc.one_line())
+            return int(exc.exit_status)
     if not debug:
         import logging
         import warnings
@@ -208,55 +235,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _selected_models(args) -> list:
-    from .errors import UsageError
-    from .models.catalog import DEFAULT_MOBILENET, DEFAULT_YOLO, build_catalog
-    from .models.custom import factory_spec, pt2_spec
-    from .spec import InputSpec
+    from .models import select_models
 
-    catalog = build_catalog()
-    names: list[str] = []
-    if args.all:
-        names = catalog.names()
-    if args.mobilenet is not None:
-        names += args.mobilenet or [DEFAULT_MOBILENET]
-    if args.yolo is not None:
-        names += args.yolo or [DEFAULT_YOLO]
-    specs = []
-    for name in dict.fromkeys(names):
-        spec = catalog.get(name)
-        if args.mobilenet is not None and name in (args.mobilenet or []) and spec.family != "mobilenet":
-            raise UsageError(f"{name} is not a MobileNet", fix=f"use --yolo {name}")
-        if spec not in specs:
-            specs.append(spec)
-    dtypes = args.input_dtype or []
-    if dtypes and len(dtypes) not in (1, len(args.input_shape)):
-        raise UsageError("give one --input-dtype, or one per --input-shape", fix="e.g. --input-shape 1,3 --input-dtype int64")
-    inputs = tuple(
-        InputSpec.parse(shape, dtypes[i] if len(dtypes) > 1 else (dtypes[0] if dtypes else "float32"))
-        for i, shape in enumerate(args.input_shape)
-    )
-    for ref in args.model:
-        specs.append(pt2_spec(ref) if ref.endswith(".pt2") else factory_spec(ref, inputs))
-    if (args.input_shape or args.input_dtype) and not args.model:
-        raise UsageError("--input-shape and --input-dtype apply to --model", fix="add --model package.module:factory")
-    if not specs and not args.labels:
-        specs = list(catalog)  # the seed's default: every catalog model
-    return specs
+    return select_models(mobilenet=args.mobilenet, yolo=args.yolo, every=args.all, refs=args.model,
+                         input_shapes=args.input_shape, input_dtypes=args.input_dtype, labels_only=args.labels)
 
 
 def _cmd_export(args, ui, debug: bool) -> int:
-    from .errors import UsageError
-
     models = _selected_models(args)
     from .api import export, plan_targets
-    from .spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig
+    from .spec import ExportConfig
 
-    requested, implied = args.backends, frozenset()
-    if args.target:
-        from .platforms import targets_for
-
-        implied = frozenset(targets_for(args.target)) - set(args.backends or [])
-        requested = [*targets_for(args.target), *(args.backends or [])]
     from .spec import AccuracyBudget
 
     budget = AccuracyBudget.parse(args.accuracy_budget) if args.accuracy_budget else None
@@ -266,18 +255,12 @@ def _cmd_export(args, ui, debug: bool) -> int:
         _, note = image_dir(args.calibration, "--calibration")
         if note:
             ui.warn(note)
-    plan = plan_targets(requested, implied=implied, precision=args.precision) if models else None
+    plan = plan_targets(args.backends, platform=args.target, precision=args.precision) if models else None
     if plan and plan.unavailable:
         ui.unavailable(plan)
-    weights = args.weights
-    if weights not in (WEIGHTS_PRETRAINED, WEIGHTS_NONE) and not Path(weights).is_file():
-        raise UsageError(
-            f"--weights {weights}: no such file",
-            fix="use --weights pretrained, --weights none, or the path of a local state dict",
-        )
     config = ExportConfig(
         out_dir=Path(args.out),
-        weights=weights,
+        weights=args.weights,
         seed=args.seed,
         verify=args.verify,
         verify_inputs=args.verify_inputs,
@@ -343,20 +326,9 @@ def _cmd_bench(args, ui) -> int:
 
 
 def _cmd_select(args, ui) -> int:
-    from .isolate import IsolatedRuntime
-    from .selection import choose
+    from .selection import select
 
-    from .host import Host
-
-    with IsolatedRuntime() as child:
-        here = Host.from_dict(child.request("host"))
-
-        def load(path):  # in the child: a damaged file cannot take this process down
-            reply = child.request("load", path=str(path))
-            if not reply["ok"]:
-                raise RuntimeError(reply["error"])
-
-        selection = choose(args.manifest, args.model, args.platform, here, load)
+    selection = select(args.manifest, args.model, args.platform)
     ui.selection(selection)
     from .errors import ExitStatus as E
 

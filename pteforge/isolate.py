@@ -59,6 +59,8 @@ class IsolatedRuntime:
 
     def request(self, op: str, timeout: float | None = None, **fields) -> dict:
         if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                _release(self.proc)
             self.proc = self._start()
         proc = self.proc
         assert proc.stdin and proc.stdout and proc.stderr
@@ -83,6 +85,7 @@ class IsolatedRuntime:
                 if line:
                     return json.loads(line)
                 code = proc.wait(timeout=10)
+                _release(proc)
                 self.proc = None
                 raise ChildCrashed(describe_exit(code))
 
@@ -90,6 +93,7 @@ class IsolatedRuntime:
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
+            _release(self.proc)
             self.proc = None
 
     def close(self) -> None:
@@ -99,4 +103,16 @@ class IsolatedRuntime:
                 self.proc.wait(timeout=10)
             except Exception:
                 self._kill()
+        if self.proc is not None:
+            _release(self.proc)
         self.proc = None
+
+
+def _release(proc: subprocess.Popen) -> None:
+    """Close the pipes of a child that is gone."""
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass

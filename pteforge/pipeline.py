@@ -74,7 +74,7 @@ class _Job:
         self.record = Record(
             model=spec.name, family=spec.family, task=spec.task, target=target.name, backends=list(target.backends),
             precision=target.precision.value, status=Status.LOWER_FAILED,
-            input_shapes=[list(i.shape) for i in spec.inputs],
+            input_shapes=[list(i.shape) for i in spec.inputs], target_spec=target,
         )
 
     def timed(self, name: Stage, fn):

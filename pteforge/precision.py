@@ -76,16 +76,14 @@ def with_references(targets: list[Target]) -> tuple[list[Target], list[str]]:
     return out, added
 
 
-def reference_pairs(records: list[Record], targets: list[Target]) -> list[tuple[Record, Record]]:
+def reference_pairs(records: list[Record]) -> list[tuple[Record, Record]]:
     """(reduced-precision row, its fp32 reference row) for every pair with both artifacts;
     sets each reduced row's ``relative`` size ratio."""
-    by_key = {(r.model, r.target): r for r in records}
-    by_name = {t.name: t for t in targets}
+    by_key = {(r.model, r.target_spec): r for r in records}
     pairs = []
     for rec in records:
-        target = by_name.get(rec.target)
-        ref_target = fp32_reference(target) if target else None
-        ref = by_key.get((rec.model, ref_target.name)) if ref_target else None
+        ref_target = fp32_reference(rec.target_spec) if rec.target_spec else None
+        ref = by_key.get((rec.model, ref_target)) if ref_target else None
         if rec.artifact is None or ref is None or ref.artifact is None:
             continue
         rec.relative = {"fp32": Path(ref.artifact.path).name, "size": round(rec.artifact.size / ref.artifact.size, 3)}

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .spec import Target
 
 
 class Status(str, enum.Enum):
@@ -170,4 +174,5 @@ class Record:
     relative: dict | None = None
     latency: dict | None = None  # bench numbers when the run timed this artifact
     auto_group: str | None = None  # the backend whose precision --precision auto chooses
+    target_spec: "Target | None" = None  # the typed target ``target`` names
     cache: dict | None = None  # {"hit": true, "key", "created", "original_seconds"} when restored from the cache

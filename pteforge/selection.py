@@ -79,6 +79,23 @@ def choose(manifest, model: str, platform: str | None, here, load: Loader) -> Se
     return selection
 
 
+def select(manifest, model: str, platform: str | None = None) -> Selection:
+    """The decision of :func:`load_best`, with every file opened in a child process (a
+    damaged file cannot take this process down); nothing stays loaded."""
+    from .host import Host
+    from .isolate import IsolatedRuntime
+
+    with IsolatedRuntime() as child:
+        here = Host.from_dict(child.request("host"))
+
+        def load(path):
+            reply = child.request("load", path=str(path))
+            if not reply["ok"]:
+                raise RuntimeError(reply["error"])
+
+        return choose(manifest, model, platform, here, load)
+
+
 def load_best(manifest, model: str, platform: str | None = None) -> Selection:
     """Load the best artifact of ``model`` for ``platform`` in this process.
 

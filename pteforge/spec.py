@@ -205,6 +205,9 @@ class ExportConfig:
 
     def __post_init__(self) -> None:
         """Refuse what the command line refuses, whoever builds the config."""
+        if self.weights not in (WEIGHTS_PRETRAINED, WEIGHTS_NONE) and not Path(self.weights).is_file():
+            raise UsageError(f"--weights {self.weights}: no such file",
+                             fix="use --weights pretrained, --weights none, or the path of a local state dict")
         for flag, value, least in (("--verify-inputs", self.verify_inputs, 0), ("--bench-runs", self.bench_runs, 0),
                                    ("--calibration-samples", self.calibration_samples, 1), ("--jobs", self.jobs, 1)):
             if value is not None and value < least:

@@ -276,3 +276,46 @@ def test_factory_with_several_inputs_and_dtypes(capsys, out):
     assert code == ExitStatus.OK, err
     [e] = json.loads((out / "index.json").read_text())["models"]
     assert e["inputShapes"] == [[2, 5], [1]] and e["status"] == "VERIFIED"
+
+
+@pytest.mark.parametrize(
+    "cli_args, api_call",
+    [
+        (["--verify-inputs", "-1", *TINY], lambda tmp: __import__("pteforge").ExportConfig(out_dir=tmp, verify_inputs=-1)),
+        (["--mobilenet", "yolo11n"], lambda tmp: __import__("pteforge").select_models(mobilenet=["yolo11n"])),
+        (["--model", "tiny_models:tiny", "--model", "other_models:tiny", "--input-shape", "1,3,16,16"],
+         lambda tmp: __import__("pteforge").export(
+             __import__("pteforge").select_models(refs=["tiny_models:tiny", "other_models:tiny"], input_shapes=["1,3,16,16"]),
+             __import__("pteforge").plan_targets(["portable"]), __import__("pteforge").ExportConfig(out_dir=tmp, weights="none"))),
+        (["--weights", "/no/such/file.pt", *TINY], lambda tmp: __import__("pteforge").ExportConfig(out_dir=tmp, weights="/no/such/file.pt")),
+    ],
+    ids=["verify-inputs", "not-a-mobilenet", "name-collision", "weights-file"],
+)
+def test_the_library_refuses_what_the_command_line_refuses(capsys, tmp_path, cli_args, api_call):
+    from pteforge.errors import UsageError
+
+    code, _, err = cli(capsys, *cli_args, "--backends", "portable", "--out", tmp_path / "cli")
+    assert code == ExitStatus.USAGE
+    with pytest.raises(UsageError) as info:
+        api_call(tmp_path / "api")
+    assert error_lines(err) == [f"error: {info.value.one_line()}"]
+
+
+def test_factory_arguments_are_literals_recorded_and_rebuilt(capsys, out):
+    ref = "tiny_models:sized(4, classes=3, bias=False)"
+    code, _, err = cli(capsys, "--model", ref, "--input-shape", "1,3,16,16", "--weights", "none",
+                       "--backends", "xnnpack", "--out", out)
+    assert code == ExitStatus.OK, err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["source"] == ref and e["modelName"] == "sized" and e["status"] == "VERIFIED"
+    # validate rebuilds the same eager model from the recorded reference (3 classes, no bias)
+    code, _, err = cli(capsys, "validate", "--models-dir", out)
+    assert code == ExitStatus.OK, err
+    [f] = json.loads((out / "validation_report.json").read_text())["files"]
+    assert f["status"] == "VERIFIED" and f["sqnr_db"] > 40
+
+    for bad in ("tiny_models:sized(__import__('os').getpid())", "tiny_models:sized(*[1])", "tiny_models:sized(width=)"):
+        code, _, err = cli(capsys, "--model", bad, "--input-shape", "1,3,16,16", "--backends", "xnnpack", "--out", out)
+        assert code == ExitStatus.USAGE
+        [line] = error_lines(err)
+        assert "the factory's arguments must be Python literals" in line, line

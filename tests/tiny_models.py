@@ -117,3 +117,18 @@ def not_a_module():
 
 def raises():
     raise RuntimeError("the checkpoint server is down")
+
+
+class Sized(torch.nn.Module):
+    def __init__(self, width: int, classes: int, bias: bool):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, width, 3, padding=1, bias=bias)
+        self.fc = torch.nn.Linear(width, classes)
+
+    def forward(self, x):
+        return self.fc(torch.nn.functional.adaptive_avg_pool2d(torch.relu(self.conv(x)), 1).flatten(1))
+
+
+def sized(width=8, classes=10, *, bias=True):
+    """A factory that takes arguments (as torchvision's do)."""
+    return Sized(width, classes, bias)

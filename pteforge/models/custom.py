@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+import re
 import sys
 from pathlib import Path
 
@@ -10,13 +12,37 @@ from ..errors import ModelError, UsageError, one_line
 from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, InputSpec, ModelSpec
 
 
-def factory_spec(ref: str, inputs: tuple[InputSpec, ...], name: str | None = None) -> ModelSpec:
-    module, sep, func = ref.partition(":")
-    if not sep or not module or not func:
+_FACTORY_RE = re.compile(r"^\s*([A-Za-z_][\w.]*):([A-Za-z_]\w*)\s*(\((.*)\))?\s*$", re.S)
+
+
+def parse_factory(ref: str) -> tuple[str, str, tuple, dict]:
+    """``package.module:factory`` or ``package.module:factory(3, num_classes=10, weights=None)``:
+    (module, function, args, kwargs). Arguments must be Python literals: they are read with
+    ``ast.literal_eval``, never executed."""
+    m = _FACTORY_RE.match(ref)
+    if not m:
         raise UsageError(
             f"malformed --model '{ref}'",
-            fix="write --model package.module:factory (a function returning an nn.Module) or --model file.pt2",
+            fix="write --model package.module:factory, optionally with literal arguments: "
+                "'pkg.mod:factory(num_classes=10, weights_backbone=None)', or --model file.pt2",
         )
+    module, func, call = m.group(1), m.group(2), m.group(4)
+    if call is None or not call.strip():
+        return module, func, (), {}
+    try:
+        node = ast.parse(f"f({call})", mode="eval").body
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise ValueError("*args and **kwargs are not literals")
+        return module, func, tuple(ast.literal_eval(a) for a in node.args), {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+    except (SyntaxError, ValueError) as exc:
+        raise UsageError(
+            f"--model '{ref}': the factory's arguments must be Python literals ({type(exc).__name__}: {exc})",
+            fix="use numbers, strings, True/False/None, tuples, lists and dicts, e.g. (num_classes=10, weights_backbone=None)",
+        ) from None
+
+
+def factory_spec(ref: str, inputs: tuple[InputSpec, ...], name: str | None = None) -> ModelSpec:
+    _, func, _, _ = parse_factory(ref)
     if not inputs:
         raise UsageError(
             f"--model {ref} needs its input shape",
@@ -35,7 +61,7 @@ def factory_spec(ref: str, inputs: tuple[InputSpec, ...], name: str | None = Non
 def build_factory(spec: ModelSpec, weights: str, seed: int):
     import torch
 
-    module_name, _, func_name = spec.factory.partition(":")
+    module_name, func_name, args, kwargs = parse_factory(spec.factory)
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     try:
@@ -53,7 +79,7 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
         )
     torch.manual_seed(seed)
     try:
-        model = factory()
+        model = factory(*args, **kwargs)
     except Exception as exc:
         raise ModelError(
             f"factory {spec.factory} raised {one_line(exc)}",

@@ -1,0 +1,107 @@
+"""``pteforge export -c pteforge.toml``: the export's options in a file.
+
+The file holds the same options as the command line, under the flags' names
+(``base-url`` or ``base_url``), at its top level — or under ``[tool.pteforge]`` in a
+``pyproject.toml``. Flags given on the command line override the file. An unknown key
+or a value of the wrong type is one error line naming the key and its line.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .errors import UsageError
+
+
+class ExportFile(BaseModel):
+    """The keys a config file may hold; each is the export flag of the same name."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # models
+    mobilenet: list[str] | bool | None = None  # true: the default MobileNet
+    yolo: list[str] | bool | None = None
+    all: bool | None = None
+    model: list[str] | None = None  # package.module:factory(args...) or file.pt2
+    input_shape: list[str] | None = None
+    input_dtype: list[str] | None = None
+    labels: bool | None = None
+    # targets and precision
+    target: str | None = None
+    backends: list[str] | None = None
+    precision: str | None = None
+    accuracy_budget: str | None = None
+    calibration: str | None = None
+    calibration_samples: int | None = None
+    # output and proof
+    out: str | None = None
+    weights: str | None = None
+    seed: int | None = None
+    verify: bool | None = None
+    verify_inputs: int | None = None
+    bench_runs: int | None = None
+    tolerance: float | None = None
+    base_url: str | None = None
+    timeout: float | None = None
+    jobs: int | None = None
+    oplist: bool | None = None
+    cache: bool | None = None
+    bundle: bool | None = None
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """The export options ``path`` sets, as the command line's destinations."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+        data = tomllib.loads(text)
+    except OSError as exc:
+        raise UsageError(f"-c {path}: {exc.strerror}", fix="give the path of a pteforge.toml or pyproject.toml") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc})", fix="fix the TOML syntax at that line") from None
+    table, prefix = data, ""
+    if path.name == "pyproject.toml":
+        table, prefix = data.get("tool", {}).get("pteforge"), "tool.pteforge."
+        if table is None:
+            raise UsageError(f"{path} has no [tool.pteforge] table", fix="add [tool.pteforge] with the export options")
+    table = {key.replace("-", "_"): value for key, value in table.items()}
+    try:
+        parsed = ExportFile.model_validate(table)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0])
+        if err["type"] == "extra_forbidden":
+            from .registry import closest
+
+            hint = closest(key, list(ExportFile.model_fields))
+            what = "is not an option" + (f"; did you mean {hint.replace('_', '-')}?" if hint else "")
+        else:
+            what = f"has a wrong value: {err['msg']}"
+        raise UsageError(
+            f"{path}:{_line_of(text, key)}: {prefix}{key.replace('_', '-')} {what}",
+            fix="use the export flags' names and types (pteforge export --help)",
+        ) from None
+    values = parsed.model_dump(exclude_none=True)
+    for family in ("mobilenet", "yolo"):  # true: the family's default model, as the bare flag
+        if values.get(family) is True:
+            values[family] = []
+        elif values.get(family) is False:
+            values.pop(family)
+    if "model" in values:
+        values["model"] = list(values["model"])
+    return values
+
+
+def _line_of(text: str, key: str) -> int | str:
+    """The line where ``key`` (in either spelling) is set; '?' when it cannot be found."""
+    spellings = {key, key.replace("_", "-")}
+    for number, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*([\w\-\"']+)\s*=", line)
+        if m and m.group(1).strip("\"'") in spellings:
+            return number
+    return "?"
