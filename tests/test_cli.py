@@ -287,7 +287,7 @@ def test_factory_with_several_inputs_and_dtypes(capsys, out):
          lambda tmp: __import__("pteforge").export(
              __import__("pteforge").select_models(refs=["tiny_models:tiny", "other_models:tiny"], input_shapes=["1,3,16,16"]),
              __import__("pteforge").plan_targets(["portable"]), __import__("pteforge").ExportConfig(out_dir=tmp, weights="none"))),
-        (["--weights", "/no/such/file.pt", *TINY], lambda tmp: __import__("pteforge").ExportConfig(out_dir=tmp, weights="/no/such/file.pt")),
+        ([*TINY, "--weights", "/no/such/file.pt"], lambda tmp: __import__("pteforge").ExportConfig(out_dir=tmp, weights="/no/such/file.pt")),
     ],
     ids=["verify-inputs", "not-a-mobilenet", "name-collision", "weights-file"],
 )
