@@ -168,14 +168,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(_normalise_argv(argv))
     debug = bool(getattr(args, "debug", False)) or "--debug" in argv
-    if getattr(args, "config", None):
-        try:
-            args = _with_config(parser, args, argv)
-        except PteforgeError as exc:
-            from .render import Renderer
-
-            Renderer().error(exc.one_line())
-            return int(exc.exit_status)
     if not debug:
         import logging
         import warnings
@@ -188,30 +180,9 @@ def main(argv: list[str] | None = None) -> int:
 
     ui = Renderer()
     try:
-        if args.command == "backends":
-            return _cmd_backends(args, ui)
-        if args.command == "models":
-            return _cmd_models(ui)
-        if args.command == "validate":
-            return _cmd_validate(args, ui)
-        if args.command == "docs":
-            from .report.docs import write_docs
-            from .host import host
-
-            for path in write_docs(Path(args.out), host()):
-                ui.out.print(f"wrote {path}")
-            return int(ExitStatus.OK)
-        if args.command == "select":
-            return _cmd_select(args, ui)
-        if args.command == "bench":
-            return _cmd_bench(args, ui)
-        if args.command == "manifest":
-            return _cmd_manifest(args, ui)
-        if args.command == "cache":
-            return _cmd_cache(args, ui)
-        if args.command == "publish":
-            return _cmd_publish(args, ui)
-        return _cmd_export(args, ui, debug)
+        if getattr(args, "config", None):
+            args = _with_config(parser, args, argv)
+        return _run(args, ui, debug)
     except NoBackendError as exc:
         if debug:
             ui.traceback()
@@ -232,6 +203,26 @@ def main(argv: list[str] | None = None) -> int:
 
         ui.error(f"internal error: {one_line(exc)} (run with --debug for the traceback)")
         return int(ExitStatus.INTERNAL)
+
+
+def _run(args, ui, debug: bool) -> int:
+    commands = {
+        "backends": _cmd_backends, "models": lambda a, u: _cmd_models(u), "validate": _cmd_validate,
+        "docs": _cmd_docs, "select": _cmd_select, "bench": _cmd_bench, "manifest": _cmd_manifest,
+        "cache": _cmd_cache, "publish": _cmd_publish,
+    }
+    if args.command in commands:
+        return commands[args.command](args, ui)
+    return _cmd_export(args, ui, debug)
+
+
+def _cmd_docs(args, ui) -> int:
+    from .host import host
+    from .report.docs import write_docs
+
+    for path in write_docs(Path(args.out), host()):
+        ui.out.print(f"wrote {path}")
+    return int(ExitStatus.OK)
 
 
 def _selected_models(args) -> list:
