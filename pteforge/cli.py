@@ -89,6 +89,13 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--bundle", action="store_true",
                      help="also write a BundledProgram (.bpte) with verification inputs and expected outputs")
 
+    pu = ex.add_argument_group("publishing")
+    pu.add_argument("--publish", default=None, metavar="SITE",
+                    help="after the export, lay out SITE/versions.json and SITE/<version>/index.json as the "
+                         "executorch_flutter app fetches them (as pteforge publish OUT --site SITE)")
+    pu.add_argument("--publish-version", default=None, metavar="V", help="the site's version (default: ExecuTorch's)")
+    pu.add_argument("--publish-base-url", default=None, metavar="URL", help="the URL SITE is served at")
+
     va = sub.add_parser("validate", parents=[common], help="run every artifact on real images and compare with eager PyTorch")
     va.add_argument("--models-dir", default="models", metavar="DIR", help="where the artifacts and index.json are (default: models)")
     va.add_argument("--images-dir", default=None, metavar="DIR",
@@ -273,6 +280,8 @@ def _cmd_export(args, ui, debug: bool) -> int:
     with ui.progress() as reporter:
         result = export(models, plan or TargetPlan([]), config, reporter, write_labels=args.labels)
     ui.summary(result, models)
+    if args.publish and result.manifest_path:
+        _publish(ui, config.out_dir, args.publish, args.publish_version, args.publish_base_url)
     return int(ExitStatus.OK if result.ok else ExitStatus.TARGETS_FAILED)
 
 
@@ -360,14 +369,18 @@ def _cmd_manifest(args, ui) -> int:
 
 
 def _cmd_publish(args, ui) -> int:
+    _publish(ui, Path(args.out), args.site, args.site_version, args.base_url)
+    return int(ExitStatus.OK)
+
+
+def _publish(ui, out: Path, site: str, version: str | None, base_url: str | None) -> None:
     from .publish import publish
 
-    done = publish(Path(args.out), Path(args.site), args.site_version, args.base_url)
+    done = publish(Path(out), Path(site), version, base_url)
     ui.out.print(f"published {done.files} file(s) to {done.directory}; versions: {', '.join(done.versions)} "
                  f"(latest {done.latest})")
-    if not args.base_url:
-        ui.warn("no --base-url: remoteUrl entries are relative, and the executorch_flutter app downloads remoteUrl as it is")
-    return int(ExitStatus.OK)
+    if not base_url:
+        ui.warn("no base URL: remoteUrl entries are relative, and the executorch_flutter app downloads remoteUrl as it is")
 
 
 def _cmd_backends(args, ui) -> int:

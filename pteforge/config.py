@@ -52,6 +52,10 @@ class ExportFile(BaseModel):
     oplist: bool | None = None
     cache: bool | None = None
     bundle: bool | None = None
+    # publishing: after the export, lay out the site the app fetches (pteforge publish)
+    publish: str | None = None
+    publish_version: str | None = None
+    publish_base_url: str | None = None
 
 
 def load_config(path: Path) -> dict[str, Any]:

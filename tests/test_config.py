@@ -54,3 +54,15 @@ def test_errors_name_the_key_and_the_line(capsys, tmp_path, text, needle):
     assert code == ExitStatus.USAGE
     [line] = error_lines(err)
     assert needle in line, line
+
+
+def test_the_file_can_publish_too(capsys, tmp_path):
+    site = tmp_path / "site"
+    (tmp_path / "pteforge.toml").write_text(CONFIG + f'out = "{tmp_path / "o"}"\npublish = "{site}"\n'
+                                            'publish-base-url = "https://example.org/pte"\n')
+    code, stdout, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml", "--backends", "portable")
+    assert code == ExitStatus.OK, err
+    assert "published" in stdout
+    versions = json.loads((site / "versions.json").read_text())
+    [e] = json.loads((site / versions["latest"] / "index.json").read_text())["models"]
+    assert e["remoteUrl"] == f"https://example.org/pte/{versions['latest']}/custom/sized_portable.pte"
