@@ -56,6 +56,9 @@ class Host:
                 where = ", ".join(owner.platforms) if owner else "a device whose runtime has it"
                 return Check(False, f"{delegate} is not registered in this runtime", f"run it on a device: {where}")
         missing = [op for op in dict.fromkeys(operators) if op not in self.operators]
+        # a backend's own kernels (cortex_m::, cadence::) are the cause a user knows: name them first
+        owned = {b.ops_namespace for b in registry if b.ops_namespace}
+        missing.sort(key=lambda op: op.split("::")[0] not in owned)
         if missing:
             namespace = missing[0].split("::")[0]
             owner = next((b for b in registry if b.ops_namespace == namespace), None)

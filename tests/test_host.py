@@ -58,3 +58,12 @@ def test_host_knows_the_kernels_the_wheel_ships():
     assert here.program_check(["CoreMLBackend"], []).reason == "CoreMLBackend is not registered in this runtime"
     assert here.program_check(["CoreMLBackend"], []).fix == "run it on a device: ios, macos"
     assert here.program_check(["XnnpackBackend"], ["aten::add.out"]).ok
+
+
+def test_a_backends_own_kernels_are_named_first():
+    from pteforge.host import Host
+
+    here = Host(frozenset(), frozenset())
+    check = here.program_check([], ["aten::hardswish.out", "cortex_m::quantize_per_tensor.out"])
+    assert check.reason == "the cortex_m:: kernels are not in this runtime (cortex_m::quantize_per_tensor.out and 1 more)"
+    assert "Cortex-M" in check.fix
