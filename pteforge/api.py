@@ -415,7 +415,7 @@ def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config:
 
 def _time(records: list[Record], needed: list[Record], config: ExportConfig, reporter, pool, seconds: float) -> None:
     """p50 after warm-up of what runs here, in one worker while no other job runs."""
-    from .speed import time_artifacts, timing_plan
+    from .speed import timing_plan
     from .workers import Job
 
     items = timing_plan(records, needed, seconds, config.bench_runs)

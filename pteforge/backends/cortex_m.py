@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from ..spec import Precision
-from .base import Backend, Check, Docs
+from .base import Backend, Docs
 
 
 class CortexM(Backend):
