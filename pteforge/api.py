@@ -341,7 +341,7 @@ def _check_against(manifest, models: list[ModelSpec], out: Path) -> None:
 
 
 def _origin(spec: ModelSpec) -> str:
-    return {"catalog": f"catalog model {spec.name}", "factory": spec.factory, "pt2": str(spec.pt2_path)}.get(spec.source, spec.name)
+    return {"catalog": f"catalog model {spec.name}", "factory": spec.factory}.get(spec.source, str(spec.path))
 
 
 def _from_cache(spec: ModelSpec, targets: list[Target], config: ExportConfig):

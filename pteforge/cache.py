@@ -68,8 +68,8 @@ def code_hash() -> str:
 
 def model_identity(spec: ModelSpec, weights: str, seed: int) -> dict:
     ident: dict = {"name": spec.name, "source": spec.source, "factory": spec.factory}
-    if spec.source == "pt2" and spec.pt2_path:
-        ident["pt2"] = _file_sha(spec.pt2_path)
+    if spec.source in ("pt2", "onnx") and spec.path:
+        ident[spec.source] = _file_sha(spec.path)
     elif spec.source == "factory":
         module = spec.factory.partition(":")[0]
         try:

@@ -18,6 +18,7 @@ COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "bac
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
     from .backends import default_registry
+    from .families import families
     from .platforms import PLATFORMS, describe
 
     parser = argparse.ArgumentParser(
@@ -36,16 +37,19 @@ def _parser() -> argparse.ArgumentParser:
                     help="read the export's options from a pteforge.toml, or [tool.pteforge] of a pyproject.toml; "
                          "flags override the file")
     sel = ex.add_argument_group("models")
-    sel.add_argument("--mobilenet", nargs="*", metavar="NAME", help="MobileNet models (alone: mobilenet_v3_small)")
-    sel.add_argument("--yolo", nargs="*", metavar="NAME", help="YOLO models, e.g. yolo11n yolov8n (alone: yolo11n)")
+    for fam in families():  # one flag per task family: --mobilenet, --yolo, --yolo-pose, ...
+        if fam.models:
+            sel.add_argument(f"--{fam.word}", nargs="*", metavar="NAME", dest=fam.word.replace("-", "_"),
+                             help=f"{fam.model_help} [category {fam.category}]")
     sel.add_argument("--all", action="store_true", help="every catalog model")
     sel.add_argument("--model", action="append", default=[], metavar="REF",
-                     help="custom model: package.module:factory or file.pt2 (repeatable)")
+                     help="custom model: package.module:factory(literal args...), file.pt2 or file.onnx (repeatable)")
     sel.add_argument("--input-shape", action="append", default=[], metavar="N,C,H,W",
                      help="input shape of a --model factory (repeat for several inputs)")
     sel.add_argument("--input-dtype", action="append", default=[], metavar="DTYPE",
                      help="dtype of each --input-shape (default float32)")
-    sel.add_argument("--labels", action="store_true", help="write imagenet_classes.txt and coco_classes.txt")
+    sel.add_argument("--labels", action="store_true",
+                     help=f"write every family's labels file ({', '.join(sorted({f.labels_file for f in families() if f.labels_file}))})")
     tg = ex.add_argument_group("targets")
     tg.add_argument("--target", choices=[*PLATFORMS, "all"], default=None,
                     help=f"a platform's backends in seed 004's priority order ({describe()})")
@@ -103,6 +107,9 @@ def _parser() -> argparse.ArgumentParser:
     va.add_argument("--output-file", default=None, metavar="FILE",
                     help="JSON report (default: <models-dir>/validation_report.json)")
     va.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds per file before it is killed")
+    va.add_argument("--draw", nargs="?", const="", default=None, metavar="DIR",
+                    help="write every photo annotated with what each program found (boxes, keypoints, masks, top-5) "
+                         "to DIR (default: <models-dir>/validation), linked from report.html")
 
     bn = sub.add_parser("bench", parents=[common], help="latency, load time, peak memory of every artifact that runs here")
     bn.add_argument("path", nargs="?", default="models", metavar="DIR|FILE", help="default: models")
@@ -233,9 +240,11 @@ def _cmd_docs(args, ui) -> int:
 
 
 def _selected_models(args) -> list:
+    from .families import families
     from .models import select_models
 
-    return select_models(mobilenet=args.mobilenet, yolo=args.yolo, every=args.all, refs=args.model,
+    chosen = {fam.word.replace("-", "_"): getattr(args, fam.word.replace("-", "_"), None) for fam in families() if fam.models}
+    return select_models(**chosen, every=args.all, refs=args.model,
                          input_shapes=args.input_shape, input_dtypes=args.input_dtype, labels_only=args.labels)
 
 
@@ -300,11 +309,16 @@ def _cmd_validate(args, ui) -> int:
         images = shipped_images()
     from .validate import validate, write_report
 
+    draw = None if args.draw is None else Path(args.draw or models_dir / "validation")
     with ui.progress() as reporter:
-        results = validate(models_dir, images, on_file=reporter.file_done, timeout=args.timeout)
+        results = validate(models_dir, images, on_file=reporter.file_done, timeout=args.timeout, draw=draw)
     output = Path(args.output_file) if args.output_file else models_dir / "validation_report.json"
     write_report(output, results, images, models_dir)
     ui.validation_table(results, output)
+    from .report.summary import rewrite_html
+
+    if rewrite_html(models_dir, output):
+        ui.out.print(f"Report: {models_dir / 'report.html'} (with this validation{' and its drawings' if draw else ''})")
     from .result import Status
 
     return int(ExitStatus.OK if all(Status(r.status).ok for r in results) else ExitStatus.TARGETS_FAILED)

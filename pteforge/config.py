@@ -18,14 +18,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from .errors import UsageError
 
 
-class ExportFile(BaseModel):
-    """The keys a config file may hold; each is the export flag of the same name."""
+class ExportOptions(BaseModel):
+    """The keys a config file may hold; each is the export flag of the same name. Each task
+    family adds its own key (``mobilenet``, ``yolo``, ``yolo-pose``, ...): see ``export_file``."""
 
     model_config = ConfigDict(extra="forbid")
 
     # models
-    mobilenet: list[str] | bool | None = None  # true: the default MobileNet
-    yolo: list[str] | bool | None = None
     all: bool | None = None
     model: list[str] | None = None  # package.module:factory(args...) or file.pt2
     input_shape: list[str] | None = None
@@ -58,6 +57,17 @@ class ExportFile(BaseModel):
     publish_base_url: str | None = None
 
 
+def export_file() -> type[BaseModel]:
+    """``ExportOptions`` plus one key per task family: a list of its models, or true for
+    its default model (as the bare flag)."""
+    from pydantic import create_model
+
+    from .families import families
+
+    words = {fam.word.replace("-", "_"): (list[str] | bool | None, None) for fam in families() if fam.models}
+    return create_model("ExportFile", __base__=ExportOptions, **words)
+
+
 def load_config(path: Path) -> dict[str, Any]:
     """The export options ``path`` sets, as the command line's destinations."""
     path = Path(path)
@@ -75,14 +85,15 @@ def load_config(path: Path) -> dict[str, Any]:
             raise UsageError(f"{path} has no [tool.pteforge] table", fix="add [tool.pteforge] with the export options")
     table = {key.replace("-", "_"): value for key, value in table.items()}
     try:
-        parsed = ExportFile.model_validate(table)
+        schema = export_file()
+        parsed = schema.model_validate(table)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = str(err["loc"][0])
         if err["type"] == "extra_forbidden":
             from .registry import closest
 
-            hint = closest(key, list(ExportFile.model_fields))
+            hint = closest(key, list(schema.model_fields))
             what = "is not an option" + (f"; did you mean {hint.replace('_', '-')}?" if hint else "")
         else:
             what = f"has a wrong value: {err['msg']}"
@@ -91,7 +102,7 @@ def load_config(path: Path) -> dict[str, Any]:
             fix="use the export flags' names and types (pteforge export --help)",
         ) from None
     values = parsed.model_dump(exclude_none=True)
-    for family in ("mobilenet", "yolo"):  # true: the family's default model, as the bare flag
+    for family in set(schema.model_fields) - set(ExportOptions.model_fields):  # true: the default model
         if values.get(family) is True:
             values[family] = []
         elif values.get(family) is False:

@@ -163,7 +163,7 @@ class _Job:
                          and b.runtime_precision(self.target.precision)), None)
         v = verify_outputs(reference, actual, self.target.precision, computed, self.spec.task, self.config.tolerance)
         if on_images:
-            v.images = image_agreement(reference, on_images, self.spec.task)
+            v.images = image_agreement(reference, on_images, self.spec)
         self.record.verification = v
         if v.passed:
             self.record.status = Status.VERIFIED

@@ -185,16 +185,17 @@ class Renderer:
 
     def validation_table(self, results, report_path) -> None:
         table = Table(title="Validation on real images")
-        for col in ("file", "status", "delegates", "agreement", "SQNR dB", "ms/image", "top-1 / detections"):
+        for col in ("file", "status", "delegates", "agreement", "SQNR dB", "ms/image", "found on the first photo"):
             table.add_column(col, overflow="fold")
         for r in results:
             times = [i.inference_ms for i in r.images if i.inference_ms is not None]
             first = r.images[0] if r.images else None
             what = ""
-            if first and first.top5:
-                what = first.top5[0]["name"]
-            elif first and first.detections is not None:
-                what = f"{len(first.detections)} boxes"
+            if first and first.results and "prob" in first.results[0]:
+                what = f"{first.image}: {first.results[0].get('name', first.results[0]['class'])}"
+            elif first and first.results is not None:
+                kinds = [k for k in ("keypoints", "mask_area") if first.results and k in first.results[0]]
+                what = f"{first.image}: {len(first.results)} found" + (f" ({', '.join(kinds)})" if kinds else "")
             table.add_row(
                 r.file,
                 Status(r.status).value + (f": {r.reason}" if r.reason and r.status != Status.VERIFIED else ""),

@@ -127,12 +127,14 @@ class Preprocessing:
     """What an app must do to an image before feeding the model."""
 
     size: int  # the model's square input size
-    resize: int | None = None  # classification: shorter side before centre crop
+    resize: int | None = None  # crop: shorter side before the centre crop
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
-    layout: str = "NCHW"
-    letterbox: bool = False  # detection: letterbox with padding 114
-    scale: float = 1 / 255.0
+    layout: str = "NCHW"  # or NHWC
+    # how the photo becomes a square: crop (resize the shorter side, centre crop),
+    # letterbox (fit inside, pad with 114 grey, as Ultralytics), stretch (resize both sides)
+    fit: str = "crop"
+    scale: float = 1 / 255.0  # pixel value (0-255) x scale, then (x - mean) / std
 
 
 @dataclass(frozen=True)
@@ -149,15 +151,15 @@ class ModelSpec:
     task: str  # classification, detection, ...
     inputs: tuple[InputSpec, ...]
     factory: str
-    source: str = "catalog"  # catalog | factory | pt2
+    source: str = "catalog"  # catalog | factory | pt2 | onnx
     preprocessing: Preprocessing | None = None
     labels: str | None = None  # labels set: imagenet | coco
-    pt2_path: str | None = None
+    path: str | None = None  # the model file of a pt2 or onnx source
 
     @property
     def source_ref(self) -> str:
         """Where the model comes from, as the manifest records it (``source``)."""
-        return {"catalog": "catalog", "factory": self.factory, "pt2": self.pt2_path}[self.source]
+        return {"catalog": "catalog", "factory": self.factory}.get(self.source, self.path)
 
     @property
     def input_size(self) -> int | None:

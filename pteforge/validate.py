@@ -8,7 +8,9 @@ says (its delegates and input shapes): it is run, but has no eager reference.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,12 +29,10 @@ class ImageResult:
     image: str
     status: str  # ok
     inference_ms: float | None = None
-    top5: list[dict] | None = None
-    detections: list[dict] | None = None
-    eager_top1: int | None = None
-    eager_detections: int | None = None
-    agreement: float | None = None  # top-1 equal (0/1) or matched fraction of eager boxes
-    agreement_after_nms: float | None = None  # detection: against the program's final boxes
+    results: list[dict] | None = None  # decoded as the app would: top-5, boxes, keypoints, masks
+    eager_results: int | None = None  # how many eager decoded on the same photo
+    agreement: float | None = None  # the family's metric against eager, in [0, 1]
+    drawn: str | None = None  # --draw: the annotated photo, relative to the models dir
 
 
 @dataclass
@@ -83,16 +83,18 @@ class EagerCache:
     @staticmethod
     def _build(entry: ModelEntry):
         from .models.catalog import build_catalog
-        from .models.custom import factory_spec, pt2_spec
+        from .models.custom import custom_spec, reference_model
         from .spec import InputSpec
         from .stages.capture import build_model
 
         if entry.source in (None, "catalog"):
             spec = build_catalog().get(entry.base_model)
-        elif entry.source.endswith(".pt2"):
-            spec = pt2_spec(entry.source)
         else:
-            spec = factory_spec(entry.source, tuple(InputSpec(tuple(s)) for s in entry.inputShapes), entry.base_model)
+            spec = custom_spec(entry.source, tuple(InputSpec(tuple(s)) for s in entry.inputShapes))
+            if spec.source == "factory":
+                spec = dataclasses.replace(spec, name=entry.base_model)
+            if spec.source == "onnx":
+                return reference_model(spec, None)
         return build_model(spec, entry.weights or "pretrained", entry.seed or 0)
 
 
@@ -102,7 +104,9 @@ def _labels(entry: ModelEntry, manifest_dir: Path | None) -> list[str] | None:
     return None
 
 
-def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float = 300.0) -> list[FileResult]:
+def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float = 300.0, draw: Path | None = None) -> list[FileResult]:
+    """Run every artifact under ``models_dir`` on ``images``; ``draw``: write each photo,
+    annotated with what the program found, under that directory."""
     results: list[FileResult] = []
     eager = EagerCache()
     with IsolatedRuntime(timeout=timeout) as child, tempfile.TemporaryDirectory(prefix="pteforge-validate-") as tmp:
@@ -120,7 +124,8 @@ def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float 
                 if path.suffix == ".bpte":
                     _validate_bundle(child, path, entry, here, res)
                 else:
-                    _validate_pte(child, path, entry, manifest_dir, here, images, eager, Path(tmp), res)
+                    _validate_pte(child, path, entry, manifest_dir, here, images, eager, Path(tmp), res,
+                                  draw=(Path(draw), Path(models_dir)) if draw is not None else None)
             except ChildCrashed as exc:
                 res.status = Status.RUN_FAILED if res.delegates else Status.LOAD_FAILED
                 res.reason = f"the child process {exc} while running this file"
@@ -148,8 +153,10 @@ def _validate_bundle(child, path, entry, here, res) -> None:
         res.status, res.reason = Status.MISMATCH if "mismatch" in reply["error"].lower() else Status.RUN_FAILED, reply["error"]
 
 
-def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, res) -> None:
+def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, res, draw=None) -> None:
     import torch
+
+    from .families import family
 
     info = child.request("inspect", path=str(path))
     if not info["ok"]:
@@ -160,8 +167,10 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
     if not check.ok:
         res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
         return
-    task = entry.task if entry else None
-    batches, boxes = _inputs(task, entry, images, info)
+    fam = family(entry.category if entry else None)
+    spec = _photo_spec(entry)
+    prepared = [fam.prepare(img, spec) for img in images] if spec else []
+    batches = [[p.tensor] for p in prepared] if spec else [seeded_inputs(info["inputs"], seed) for seed in range(3)]
     inputs_file, outputs_file = tmp / f"{path.stem}.in.pt", tmp / f"{path.stem}.out.pt"
     torch.save(batches, inputs_file)
     reply = child.request("run", path=str(path), inputs=str(inputs_file), outputs=str(outputs_file))
@@ -172,25 +181,27 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
     outputs = torch.load(outputs_file, weights_only=True)
     reference = _reference(entry, eager, batches, res) if entry is not None else None
     names = _labels(entry, manifest_dir) if entry else None
-    agreements, sqnrs = _per_input(task, outputs, reference, boxes, names, images, reply["times_ms"], res)
+    photos = images if spec else None
+    agreements, sqnrs = _per_input(fam, outputs, reference, prepared, names, photos, reply["times_ms"], res, draw)
     if reference is None:
         res.status = Status.NOT_VERIFIED
         res.reason = res.reason or "no manifest entry: ran on this host; no eager reference to compare with"
         return
-    _judge(res, entry, task, agreements, sqnrs, len(outputs))
+    _judge(res, entry, fam, agreements, sqnrs, len(outputs), photos=spec is not None)
 
 
-def _inputs(task, entry, images, info) -> tuple[list, list | None]:
-    """Input batches (photos through the model's preprocessing, or seeded inputs of the
-    program's own shapes) and, for detection, each photo's letterbox."""
-    from .vision import classification_input, detection_input
+def _photo_spec(entry):
+    """The entry's model spec when its input is a photo through a known preprocessing."""
+    from .spec import InputSpec, ModelSpec, Preprocessing
 
-    if task == "classification" and entry.preprocessing:
-        return [[classification_input(img, entry.preprocessing)] for img in images], None
-    if task == "detection" and entry.inputSize:
-        prepared = [detection_input(img, entry.inputSize) for img in images]
-        return [[x] for x, _ in prepared], [lb for _, lb in prepared]
-    return [seeded_inputs(info["inputs"], seed) for seed in range(3)], None
+    if entry is None or not entry.preprocessing or len(entry.inputShapes or []) != 1 or len(entry.inputShapes[0]) != 4:
+        return None
+    pre = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.preprocessing.items()}
+    if "letterbox" in pre:  # manifests before the fit field
+        pre["fit"] = "letterbox" if pre.pop("letterbox") else "crop"
+    pre = {k: v for k, v in pre.items() if k in Preprocessing.__dataclass_fields__}
+    return ModelSpec(name=entry.base_model, family=entry.category, task=entry.task,
+                     inputs=(InputSpec(tuple(entry.inputShapes[0])),), factory="", preprocessing=Preprocessing(**pre))
 
 
 def _reference(entry, eager, batches, res) -> list | None:
@@ -207,50 +218,41 @@ def _reference(entry, eager, batches, res) -> list | None:
         return None
 
 
-def _per_input(task, outputs, reference, boxes, names, images, times_ms, res) -> tuple[list, list]:
+def _per_input(fam, outputs, reference, prepared, names, photos, times_ms, res, draw) -> tuple[list, list]:
     """Decode each output as an app would, compare with eager; (agreements, SQNRs)."""
     from .stages.verify import compare
-    from .vision import anchor_agreement, decode_yolo, matched_fraction, top_k
 
     agreements, sqnrs = [], []
     for i, out in enumerate(outputs):
-        img = ImageResult(image=images[i].name if task in ("classification", "detection") else f"seeded input {i}",
-                          status="ok", inference_ms=round(times_ms[i], 3))
+        img = ImageResult(image=photos[i].name if photos else f"seeded input {i}", status="ok", inference_ms=round(times_ms[i], 3))
         res.images.append(img)
-        if task == "classification":
-            img.top5 = top_k(out[0], 5, names)
-        elif task == "detection":
-            mine = decode_yolo(out[0], boxes[i])
-            img.detections = [d.to_dict(names) for d in mine]
+        if photos:
+            decoded = fam.decode(out, prepared[i].meta, names)
+            img.results = [{k: v for k, v in d.items() if not k.startswith("_")} for d in decoded]
+            if draw is not None:
+                dest = Path(draw[0]) / Path(res.file).with_suffix("").as_posix().replace("/", "__") / f"{photos[i].stem}.jpg"
+                fam.draw(photos[i], decoded, dest)
+                img.drawn = os.path.relpath(dest, draw[1])
         if reference is None:
             continue
         ref = reference[i]
         sqnrs.append(compare(ref, out)["sqnr"])
-        if task == "classification":
-            img.eager_top1 = int(ref[0].flatten().argmax())
-            img.agreement = float(img.eager_top1 == img.top5[0]["class"])
-        elif task == "detection":
-            eager_dets = decode_yolo(ref[0], boxes[i])
-            img.eager_detections = len(eager_dets)
-            img.agreement_after_nms = matched_fraction(eager_dets, mine)
-            # Per eager box, at its anchor in the program's output: NMS and argmax
-            # flip on 1e-6 ties when weights are random (see anchor_agreement).
-            img.agreement = anchor_agreement(eager_dets, out[0], boxes[i])
-        else:
-            continue  # custom task: the SQNR is the comparison
-        agreements.append(img.agreement)
+        if photos:
+            img.eager_results = len(fam.decode(ref, prepared[i].meta, names))
+            img.agreement = fam.agreement(ref, out, prepared[i].meta)
+            if img.agreement is not None:
+                agreements.append(img.agreement)
     return agreements, sqnrs
 
 
-def _judge(res, entry, task, agreements: list, sqnrs: list, n: int) -> None:
+def _judge(res, entry, fam, agreements: list, sqnrs: list, n: int, photos: bool) -> None:
     from .stages.verify import DEFAULT_MIN_SQNR_DB
 
     res.agreement = sum(agreements) / len(agreements) if agreements else None
     res.sqnr_db = round(min(min(sqnrs), 200.0), 2)
     effective = (entry.verification or {}).get("runtime_precision") or entry.precision
     threshold = DEFAULT_MIN_SQNR_DB.get(effective, 10.0)
-    need = (1.0 if task == "classification" else 0.9) if effective in FP_PRECISIONS else 0.0
-    photos = task in ("classification", "detection")
+    need = fam.min_agreement if effective in FP_PRECISIONS else 0.0
     if res.sqnr_db >= threshold and (res.agreement is None or res.agreement >= need):
         res.status = Status.VERIFIED
         res.reason = None if photos else f"matched eager on {n} seeded inputs; no photo was run: its input is not an image"

@@ -67,27 +67,24 @@ def image_dir(directory, flag: str) -> tuple[list[Path], str | None]:
     return good, note
 
 
-def classification_input(path, pre: dict):
-    """Resize the shorter side, centre crop, scale to [0, 1], normalise (torchvision's recipe).
-
-    ``path`` is an image file or a PIL image."""
-    import torch
-    from PIL import Image
-    from torchvision.transforms import functional as F
-
-    img = path.convert("RGB") if isinstance(path, Image.Image) else Image.open(path).convert("RGB")
-    img = F.resize(img, pre.get("resize") or pre["size"])
-    img = F.center_crop(img, pre["size"])
-    x = F.to_tensor(img)
-    x = F.normalize(x, pre["mean"], pre["std"])
-    return x.unsqueeze(0).to(torch.float32)
-
-
 @dataclass
 class Letterbox:
+    """How input pixels map back to the photo: x_photo = (x - pad[0]) / gain (y likewise,
+    with ``gain_y`` when the sides were scaled differently)."""
+
     gain: float
-    pad: tuple[float, float]  # (left, top)
+    pad: tuple[float, float]  # (left, top); negative: cropped away
     shape: tuple[int, int]  # original (h, w)
+    gain_y: float | None = None
+
+    def to_photo(self, x, y):
+        return (x - self.pad[0]) / self.gain, (y - self.pad[1]) / (self.gain_y or self.gain)
+
+
+def _rgb(image):
+    from PIL import Image
+
+    return image.convert("RGB") if isinstance(image, Image.Image) else Image.open(image).convert("RGB")
 
 
 def detection_input(path, size: int):
@@ -119,14 +116,43 @@ def detection_input(path, size: int):
     return x, Letterbox(gain, (left, top), (h, w))
 
 
-def model_input(image, spec):
-    """One image (file or PIL image) → the model's input tensor, by its own preprocessing."""
-    from dataclasses import asdict
+def prepare_image(image, pre, shape=None):
+    """A photo (file or PIL image) through a model's ``Preprocessing``: (input tensor, the
+    ``Letterbox`` that maps input pixels back to the photo)."""
+    import torch
+    from torchvision.transforms import functional as F
 
-    pre = spec.preprocessing
-    if pre.letterbox:
-        return detection_input(image, pre.size)[0]
-    return classification_input(image, asdict(pre))
+    if pre.fit == "letterbox":
+        x, frame = detection_input(image, pre.size)
+        x = x * 255.0 * pre.scale
+    else:
+        img = _rgb(image)
+        w, h = img.size
+        if pre.fit == "stretch":
+            img = F.resize(img, [pre.size, pre.size])
+            frame = Letterbox(pre.size / w, (0.0, 0.0), (h, w), gain_y=pre.size / h)
+        else:  # crop: torchvision's recipe
+            short = pre.resize or pre.size
+            img = F.resize(img, short)
+            nw, nh = img.size
+            img = F.center_crop(img, pre.size)
+            gain = nw / w
+            frame = Letterbox(gain, (-round((nw - pre.size) / 2.0), -round((nh - pre.size) / 2.0)), (h, w))
+        x = F.to_tensor(img).unsqueeze(0)
+        if pre.scale != 1 / 255.0:
+            x = x * 255.0 * pre.scale
+    if tuple(pre.mean) != (0.0, 0.0, 0.0) or tuple(pre.std) != (1.0, 1.0, 1.0):
+        x = F.normalize(x, pre.mean, pre.std)
+    if pre.layout == "NHWC":
+        x = x.permute(0, 2, 3, 1).contiguous()
+    return x.to(torch.float32), frame
+
+
+def model_input(image, spec):
+    """One image (file or PIL image) → the model's input tensor, by its family's preprocessing."""
+    from .families import family
+
+    return family(spec.family).prepare(image, spec).tensor
 
 
 def takes_images(spec) -> bool:
@@ -154,78 +180,11 @@ def image_views(path: Path, count: int, seed: int) -> list:
     return views
 
 
-@dataclass
-class Detection:
-    box: tuple[float, float, float, float]  # x1, y1, x2, y2 in original image pixels
-    score: float
-    cls: int
-    anchor: int = -1  # column of the head output it came from
-
-    def to_dict(self, names: list[str] | None = None) -> dict:
-        d = {"box": [round(v, 1) for v in self.box], "score": round(self.score, 4), "class": self.cls}
-        if names and self.cls < len(names):
-            d["name"] = names[self.cls]
-        return d
-
-
-def decode_yolo(
-    out, lb: Letterbox, conf: float = 0.25, iou: float = 0.45, max_det: int = 300
-) -> list[Detection]:
-    """Decode a (1, 4 + classes, anchors) YOLO head: boxes are cx, cy, w, h in input pixels.
-
-    Best class per anchor, confidence threshold, class-aware NMS, then boxes mapped
-    back through the letterbox to the original image and clipped to it.
-    """
-    import torch
-    import torchvision
-
-    pred = out[0] if out.dim() == 3 else out
-    pred = pred.transpose(0, 1).float()  # (anchors, 4 + nc)
-    scores, classes = pred[:, 4:].max(1)
-    keep = scores > conf
-    anchors = torch.nonzero(keep).flatten()
-    pred, scores, classes = pred[keep], scores[keep], classes[keep]
-    cx, cy, w, h = pred[:, 0], pred[:, 1], pred[:, 2], pred[:, 3]
-    boxes = torch.stack((cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), 1)
-    idx = torchvision.ops.batched_nms(boxes, scores, classes, iou)[:max_det]
-    boxes, scores, classes, anchors = boxes[idx], scores[idx], classes[idx], anchors[idx]
-    boxes[:, [0, 2]] = ((boxes[:, [0, 2]] - lb.pad[0]) / lb.gain).clamp(0, lb.shape[1])
-    boxes[:, [1, 3]] = ((boxes[:, [1, 3]] - lb.pad[1]) / lb.gain).clamp(0, lb.shape[0])
-    return [
-        Detection(tuple(b.tolist()), float(s), int(c), int(a))
-        for b, s, c, a in zip(boxes, scores, classes, anchors)
-    ]
-
-
-def anchor_agreement(reference: list[Detection], out, lb: Letterbox, iou: float = 0.9, tie: float = 1e-3) -> float:
-    """Fraction of reference boxes that the program reproduces at the same anchor: a box
-    with IoU ≥ ``iou`` whose score for the reference class is its best (within ``tie``).
-
-    Robust where NMS and argmax are not: with random weights many class scores are
-    equal to 1e-6, and which one wins says nothing about the program.
-    """
-    if not reference:
-        return 1.0
-    pred = (out[0] if out.dim() == 3 else out).transpose(0, 1).float()
-    hits = 0
-    for det in reference:
-        row = pred[det.anchor]
-        cx, cy, w, h = row[:4].tolist()
-        box = (
-            (cx - w / 2 - lb.pad[0]) / lb.gain, (cy - h / 2 - lb.pad[1]) / lb.gain,
-            (cx + w / 2 - lb.pad[0]) / lb.gain, (cy + h / 2 - lb.pad[1]) / lb.gain,
-        )
-        box = (
-            min(max(box[0], 0), lb.shape[1]), min(max(box[1], 0), lb.shape[0]),
-            min(max(box[2], 0), lb.shape[1]), min(max(box[3], 0), lb.shape[0]),
-        )
-        scores = row[4:]
-        same_class = float(scores[det.cls]) >= float(scores.max()) - tie
-        hits += int(same_class and box_iou(det.box, box) >= iou)
-    return hits / len(reference)
-
-
 def box_iou(a, b) -> float:
+    """IoU of two x1, y1, x2, y2 boxes (corners in either order: random weights predict
+    negative sizes)."""
+    a = (min(a[0], a[2]), min(a[1], a[3]), max(a[0], a[2]), max(a[1], a[3]))
+    b = (min(b[0], b[2]), min(b[1], b[3]), max(b[0], b[2]), max(b[1], b[3]))
     area_a = (a[2] - a[0]) * (a[3] - a[1])
     area_b = (b[2] - b[0]) * (b[3] - b[1])
     if min(area_a, area_b) < 1.0:  # degenerate (clipped flat at an image edge): same within a pixel
@@ -235,32 +194,54 @@ def box_iou(a, b) -> float:
     return inter / (area_a + area_b - inter)
 
 
-def matched_fraction(reference: list[Detection], candidate: list[Detection], iou: float = 0.9) -> float:
-    """Fraction of reference boxes matched by a same-class candidate box with IoU ≥ ``iou``."""
-    if not reference:
-        return 1.0 if not candidate else 0.0
-    used: set[int] = set()
-    hits = 0
-    for r in reference:
-        best, best_iou = None, iou
-        for j, c in enumerate(candidate):
-            if j in used or c.cls != r.cls:
-                continue
-            v = box_iou(r.box, c.box)
-            if v >= best_iou:
-                best, best_iou = j, v
-        if best is not None:
-            used.add(best)
-            hits += 1
-    return hits / len(reference)
+def draw_results(image, results: list[dict], dest) -> None:
+    """``image`` with ``results`` drawn on it, saved to ``dest``: boxes with their name and
+    score, keypoints (joined as COCO's skeleton when there are 17), masks as a tint, and a
+    classifier's top-5 as text."""
+    from pathlib import Path
+
+    from PIL import Image, ImageDraw
+
+    img = _rgb(image)
+    palette = [(255, 56, 56), (50, 205, 50), (0, 144, 255), (255, 178, 29), (207, 72, 255), (0, 212, 187)]
+    for k, r in enumerate(results):
+        mask = r.get("_mask")
+        if mask is not None:
+            tint = Image.new("RGB", img.size, palette[k % len(palette)])
+            img = Image.composite(Image.blend(img, tint, 0.45), img, Image.fromarray(mask.astype("uint8") * 255).resize(img.size))
+    draw = ImageDraw.Draw(img)
+    width = max(2, round(max(img.size) / 300))
+    lines = []
+    for k, r in enumerate(results):
+        color = palette[k % len(palette)]
+        if "box" in r:
+            x1, y1, x2, y2 = r["box"]
+            box = (min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2))
+            draw.rectangle(box, outline=color, width=width)
+            draw.text((box[0] + width, box[1] + width), f"{r.get('name', r.get('class', ''))} {r.get('score', 0):.2f}", fill=color)
+        points = r.get("keypoints") or []
+        if len(points) == 17:
+            for a, b in COCO_SKELETON:
+                if points[a][2] >= KEYPOINT_VISIBLE and points[b][2] >= KEYPOINT_VISIBLE:
+                    draw.line([tuple(points[a][:2]), tuple(points[b][:2])], fill=color, width=width)
+        for x, y, s in points:
+            if s >= KEYPOINT_VISIBLE:
+                draw.ellipse([x - 2 * width, y - 2 * width, x + 2 * width, y + 2 * width], fill=color)
+        if "prob" in r:
+            lines.append(f"{r.get('name', r.get('class'))}: {r['prob']:.3f}")
+    for i, line in enumerate(lines):
+        draw.text((8, 8 + 14 * i), line, fill=(255, 255, 255), stroke_width=2, stroke_fill=(0, 0, 0))
+    Path(dest).parent.mkdir(parents=True, exist_ok=True)
+    img.save(dest, quality=88)
 
 
-def top_k(logits, k: int = 5, names: list[str] | None = None) -> list[dict]:
-    import torch
-
-    probs = torch.softmax(logits.flatten().float(), 0)
-    values, indices = torch.topk(probs, min(k, probs.numel()))
-    return [
-        {"class": int(i), "name": names[int(i)] if names and int(i) < len(names) else str(int(i)), "prob": round(float(v), 5)}
-        for v, i in zip(values, indices)
-    ]
+KEYPOINT_VISIBLE = 0.5  # a keypoint is drawn when its score reaches this
+# COCO's 17-keypoint skeleton (nose, eyes, ears, shoulders, elbows, wrists, hips, knees, ankles)
+COCO_SKELETON = ((15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7), (6, 8),
+                 (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6))
+COCO_KEYPOINTS = ("nose", "left_eye", "right_eye", "left_ear", "right_ear", "left_shoulder", "right_shoulder",
+                  "left_elbow", "right_elbow", "left_wrist", "right_wrist", "left_hip", "right_hip", "left_knee",
+                  "right_knee", "left_ankle", "right_ankle")
+# COCO's per-keypoint OKS constants
+COCO_SIGMAS = (0.026, 0.025, 0.025, 0.035, 0.035, 0.079, 0.079, 0.072, 0.072, 0.062, 0.062, 0.107, 0.107, 0.087,
+               0.087, 0.089, 0.089)

@@ -165,7 +165,7 @@ def test_validate_on_real_images_catches_damaged_weights(mobilenet_run, tmp_path
 
     assert [i["image"] for i in good["images"]] == [p.name for p in shipped_images()]
     assert {"bus.jpg", "zidane.jpg"} <= {i["image"] for i in good["images"]}
-    assert len(good["images"][0]["top5"]) == 5 and good["images"][0]["top5"][0]["name"]
+    assert len(good["images"][0]["results"]) == 5 and good["images"][0]["results"][0]["name"]
     assert good["images"][0]["inference_ms"] > 0
     assert files["mobilenet/mobilenet_v3_small_coreml.pte"]["status"] == "NOT_RUNNABLE_HERE"
 
@@ -177,8 +177,8 @@ def test_validate_yolo_detections_on_real_images(yolo_run):
     [f] = json.loads((out / "validation_report.json").read_text())["files"]
     assert f["status"] == "VERIFIED" and f["agreement"] >= 0.9
     bus = f["images"][0]
-    assert bus["image"] == "bus.jpg" and bus["eager_detections"] == len(bus["detections"])
-    det = bus["detections"][0]
+    assert bus["image"] == "bus.jpg" and bus["eager_results"] == len(bus["results"])
+    det = bus["results"][0]
     assert set(det) == {"box", "score", "class", "name"} and det["score"] > 0.25
     x1, y1, x2, y2 = det["box"]
     assert 0 <= x1 <= x2 <= 810 and 0 <= y1 <= y2 <= 1080, "boxes are in the original image's pixels"

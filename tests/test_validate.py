@@ -12,7 +12,8 @@ from test_cli import TINY, cli
 
 from pteforge.errors import ExitStatus
 from pteforge.isolate import ChildCrashed, IsolatedRuntime
-from pteforge.vision import Detection, decode_yolo, detection_input, matched_fraction, shipped_images
+from pteforge.families.detection import Detection, decode_yolo, matched_fraction
+from pteforge.vision import detection_input, shipped_images
 
 
 @pytest.fixture(scope="module")

@@ -123,7 +123,7 @@ def pt2_spec(path: str) -> ModelSpec:
         inputs=tuple(inputs),
         factory="pteforge.models.custom:build_pt2",
         source="pt2",
-        pt2_path=str(p.resolve()),
+        path=str(p.resolve()),
     )
 
 
@@ -131,4 +131,103 @@ def build_pt2(spec: ModelSpec, weights: str, seed: int):
     """The eager reference of a .pt2 is the program's own module."""
     import torch
 
-    return torch.export.load(spec.pt2_path).module()
+    return torch.export.load(spec.path).module()
+
+
+def custom_spec(ref: str, inputs: tuple[InputSpec, ...]) -> ModelSpec:
+    """A ``--model``: ``file.pt2``, ``file.onnx`` or ``package.module:factory(...)``."""
+    if ref.endswith(".pt2"):
+        return pt2_spec(ref)
+    if ref.endswith(".onnx"):
+        return onnx_spec(ref, inputs)
+    return factory_spec(ref, inputs)
+
+
+_ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16", 11: "float64"}
+
+
+def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = ()) -> ModelSpec:
+    """A spec for an ONNX file: inputs from its graph (a dynamic dimension is 1 unless
+    --input-shape gives the shapes)."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"model file '{path}' does not exist", fix="give the path of an .onnx file")
+    import onnx
+
+    try:
+        graph = onnx.load(str(p), load_external_data=False).graph
+    except Exception as exc:
+        raise ModelError(f"'{path}' is not an ONNX model ({one_line(exc, 120)})", fix="give a file written by torch.onnx.export or an ONNX exporter") from None
+    weights = {init.name for init in graph.initializer}
+    found = []
+    for value in graph.input:
+        if value.name in weights:
+            continue
+        tensor = value.type.tensor_type
+        dtype = _ONNX_DTYPES.get(tensor.elem_type)
+        if dtype is None:
+            raise ModelError(f"'{path}': input {value.name} has an ONNX type pteforge cannot feed ({tensor.elem_type})",
+                             fix="export the model with float or integer inputs")
+        found.append(InputSpec(tuple(d.dim_value if d.dim_value > 0 else 1 for d in tensor.shape.dim), dtype))
+    if inputs:
+        if len(inputs) != len(found):
+            raise UsageError(f"'{path}' has {len(found)} input(s); {len(inputs)} --input-shape given", fix="give one --input-shape per graph input")
+        found = [InputSpec(i.shape, f.dtype) for i, f in zip(inputs, found)]
+    return ModelSpec(name=p.stem, family="custom", task="custom", inputs=tuple(found),
+                     factory="pteforge.models.custom:build_onnx", source="onnx", path=str(p.resolve()))
+
+
+def build_onnx(spec: ModelSpec, weights: str, seed: int):
+    """The ONNX graph as a PyTorch module (onnx2torch): what torch.export captures."""
+    from onnx2torch import convert
+
+    try:
+        return convert(spec.path).eval()
+    except Exception as exc:
+        raise ModelError(f"onnx2torch cannot import '{spec.path}': {one_line(exc, 200)}",
+                         fix="re-export the ONNX file at a newer opset, or export the PyTorch model directly with --model") from None
+
+
+class OnnxReference:
+    """The eager reference of an ONNX model: ONNX Runtime running the original file, called
+    like a module."""
+
+    def __init__(self, path: str):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        self.names = [i.name for i in self.session.get_inputs()]
+
+    def __call__(self, *inputs):
+        import torch
+
+        outputs = self.session.run(None, {n: x.detach().cpu().numpy() for n, x in zip(self.names, inputs)})
+        return [torch.from_numpy(o) for o in outputs]
+
+
+def reference_model(spec: ModelSpec, model):
+    """What the program is compared with: the model itself, or ONNX Runtime on an ONNX file."""
+    return OnnxReference(spec.path) if spec.source == "onnx" else model
+
+
+def onnx_model(url: str, name: str):
+    """A model published as an ONNX file: downloaded once into the user cache, imported with
+    onnx2torch. A failed download is one line that says --weights none builds the
+    architecture without it."""
+    from ..cache import cache_root
+    from ..errors import WeightsError
+
+    path = cache_root() / "weights" / url.rsplit("/", 1)[-1]
+    if not path.exists():
+        import torch
+
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.hub.download_url_to_file(url, str(path), progress=False)
+        except Exception as exc:
+            raise WeightsError(f"cannot download {name}'s pretrained model {url} ({one_line(exc, 120)})",
+                               fix="use --weights none to build the architecture with random weights, or put the file at "
+                                   f"{path}") from None
+    return build_onnx(ModelSpec(name=name, family="custom", task="custom", inputs=(), factory="", source="onnx", path=str(path)), "pretrained", 0)

@@ -22,14 +22,16 @@ def make_inputs(spec: ModelSpec, seed: int, batch: int | None = None) -> tuple:
             shape[0] = batch
         dtype = getattr(torch, inp.dtype)
         if dtype.is_floating_point and len(shape) == 4 and spec.preprocessing is not None:
-            n, c, h, w = shape
+            pre = spec.preprocessing
+            nhwc = pre.layout == "NHWC"
+            n, c, h, w = (shape[0], shape[3], shape[1], shape[2]) if nhwc else shape
             coarse = torch.rand(n, c, max(h // 16, 2), max(w // 16, 2), generator=gen)
             img = torch.nn.functional.interpolate(coarse, size=(h, w), mode="bilinear", align_corners=False)
-            img = (img + 0.1 * torch.rand(n, c, h, w, generator=gen)).clamp(0, 1)
-            pre = spec.preprocessing
+            img = (img + 0.1 * torch.rand(n, c, h, w, generator=gen)).clamp(0, 1) * 255.0 * pre.scale
             mean = torch.tensor(pre.mean).view(1, -1, 1, 1)
             std = torch.tensor(pre.std).view(1, -1, 1, 1)
-            out.append(((img - mean) / std).to(dtype))
+            img = (img - mean) / std
+            out.append((img.permute(0, 2, 3, 1).contiguous() if nhwc else img).to(dtype))
         elif dtype.is_floating_point:
             out.append(torch.randn(*shape, generator=gen).to(dtype))
         elif dtype == torch.bool:

@@ -29,10 +29,3 @@ def build(spec: ModelSpec, weights: str, seed: int):
     else:
         load_state_dict_file(model, weights)
     return model.eval()
-
-
-def imagenet_labels() -> list[str]:
-    """ImageNet class names from torchvision's weight metadata (no download)."""
-    from torchvision.models import MobileNet_V3_Small_Weights
-
-    return list(MobileNet_V3_Small_Weights.DEFAULT.meta["categories"])

@@ -1,4 +1,5 @@
-"""Ultralytics YOLO detectors, built from the model yaml, detection head in export mode."""
+"""Ultralytics YOLO models (detection, pose, segmentation, ...), built from the model yaml
+with the head in export mode; the family says which model class and how many classes."""
 
 from __future__ import annotations
 
@@ -21,40 +22,60 @@ def _quiet():
 def build(spec: ModelSpec, weights: str, seed: int):
     import torch
 
+    from ..families import family
+
+    fam = family(spec.family)
     _quiet()
     torch.manual_seed(seed)
     if weights == WEIGHTS_PRETRAINED:
-        from ultralytics.nn.tasks import load_checkpoint
-
-        try:  # Ultralytics' own download and loading code (trusted release assets)
-            model, _ = load_checkpoint(f"{spec.name}.pt")
-        except Exception as exc:
-            raise WeightsError(
-                f"cannot download pretrained weights {spec.name}.pt ({type(exc).__name__})",
-                fix="use --weights none for random initialisation or --weights PATH for a local state dict",
-            ) from None
+        model = _pretrained(fam.checkpoint(spec.name))
     else:
-        from ultralytics.nn.tasks import DetectionModel
+        from ultralytics.nn import tasks
 
-        model = DetectionModel(f"{spec.name}.yaml", nc=80, verbose=False)
+        model = getattr(tasks, fam.model_class)(fam.yaml(spec.name), nc=fam.nc, verbose=False)
         if weights == WEIGHTS_NONE:
             recalibrate_batchnorm(model, lambda i: statistics_batch(spec, seed * 1000 + i, batch=4))
         else:
             load_state_dict_file(model, weights)
     model = to_export_mode(model)
-    # A dry run, as Ultralytics' exporter does: the Detect head computes its anchors
-    # for this input shape once and keeps them, so torch.export captures them as
-    # constants instead of an arange/expand/full subgraph that runs on the portable
-    # kernels every inference (measured on yolo11n/XNNPACK: 6 arange, 3 full and 3
-    # _local_scalar_dense fewer outside the delegate).
+    # A dry run, as Ultralytics' exporter does: the head computes its anchors for this
+    # input shape once and keeps them, so torch.export captures them as constants instead
+    # of an arange/expand/full subgraph that runs on the portable kernels every inference
+    # (measured on yolo11n/XNNPACK: 6 arange, 3 full and 3 _local_scalar_dense fewer
+    # outside the delegate).
     with torch.no_grad():
         model(torch.zeros(spec.inputs[0].shape))
     return model
 
 
+def _pretrained(checkpoint: str):
+    """Ultralytics' own download and loading code: a release asset name (yolo11n.pt), or a
+    URL of community weights, downloaded once into the user cache."""
+    from ultralytics.nn.tasks import load_checkpoint
+
+    try:
+        if checkpoint.startswith(("https://", "http://")):
+            from ..cache import cache_root
+
+            path = cache_root() / "weights" / checkpoint.rsplit("/", 1)[-1]
+            if not path.exists():
+                import torch
+
+                path.parent.mkdir(parents=True, exist_ok=True)
+                torch.hub.download_url_to_file(checkpoint, str(path), progress=False)
+            checkpoint = str(path)
+        model, _ = load_checkpoint(checkpoint)
+        return model
+    except Exception as exc:
+        raise WeightsError(
+            f"cannot download pretrained weights {checkpoint} ({type(exc).__name__})",
+            fix="use --weights none for random initialisation or --weights PATH for a local state dict",
+        ) from None
+
+
 def to_export_mode(model):
     """What Ultralytics' own exporter does before an ExecuTorch export."""
-    from ultralytics.nn.modules import Detect
+    from ultralytics.nn.modules import Detect  # Pose and Segment heads are Detects
     from ultralytics.utils.export.executorch import executorch_wrapper
 
     model = model.float().eval()
@@ -68,14 +89,3 @@ def to_export_mode(model):
             m.export = True
             m.format = "executorch"
     return model
-
-
-def coco_labels() -> list[str]:
-    """COCO class names from the dataset yaml that Ultralytics ships (no download)."""
-    from pathlib import Path
-
-    import ultralytics
-    from ultralytics.utils import YAML
-
-    names = YAML.load(Path(ultralytics.__file__).parent / "cfg" / "datasets" / "coco.yaml")["names"]
-    return [names[i] for i in sorted(names)]

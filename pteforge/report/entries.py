@@ -9,24 +9,24 @@ from pathlib import Path
 
 from ..backends import default_registry
 from ..io import write_atomic
-from ..models.catalog import LABEL_FILES, labels_for
+from ..families import labels_for
 from ..result import Record
 from ..spec import ExportConfig, ModelSpec, target_slug
 from .manifest import LabelsEntry, ModelEntry
 
 
 def write_label_files(out: Path, needs: dict[str, str], base_url: str | None) -> dict[str, LabelsEntry]:
-    """The labels file of each category in ``needs`` (category -> labels set, e.g.
-    ``mobilenet`` -> ``imagenet``), from the libraries' own metadata, and its entry in
+    """The labels file of each category in ``needs`` (category -> its file name, e.g.
+    ``mobilenet`` -> ``imagenet_classes.txt``), from the family's source, and its entry in
     the app's shape (one per category: the app looks labels up by category)."""
     written = {}
-    for category, kind in sorted(needs.items()):
-        names = labels_for(kind)
+    for category, file in sorted(needs.items()):
+        names = labels_for(category)
         data = ("\n".join(names) + "\n").encode()
-        write_atomic(Path(out) / LABEL_FILES[kind], data)
+        write_atomic(Path(out) / file, data)
         written[category] = LabelsEntry(
-            name=LABEL_FILES[kind], category=category, remoteUrl=_url(base_url, LABEL_FILES[kind]),
-            size=len(data), hash=hashlib.sha256(data).hexdigest(), file=LABEL_FILES[kind], count=len(names),
+            name=file, category=category, remoteUrl=_url(base_url, file),
+            size=len(data), hash=hashlib.sha256(data).hexdigest(), file=file, count=len(names),
         )
     return written
 

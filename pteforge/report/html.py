@@ -66,6 +66,8 @@ def _photos_cell(e) -> str:
         return "—"
     worst = f"min {_db(im['sqnr_db'])}" if isinstance(im.get("sqnr_db"), (int, float)) else "—"
     top1 = f'<div class="sub">top-1 {pct(im["top1_agreement"])}</div>' if im.get("top1_agreement") is not None else ""
+    if not top1 and im.get("agreement") is not None:
+        top1 = f'<div class="sub">agreement {pct(im["agreement"])}</div>'
     count = im.get("images") or len(im.get("names") or [])
     return f'{_e(worst)}{top1}<div class="sub">{_e(count)} photo(s)</div>'
 
@@ -171,8 +173,10 @@ def _numerics_table(e) -> str:
              pct(v.get("top1_agreement")) if v.get("top1_agreement") is not None else "")]
     for r in per_image(e):
         match = r.get("top1_match")
-        rows.append(("photo", r.get("name", "?"), r.get("sqnr_db"), r.get("cosine"),
-                     "" if match is None else ("same" if match else "differs")))
+        metric = "" if match is None else ("same" if match else "differs")
+        if match is None and r.get("agreement") is not None:
+            metric = pct(r["agreement"])
+        rows.append(("photo", r.get("name", "?"), r.get("sqnr_db"), r.get("cosine"), metric))
     body = []
     for kind, name, sqnr, cos, top1 in rows:
         above = ""
@@ -182,7 +186,7 @@ def _numerics_table(e) -> str:
                     f'<td class="num">{_e(f"{cos:.6f}" if isinstance(cos, (int, float)) else "")}</td>'
                     f"<td>{_e(top1)}</td><td>{above}</td></tr>")
     return (f'<table class="numerics st-{status_kind(e.status)}" data-name="{_e(e.name)}"><caption>{caption}</caption>'
-            "<thead><tr><th>input</th><th>SQNR vs eager</th><th>cosine</th><th>top-1 vs eager</th>"
+            "<thead><tr><th>input</th><th>SQNR vs eager</th><th>cosine</th><th>agreement (top-1, boxes, keypoints, masks)</th>"
             f"<th>vs threshold</th></tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 
@@ -302,6 +306,7 @@ th,td{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left;o
 th{background:#f2f2f2} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.num .sub{white-space:normal}
 caption{text-align:left;font-weight:600;padding:.3em 0}
+.photo{display:inline-block;margin:0 .5em .5em 0;vertical-align:top;max-width:260px} img.drawn{max-width:260px;display:block}
 .sub{font-size:11px;color:#555} .why{font-size:12px} .none{color:#777;font-style:italic}
 .badge{display:inline-block;padding:0 .45em;border-radius:3px;font-size:11px;font-weight:700;color:#fff;white-space:nowrap}
 .badge.st-ok{background:#2e7d32} .badge.st-device{background:#1f6fb2} .badge.st-unchecked{background:#a86b00}
@@ -317,7 +322,7 @@ svg.plot{max-width:100%;height:auto} svg text{font-size:12px;font-family:sans-se
 @media print{
   body{margin:0;font-size:10pt} *{-webkit-print-color-adjust:exact;print-color-adjust:exact}
   nav{display:none} h2{break-after:avoid} h3{break-after:avoid} tr,figure{break-inside:avoid}
-  table{font-size:9pt} thead{display:table-header-group} #plots{break-before:page}
+  img.drawn{max-width:2.5in} table{font-size:9pt} thead{display:table-header-group} #plots{break-before:page}
 }
 """
 
@@ -332,13 +337,49 @@ def _header(man: Manifest, failures: list[dict]) -> str:
             "latency is a p50 measured after warm-up in the child process that runs artifacts.</p>"
             f'<p class="legend">Status: {legend} (and every other failure status in red).</p>'
             '<nav><a href="#matrix">artifacts</a> · <a href="#fallback">load order</a> · '
-            '<a href="#numerics">numerics</a> · <a href="#plots">plots</a></nav></header>')
+            '<a href="#numerics">numerics</a> · <a href="#validation">validation</a> · <a href="#plots">plots</a></nav></header>')
 
 
-def html_report(man: Manifest, failures: list[dict] | None = None) -> str:
+def _found(image: dict) -> str:
+    results = image.get("results")
+    if results is None:
+        return ""
+    if results and "prob" in results[0]:
+        return ", ".join(f"{r.get('name', r.get('class'))} {r['prob']:.2f}" for r in results[:3])
+    return f"{len(results)} found (eager: {image.get('eager_results', '?')})"
+
+
+def validation_section(validation: dict | None) -> str:
+    """``pteforge validate``'s results, when it ran on this directory: per artifact and
+    photo what the program found, its agreement with eager, and the annotated photo."""
+    if not validation:
+        return ""
+    rows = []
+    for f in validation.get("files", []):
+        images = f.get("images") or []
+        cells = []
+        for im in images:
+            link = im.get("drawn")
+            thumb = (f'<a href="{_e(link)}"><img class="drawn" src="{_e(link)}" alt="{_e(im.get("image"))} annotated" '
+                     'loading="lazy"></a>') if link else ""
+            agree = f" · agreement {pct(im['agreement'])}" if im.get("agreement") is not None else ""
+            cells.append(f'<div class="photo">{thumb}<div class="sub">{_e(im.get("image"))}: {_e(_found(im))}{_e(agree)}</div></div>')
+        status = f.get("status", "")
+        reason = f'<div class="why">{_e(f.get("reason") or "")}</div>'
+        rows.append(f'<tr class="row st-{status_kind(status)}" data-file="{_e(f.get("file"))}"><td>{_e(f.get("file"))}</td>'
+                    f"<td>{_badge(status)}{reason}</td><td class=\"num\">{_e(pct(f['agreement']) if f.get('agreement') is not None else '')}</td>"
+                    f"<td class=\"num\">{_e(_db(f.get('sqnr_db')))}</td><td>{''.join(cells)}</td></tr>")
+    return ('<section id="validation"><h2>Validation on real photos</h2>'
+            f"<p>pteforge validate, {_e(validation.get('generated'))}: every artifact run on "
+            f"{_e(len(validation.get('images') or []))} photo(s), decoded as the app does and compared with eager.</p>"
+            "<table><thead><tr><th>file</th><th>status</th><th>agreement</th><th>SQNR</th><th>photos</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></section>")
+
+
+def html_report(man: Manifest, failures: list[dict] | None = None, validation: dict | None = None) -> str:
     failures = failures or []
     body = "".join([_header(man, failures), matrix_section(man, failures), fallback_section(man),
-                    numerics_section(man), plots_section(man)])
+                    numerics_section(man), validation_section(validation), plots_section(man)])
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>pteforge report</title>

@@ -214,10 +214,10 @@ def precision_lines(man: Manifest) -> list[str]:
     return lines
 
 
-def html_report(man: Manifest, failures: list[dict] | None = None) -> str:
+def html_report(man: Manifest, failures: list[dict] | None = None, validation: dict | None = None) -> str:
     from .html import html_report as render
 
-    return render(man, failures or [])
+    return render(man, failures or [], validation)
 
 
 def last_run_failures(out: Path) -> list[dict]:
@@ -228,9 +228,35 @@ def last_run_failures(out: Path) -> list[dict]:
         return []
 
 
+VALIDATION_NAME = "validation_report.json"
+
+
+def _validation(path: Path) -> dict | None:
+    try:
+        data = json.loads(Path(path).read_text())
+        return data if isinstance(data, dict) and isinstance(data.get("files"), list) else None
+    except (OSError, ValueError):
+        return None
+
+
 def write_reports(out: Path, man: Manifest, failures: list[dict]) -> list[Path]:
     paths = [Path(out) / "EXPORT_SUMMARY.md", Path(out) / "report.json", Path(out) / "report.html"]
     write_atomic(paths[0], markdown(man, failures))
     write_atomic(paths[1], json.dumps({"manifest": json.loads(man.model_dump_json()), "last_run_failures": failures}, indent=2) + "\n")
-    write_atomic(paths[2], html_report(man, failures))
+    write_atomic(paths[2], html_report(man, failures, _validation(Path(out) / VALIDATION_NAME)))
     return paths
+
+
+def rewrite_html(out: Path, validation: Path) -> bool:
+    """report.html of the export in ``out`` again, with the validation report at
+    ``validation`` (and its drawings); False when ``out`` holds no manifest."""
+    from .manifest import MANIFEST_NAME, load_manifest
+
+    man = load_manifest(Path(out) / MANIFEST_NAME)
+    if man is None:
+        return False
+    found = _validation(validation)
+    if found is not None:
+        found["_relative_to"] = str(Path(out).resolve())
+    write_atomic(Path(out) / "report.html", html_report(man, last_run_failures(out), found))
+    return True

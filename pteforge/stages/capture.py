@@ -77,6 +77,7 @@ def capture(
     import torch
 
     from ..io import check_writable_tmp
+    from ..models.custom import reference_model
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -95,9 +96,10 @@ def capture(
 
     t0 = time.perf_counter()
     reference = {"inputs": [list(x) for x in inputs]}
+    eager = reference_model(spec, model)
     with torch.no_grad():
-        reference["outputs"] = [flatten_outputs(model(*x)) for x in inputs]
-        reference.update(validation_images(spec, model))
+        reference["outputs"] = [flatten_outputs(eager(*x)) for x in inputs]
+        reference.update(validation_images(spec, eager))
     timings[Stage.REFERENCE.value] = time.perf_counter() - t0
 
     work_dir = Path(work_dir)

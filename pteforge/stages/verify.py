@@ -102,17 +102,28 @@ def verify_outputs(
     )
 
 
-def image_agreement(reference: dict, actual: list[list], task: str) -> dict:
-    """Agreement with eager fp32 on the validation photos: SQNR and cosine (worst
-    over photos) and, for classifiers, the fraction of photos with the same top-1."""
+def image_agreement(reference: dict, actual: list[list], spec) -> dict:
+    """Agreement with eager fp32 on the validation photos: SQNR and cosine (worst over
+    photos), the family's own metric per photo and its mean (``agreement``: same top-1,
+    boxes at the same anchors, keypoint similarity, mask IoU, ...) and, for classifiers,
+    the fraction of photos with the same top-1."""
+    from ..families import family
+    from ..vision import shipped_images
+
+    fam = family(spec.family)
     names = reference.get("image_names", [])
+    photos = {p.name: p for p in shipped_images()}
     per_image = []
     for i, (e, a) in enumerate(zip(reference["image_outputs"], actual)):
         s = compare(e, a)
-        row = {"name": names[i] if i < len(names) else f"image {i}",
-               "sqnr_db": round(min(s["sqnr"], 200.0), 2), "cosine": round(s["cosine"], 6)}
-        if task == "classification":
+        name = names[i] if i < len(names) else f"image {i}"
+        row = {"name": name, "sqnr_db": round(min(s["sqnr"], 200.0), 2), "cosine": round(s["cosine"], 6)}
+        if spec.task == "classification":
             row["top1_match"] = int(e[0].argmax()) == int(a[0].argmax())
+        if name in photos:
+            metric = fam.agreement(e, a, fam.prepare(photos[name], spec).meta)
+            if metric is not None:
+                row["agreement"] = round(metric, 4)
         per_image.append(row)
     out = {
         "images": len(actual),
@@ -121,6 +132,9 @@ def image_agreement(reference: dict, actual: list[list], task: str) -> dict:
         "cosine": min(r["cosine"] for r in per_image),
         "per_image": per_image,  # the metric against eager on each photo (the report's numerics)
     }
-    if task == "classification":
+    if spec.task == "classification":
         out["top1_agreement"] = round(sum(r["top1_match"] for r in per_image) / len(per_image), 4)
+    scored = [r["agreement"] for r in per_image if "agreement" in r]
+    if scored:
+        out["agreement"] = round(sum(scored) / len(scored), 4)
     return out

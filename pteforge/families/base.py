@@ -1,0 +1,106 @@
+"""What a task family is: everything pteforge knows about one kind of model, in one class.
+
+A family (classification, detection, pose, ...) names its catalog models and how they are
+built, the preprocessing facts the manifest carries, its labels, how ``validate`` decodes
+its outputs as an app would, the metric that says whether a program agrees with eager
+PyTorch, how to draw its results on a photo, the manifest category the app uses and its
+CLI word (``--yolo-pose``). Adding a family is adding one file to this package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..spec import InputSpec, ModelSpec, Preprocessing
+
+
+@dataclass
+class Prepared:
+    """One photo made ready for a model: the input tensor, and what decoding needs to map
+    the outputs back to the photo (``meta``: e.g. the letterbox)."""
+
+    tensor: Any
+    meta: Any = None
+
+
+class Family:
+    """One task family. Subclasses set the class attributes and override what differs."""
+
+    word: ClassVar[str]  # the CLI flag (--WORD) and the config key
+    category: ClassVar[str]  # the manifest's category, the app's word for it
+    task: ClassVar[str]  # classification, detection, pose, segmentation, ...
+    models: ClassVar[tuple[str, ...]] = ()  # catalog names; the first is the default
+    aliases: ClassVar[dict[str, tuple[str, ...]]] = {}  # catalog name -> other names it answers to
+    model_help: ClassVar[str] = ""  # --WORD's help: what the names are
+    factory: ClassVar[str] = ""  # "module:function" taking (spec, weights, seed)
+    input_shape: ClassVar[tuple[int, ...]] = ()
+    input_dtype: ClassVar[str] = "float32"
+    preprocessing: ClassVar[Preprocessing | None] = None
+    labels_file: ClassVar[str | None] = None  # written beside the artifacts, named by the manifest
+    labels_from: ClassVar[str | None] = None  # the distribution the names come from (keys their cache)
+    outputs: ClassVar[str] = ""  # what the outputs are, for the README's catalog table
+    min_agreement: ClassVar[float] = 0.9  # at float precisions, on real photos
+    order: ClassVar[int] = 100
+
+    # -- the catalog ---------------------------------------------------------------
+    def spec(self, name: str) -> ModelSpec:
+        return ModelSpec(
+            name=name, family=self.category, task=self.task,
+            inputs=(InputSpec(self.input_shape_of(name), self.input_dtype),), factory=self.factory,
+            preprocessing=self.preprocessing_of(name), labels=self.labels_file,
+        )
+
+    def input_shape_of(self, name: str) -> tuple[int, ...]:
+        return self.input_shape
+
+    def preprocessing_of(self, name: str) -> Preprocessing | None:
+        return self.preprocessing
+
+    def specs(self) -> list[ModelSpec]:
+        return [self.spec(name) for name in self.models]
+
+    # -- labels ----------------------------------------------------------------------
+    def label_names(self) -> list[str]:
+        """The class (or keypoint) names the labels file holds."""
+        return []
+
+    # -- validation on photos ----------------------------------------------------------
+    def prepare(self, image, spec: ModelSpec) -> Prepared:
+        """A photo (path or PIL image) through the model's preprocessing, as the app does it."""
+        from ..vision import prepare_image
+
+        tensor, meta = prepare_image(image, spec.preprocessing, spec.inputs[0].shape)
+        return Prepared(tensor, meta)
+
+    def decode(self, outputs: list, meta, names: list[str] | None) -> list[dict]:
+        """The program's outputs as an app shows them (top-5, boxes, keypoints, masks)."""
+        return []
+
+    def agreement(self, reference: list, outputs: list, meta) -> float | None:
+        """How far the program's outputs agree with eager's on one photo, in [0, 1], by the
+        family's own metric (None: the SQNR alone is the comparison)."""
+        return None
+
+    def draw(self, image, decoded: list[dict], dest) -> None:
+        """Write ``image`` annotated with ``decoded`` to ``dest`` (a .jpg)."""
+        from ..vision import draw_results
+
+        draw_results(image, decoded, dest)
+
+    # -- manifest ----------------------------------------------------------------------
+    def manifest_extra(self, spec: ModelSpec) -> dict:
+        """Facts beyond the common ones that an app needs to decode this family."""
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<family {self.category}>"
+
+
+class CustomFamily(Family):
+    """Models from outside the catalog: compared with eager by SQNR on seeded inputs."""
+
+    word = "model"
+    category = "custom"
+    task = "custom"
+    order = 1000
