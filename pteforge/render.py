@@ -142,6 +142,8 @@ class Renderer:
         if r.verification and r.verification.images and r.status is Status.VERIFIED:
             im = r.verification.images
             top1 = f", top-1 {im['top1_agreement']:.0%}" if im.get("top1_agreement") is not None else ""
+            if not top1 and im.get("agreement") is not None:
+                top1 = f", agreement {im['agreement']:.0%}"
             proof += f"; on {im['images']} photos SQNR {im['sqnr_db']:.1f} dB{top1}"
         if r.latency and r.latency.get("p50_ms") is not None:
             proof += f"; p50 {r.latency['p50_ms']:.3g} ms ({r.latency.get('runs')} runs after warm-up)"

@@ -66,3 +66,17 @@ def test_the_file_can_publish_too(capsys, tmp_path):
     versions = json.loads((site / "versions.json").read_text())
     [e] = json.loads((site / versions["latest"] / "index.json").read_text())["models"]
     assert e["remoteUrl"] == f"https://example.org/pte/{versions['latest']}/custom/sized_portable.pte"
+
+
+def test_the_example_config_names_the_apps_whole_catalogue():
+    from conftest import ROOT
+
+    from pteforge.config import load_config
+    from pteforge.models import select_models
+    from pteforge.report.app import APP_CATEGORIES
+
+    values = load_config(ROOT / "examples" / "pteforge.toml")
+    families = {k: v for k, v in values.items() if k not in {"labels", "backends", "weights", "out"}}
+    specs = select_models(**families)
+    assert {s.family for s in specs} == set(APP_CATEGORIES), "every category the app shows"
+    assert values["backends"] == ["xnnpack", "coreml", "mps", "vulkan"], "the seed's backends"

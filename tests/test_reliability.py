@@ -190,7 +190,7 @@ BAD_INPUTS = [
     # (args, exit status, text the one error line holds)
     (["export", "--yolo", "yolo12n"], ExitStatus.USAGE, "unknown model 'yolo12n'. Did you mean"),
     (["export", "--mobilenet", "mobilenet_v4"], ExitStatus.USAGE, "unknown model 'mobilenet_v4'"),
-    (["export", "--mobilenet", "yolo11n"], ExitStatus.USAGE, "yolo11n is not a MobileNet"),
+    (["export", "--mobilenet", "yolo11n"], ExitStatus.USAGE, "yolo11n is not one of --mobilenet's models"),
     ([*M, *S, "--backends", "xnnpak"], ExitStatus.USAGE, "Did you mean 'xnnpack'?"),
     ([*M, *S, "--backends", "vulcan"], ExitStatus.USAGE, "Did you mean 'vulkan'?"),
     ([*M, *S, "--backends", "xnnpack:"], ExitStatus.USAGE, "malformed target 'xnnpack:'"),

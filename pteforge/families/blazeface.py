@@ -3,7 +3,7 @@
 
 ``--weights none`` builds BlazeFace's own architecture (the front-camera model: BlazeBlocks,
 two heads at strides 8 and 16, as MediaPipe's graph and its PyTorch port by M. Hollemans);
-pretrained weights come from the ONNX file the seed's exporter converts.
+pretrained weights come from the ONNX file the seed's exporter converts (PINTO's model zoo).
 """
 
 from __future__ import annotations
@@ -114,9 +114,7 @@ def build(spec, weights: str, seed: int):
     from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED
 
     if weights == WEIGHTS_PRETRAINED:
-        from ..models.custom import onnx_model
-
-        return onnx_model(ONNX_URL, "blazeface")
+        return from_pinto_zoo()
     torch.manual_seed(seed)
     model = BlazeFaceNet()
     if weights == WEIGHTS_NONE:
@@ -131,7 +129,51 @@ def build(spec, weights: str, seed: int):
     return model.eval()
 
 
-ONNX_URL = ""  # set below from the seed exporter's source
+# What the seed's exporter downloads: PINTO's model zoo archive, whose 01_float32 archive
+# holds MediaPipe's front model converted to ONNX (NHWC input).
+PINTO_ARCHIVE = "https://s3.ap-northeast-2.wasabisys.com/pinto-model-zoo/030_BlazeFace/resources.tar.gz"
+
+
+def from_pinto_zoo():
+    """MediaPipe's weights as the seed gets them, wrapped to take NCHW input."""
+    import io
+    import tarfile
+
+    import torch
+
+    from ..cache import cache_root
+    from ..errors import WeightsError, one_line
+    from ..io import write_atomic
+    from ..models.custom import build_onnx
+    from ..spec import ModelSpec
+
+    path = cache_root() / "weights" / "face_detection_front_128x128_float32.onnx"
+    if not path.exists():
+        try:
+            archive = cache_root() / "weights" / "pinto_030_BlazeFace.tar.gz"
+            if not archive.exists():
+                archive.parent.mkdir(parents=True, exist_ok=True)
+                torch.hub.download_url_to_file(PINTO_ARCHIVE, str(archive), progress=False)
+            with tarfile.open(archive, "r:gz") as outer:
+                member = next(m for m in outer.getmembers() if m.name.endswith("01_float32/resources_new.tar.gz"))
+                inner = tarfile.open(fileobj=io.BytesIO(outer.extractfile(member).read()), mode="r:gz")
+            onnx = next(m for m in inner.getmembers() if "128x128" in m.name and m.name.endswith("float32.onnx"))
+            write_atomic(path, inner.extractfile(onnx).read())
+        except Exception as exc:
+            raise WeightsError(f"cannot download or unpack BlazeFace's ONNX model from {PINTO_ARCHIVE} ({one_line(exc, 120)})",
+                               fix="use --weights none to build the architecture with random weights") from None
+    graph = build_onnx(ModelSpec(name="blazeface", family="custom", task="custom", inputs=(), factory="", source="onnx",
+                                 path=str(path)), "pretrained", 0)
+
+    class NCHW(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.graph = graph
+
+        def forward(self, x):
+            return self.graph(x.permute(0, 2, 3, 1))
+
+    return NCHW().eval()
 
 
 def _net():

@@ -4,7 +4,8 @@ Thunder (256×256); output (1, 1, 17, 3): y, x, score of COCO's 17 keypoints in 
 ``--weights none`` builds MoveNet's architecture: a MobileNetV2 backbone, a feature pyramid
 to stride 4, CenterNet heads (person centre, keypoint heatmaps, regressions, offsets) and
 MoveNet's decoding in the graph (the centre nearest the frame's middle, regressed
-keypoints refined on the heatmaps). Pretrained weights come from the converted ONNX file.
+keypoints refined on the heatmaps). Pretrained weights come as the seed's exporter gets them:
+the TF Hub SavedModel, converted with tf2onnx and imported with onnx2torch.
 """
 
 from __future__ import annotations
@@ -68,23 +69,13 @@ class MoveNet(Family):
         return {"keypoints": 17, "keypoint_names": list(COCO_KEYPOINTS), "output_layout": "y, x, score in [0, 1]"}
 
 
-ONNX_URLS: dict[str, str] = {}
-
-
 def build(spec, weights: str, seed: int):
     import torch
 
     from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED
 
     if weights == WEIGHTS_PRETRAINED:
-        from ..errors import WeightsError
-        from ..models.custom import onnx_model
-
-        if spec.name not in ONNX_URLS:
-            raise WeightsError(f"{spec.name}'s pretrained weights are published only on TF Hub/Kaggle as a TF SavedModel, "
-                               "which this tool cannot convert offline",
-                               fix="use --weights none to build the architecture, or --model FILE.onnx with a converted file")
-        return onnx_model(ONNX_URLS[spec.name], spec.name)
+        return from_tf_hub(spec.name)
     torch.manual_seed(seed)
     model = MoveNetNet(width=1.75 if spec.name.endswith("thunder") else 1.0)
     if weights == WEIGHTS_NONE:
@@ -156,3 +147,48 @@ def decode(center, heat, regression, offset):
     score = heat.flatten(2).gather(2, peak.view(b, k, 1)).view(b, k)
     y, x = (py + off[..., 0]) / h, (px + off[..., 1]) / w
     return torch.stack((y, x, score), -1).view(b, 1, k, 3)
+
+
+def from_tf_hub(name: str):
+    """The seed's path: MoveNet's SavedModel from TF Hub, converted with tf2onnx (opset 13)
+    and imported with onnx2torch, wrapped to take pteforge's float NHWC input (the SavedModel
+    takes int32)."""
+    import torch
+
+    from ..cache import cache_root
+    from ..errors import WeightsError, one_line
+    from ..models.custom import build_onnx
+    from ..spec import ModelSpec
+
+    variant, size = name.removeprefix("movenet_"), SIZES[name]
+    path = cache_root() / "weights" / f"movenet_{variant}_tfhub4.onnx"
+    if not path.exists():
+        try:
+            import tensorflow as tf
+            import tensorflow_hub as hub
+            import tf2onnx
+        except ImportError:
+            raise WeightsError(f"{name}'s weights are a TF Hub SavedModel; converting it needs tensorflow, tensorflow_hub "
+                               "and tf2onnx, which are not installed",
+                               fix="pip install tensorflow tensorflow_hub tf2onnx, or use --weights none to build the "
+                                   "architecture with random weights") from None
+        try:
+            signature = hub.load(f"https://tfhub.dev/google/movenet/singlepose/{variant}/4").signatures["serving_default"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tf2onnx.convert.from_function(signature, input_signature=[tf.TensorSpec([1, size, size, 3], tf.int32, name="input")],
+                                          opset=13, output_path=str(path))
+        except Exception as exc:
+            raise WeightsError(f"cannot download or convert {name} from TF Hub ({one_line(exc, 120)})",
+                               fix="use --weights none to build the architecture with random weights") from None
+    graph = build_onnx(ModelSpec(name=name, family="custom", task="custom", inputs=(), factory="", source="onnx",
+                                 path=str(path)), "pretrained", 0)
+
+    class FloatInput(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.graph = graph
+
+        def forward(self, image):
+            return self.graph(image.round().to(torch.int32))
+
+    return FloatInput().eval()

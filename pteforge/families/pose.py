@@ -11,12 +11,13 @@ from .detection import Detection, YoloFamily, _rows, _same_box
 
 def keypoints(det_extra, meta, count: int = 17) -> list[list[float]]:
     """A pose head's keypoint channels (x, y, score per keypoint, in input pixels) mapped
-    back to the photo."""
+    back to the photo and clipped to it."""
     values = det_extra.tolist()
+    h, w = meta.shape
     out = []
-    for k in range(count):
+    for k in range(count):  # clipped to the photo, as Ultralytics' predictor does
         x, y = meta.to_photo(values[3 * k], values[3 * k + 1])
-        out.append([round(x, 1), round(y, 1), round(values[3 * k + 2], 4)])
+        out.append([round(min(max(x, 0.0), w), 1), round(min(max(y, 0.0), h), 1), round(values[3 * k + 2], 4)])
     return out
 
 

@@ -40,19 +40,27 @@ class Segmentation(YoloFamily):
         return proto_mask(row[4 + self.nc:], protos[0], (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), size)
 
     def result(self, det: Detection, outputs, meta, names) -> dict:
+        """As Ultralytics' predictor with retina masks: the mask logits at prototype
+        resolution, the letterbox padding removed, resized to the photo (bilinear), cropped
+        to the box, > 0."""
         import numpy as np
         import torch
 
-        size = outputs[1].shape[-1] * 4  # the prototypes are at stride 4 of the input
-        mask = self._mask(_rows(outputs[0])[det.anchor], outputs[1], size).float()[None, None]
-        full = torch.nn.functional.interpolate(mask, size=(size, size), mode="nearest")[0, 0]
-        top, left = round(meta.pad[1]), round(meta.pad[0])
+        protos = outputs[1][0].float()
+        c, mh, mw = protos.shape
+        logits = (_rows(outputs[0])[det.anchor][4 + self.nc:] @ protos.reshape(c, -1)).reshape(1, 1, mh, mw)
+        stride = outputs[1].shape[-1] * 4 / mw  # input pixels per prototype pixel (4)
+        left, top = meta.pad[0] / stride, meta.pad[1] / stride
         h, w = meta.shape
-        inner = full[top:size - top or None, left:size - left or None][None, None]
-        photo = torch.nn.functional.interpolate(inner, size=(h, w), mode="nearest")[0, 0] > 0.5
+        t, b = round(top - 0.1), round(mh - top + 0.1)
+        l, r = round(left - 0.1), round(mw - left + 0.1)
+        photo = torch.nn.functional.interpolate(logits[..., t:b, l:r], size=(h, w), mode="bilinear", align_corners=False)[0, 0]
+        x1, y1, x2, y2 = det.box
+        cols, rows = torch.arange(w).float()[None, :], torch.arange(h).float()[:, None]
+        mask = (photo > 0.0) & (cols >= x1) & (cols < x2) & (rows >= y1) & (rows < y2)
         d = det.to_dict(names)
-        d["mask_area"] = int(photo.sum())
-        d["_mask"] = np.asarray(photo)
+        d["mask_area"] = int(mask.sum())
+        d["_mask"] = np.asarray(mask)
         return d
 
     def match(self, det, reference, outputs, meta) -> float:

@@ -211,23 +211,3 @@ def reference_model(spec: ModelSpec, model):
     """What the program is compared with: the model itself, or ONNX Runtime on an ONNX file."""
     return OnnxReference(spec.path) if spec.source == "onnx" else model
 
-
-def onnx_model(url: str, name: str):
-    """A model published as an ONNX file: downloaded once into the user cache, imported with
-    onnx2torch. A failed download is one line that says --weights none builds the
-    architecture without it."""
-    from ..cache import cache_root
-    from ..errors import WeightsError
-
-    path = cache_root() / "weights" / url.rsplit("/", 1)[-1]
-    if not path.exists():
-        import torch
-
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            torch.hub.download_url_to_file(url, str(path), progress=False)
-        except Exception as exc:
-            raise WeightsError(f"cannot download {name}'s pretrained model {url} ({one_line(exc, 120)})",
-                               fix="use --weights none to build the architecture with random weights, or put the file at "
-                                   f"{path}") from None
-    return build_onnx(ModelSpec(name=name, family="custom", task="custom", inputs=(), factory="", source="onnx", path=str(path)), "pretrained", 0)

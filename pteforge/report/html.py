@@ -361,7 +361,7 @@ def validation_section(validation: dict | None) -> str:
         for im in images:
             link = im.get("drawn")
             thumb = (f'<a href="{_e(link)}"><img class="drawn" src="{_e(link)}" alt="{_e(im.get("image"))} annotated" '
-                     'loading="lazy"></a>') if link else ""
+                     'onload="this.dataset.loaded=this.naturalWidth"></a>') if link else ""
             agree = f" · agreement {pct(im['agreement'])}" if im.get("agreement") is not None else ""
             cells.append(f'<div class="photo">{thumb}<div class="sub">{_e(im.get("image"))}: {_e(_found(im))}{_e(agree)}</div></div>')
         status = f.get("status", "")

@@ -1,0 +1,110 @@
+"""One model of every task family through the command line with random weights: exported,
+verified against eager, decoded on real photos by validate, drawn and shown in report.html;
+and an ONNX file, verified against ONNX Runtime on the original file."""
+
+import json
+
+import pytest
+from conftest import run_cli
+from test_reports import dump_dom, section
+
+pytestmark = pytest.mark.slow
+
+FAMILIES = {  # flag -> (category, model)
+    "--yolo-pose": ("yolo-pose", "yolo11n-pose"),
+    "--yolo-face": ("yolo-face", "yolov8n-face"),
+    "--yolo-seg": ("yolo-seg", "yolo11n-seg"),
+    "--movenet": ("movenet", "movenet_lightning"),
+    "--blazeface": ("blazeface", "blazeface"),
+}
+
+
+@pytest.fixture(scope="module")
+def families_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("families")
+    proc = run_cli("export", *FAMILIES, "--weights", "none", "--backends", "xnnpack", "--bench-runs", "0", "--out", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+def test_every_family_exports_and_verifies_on_photos_by_its_own_metric(families_run):
+    manifest = json.loads((families_run / "index.json").read_text())
+    entries = {e["category"]: e for e in manifest["models"]}
+    assert set(entries) == {c for c, _ in FAMILIES.values()}
+    labels = {lab["category"]: lab for lab in manifest["labels"]}
+    for category, model in FAMILIES.values():
+        e = entries[category]
+        assert e["model"] == model and e["status"] == "VERIFIED" and e["delegation"]["percent"] >= 90, e
+        images = e["verification"]["images"]
+        assert images["images"] >= 2 and images["agreement"] >= 0.9, (category, images)
+        assert all("agreement" in row for row in images["per_image"])
+        assert e["labelsFile"] == labels[category]["file"] and (families_run / e["labelsFile"]).read_text().strip()
+    assert entries["movenet"]["inputShapes"] == [[1, 192, 192, 3]] and entries["movenet"]["preprocessing"]["layout"] == "NHWC"
+    assert entries["blazeface"]["preprocessing"]["fit"] == "stretch"
+
+
+def test_validate_decodes_every_family_on_real_photos_and_draws_them(families_run, tmp_path):
+    from PIL import Image, ImageChops
+
+    from pteforge.vision import shipped_images
+
+    proc = run_cli("validate", "--models-dir", families_run, "--draw")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    files = {f["file"].split("/")[0]: f for f in json.loads((families_run / "validation_report.json").read_text())["files"]}
+    assert set(files) == {c for c, _ in FAMILIES.values()}
+    for category, f in files.items():
+        assert f["status"] == "VERIFIED" and f["agreement"] >= 0.9, (category, f["reason"])
+        bus = next(i for i in f["images"] if i["image"] == "bus.jpg")
+        drawn = families_run / bus["drawn"]
+        results = bus["results"]
+        photo = next(p for p in shipped_images() if p.name == "bus.jpg")
+        with Image.open(drawn) as img, Image.open(photo) as original:
+            assert img.format == "JPEG" and img.size == original.size
+            changed = ImageChops.difference(img.convert("RGB"), original.convert("RGB")).getbbox()
+            assert changed if results else True, f"{category}: what was found is drawn on the photo"
+        if category == "yolo-pose":
+            assert results and all(len(r["keypoints"]) == 17 and len(r["box"]) == 4 for r in results)
+        if category == "movenet":
+            [person] = results
+            assert len(person["keypoints"]) == 17
+            assert all(0 <= x <= 810 and 0 <= y <= 1080 for x, y, _ in person["keypoints"])
+        if category == "blazeface":
+            assert results and all(len(r["keypoints"]) == 6 for r in results)
+        if category == "yolo-seg":
+            assert results and all(r["mask_area"] >= 0 and "_mask" not in r for r in results)
+        if category == "yolo-face":
+            assert all(r.get("name", "face") == "face" for r in results)
+    dom = dump_dom(families_run / "report.html", tmp_path)
+    shown = section(dom, "validation")
+    for f in files.values():
+        assert f'data-file="{f["file"]}"' in shown
+        for image in f["images"]:
+            link = image["drawn"]
+            assert f'src="{link}"' in shown
+    # every drawn photo loaded in the browser (onload wrote its width)
+    assert shown.count('data-loaded="810"') >= len(files), "bus.jpg drawn for every artifact"
+    assert "data-loaded=\"0\"" not in shown
+
+
+def test_an_onnx_file_is_imported_lowered_and_verified_against_onnx_runtime(tmp_path):
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                                torch.nn.Flatten(), torch.nn.Linear(8, 4)).eval()
+    onnx_file = tmp_path / "tinynet.onnx"
+    torch.onnx.export(model, (torch.rand(1, 3, 32, 32),), str(onnx_file), dynamo=False,
+                      input_names=["image"], dynamic_axes={"image": {0: "batch"}})
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", onnx_file, "--backends", "xnnpack", "--bench-runs", "0", "--out", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["source"] == str(onnx_file.resolve()) and e["status"] == "VERIFIED"
+    assert e["inputShapes"] == [[1, 3, 32, 32]], "the dynamic batch dimension became 1"
+    assert e["verification"]["sqnr_db"] > 60
+    proc = run_cli("validate", "--models-dir", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [f] = json.loads((out / "validation_report.json").read_text())["files"]
+    assert f["status"] == "VERIFIED" and f["sqnr_db"] > 60
+    onnx_file.write_bytes(b"not onnx")
+    proc = run_cli("export", "--model", onnx_file, "--backends", "xnnpack", "--out", tmp_path / "bad")
+    assert proc.returncode != 0 and "is not an ONNX model" in proc.stderr and "Traceback" not in proc.stderr
