@@ -184,8 +184,6 @@ def export(
 
     from .io import RUN_ID_ENV, check_output_dir, remove_run_temporaries
     from .report.manifest import MANIFEST_NAME, load_manifest
-    from .workers import WorkerPool, default_size
-
     reporter = reporter or SilentReporter()
     check_run(models, config)
     out = Path(config.out_dir)
@@ -208,12 +206,9 @@ def export(
     run = _Run(plan, config, reporter, sink)
     started = time.monotonic()
     try:
-        with WorkerPool(config.jobs or default_size(len(plan.targets)), quiet=not config.debug,
-                        on_stage=run.on_stage) as pool, tempfile.TemporaryDirectory(prefix="pteforge-") as work:
+        with _pool(config, len(plan.targets) * len(models), run.on_stage) as pool, tempfile.TemporaryDirectory(prefix="pteforge-") as work:
             run.pool, run.work = pool, Path(work)
-            for index, spec in enumerate(models, 1):
-                reporter.model_started(spec, index, len(models))
-                run.model(spec)
+            run.all(models)
             choices = _measure(out, run.records, plan, models, config, reporter, pool, time.monotonic() - started) if models else []
     except BaseException:
         remove_run_temporaries(out, run_id)
@@ -224,8 +219,33 @@ def export(
     return RunResult(run.records, plan.unavailable, sink.path if (models or labels) else None, choices)
 
 
+def _pool(config: ExportConfig, jobs: int, on_stage):
+    """Where the jobs run: worker processes here, or Ray tasks (--executor ray)."""
+    from .workers import WorkerPool, default_size
+
+    if config.executor == "ray":
+        from .ray_pool import RayPool
+
+        return RayPool(config.ray_address, size=config.jobs, quiet=not config.debug, on_stage=on_stage,
+                       resources=_ray_resources)
+    return WorkerPool(config.jobs or default_size(jobs), quiet=not config.debug, on_stage=on_stage)
+
+
+def _ray_resources(job) -> dict:
+    """A target job asks for the Ray resource of its backends' SDK nodes (``ray_resource``),
+    when the cluster has such nodes; captures run anywhere."""
+    import ray
+
+    target = job.args[2] if job.fn.endswith(":export_target") else None
+    have = ray.cluster_resources() if target is not None else {}
+    wanted = {default_registry().get(b).ray_resource for b in getattr(target, "backends", ())}
+    return {r: 0.001 for r in wanted if r and have.get(r)}
+
+
 class _Run:
-    """One export run: each model's capture job, then its (model, target) jobs, on the pool."""
+    """One export run: every model's capture job, then every (model, target) job, longest
+    first, on the pool; rows are merged into the manifest and cached as each finishes, so an
+    interrupted run started again does only what is missing."""
 
     def __init__(self, plan: TargetPlan, config: ExportConfig, reporter, sink):
         self.plan, self.config, self.reporter, self.sink = plan, config, reporter, sink
@@ -239,52 +259,66 @@ class _Run:
         self.stages[key] = stage
         self.reporter.stage(*self.names[key], stage)
 
-    def model(self, spec: ModelSpec) -> None:
-        todo, restored, keys = _from_cache(spec, self.plan.targets, self.config)
-        if restored:
-            self.records.extend(restored)
-            self.sink.merge(restored, spec)
-            for rec in restored:
-                self.reporter.record(rec)
-        if todo:
-            cap = self._capture(spec, todo)
-            if cap is not None:
-                self._targets(spec, cap, todo, keys)
+    def all(self, models: list[ModelSpec]) -> None:
+        pending = []
+        for index, spec in enumerate(models, 1):
+            self.reporter.model_started(spec, index, len(models))
+            todo, restored, keys = _from_cache(spec, self.plan.targets, self.config)
+            if restored:
+                self.records.extend(restored)
+                self.sink.merge(restored, spec)
+                for rec in restored:
+                    self.reporter.record(rec)
+            if todo:
+                pending.append((spec, todo, keys))
+        captures = self._captures(pending)
+        self._targets([(spec, captures[spec.name], todo, keys) for spec, todo, keys in pending if spec.name in captures])
+        order = {spec.name: i for i, spec in enumerate(models)}
+        targets = {t.name: i for i, t in enumerate(self.plan.targets)}
+        self.records.sort(key=lambda r: (order.get(r.model, 0), targets.get(r.target, 0)))
 
-    def _capture(self, spec: ModelSpec, todo: list[Target]):
-        from .workers import Job
-
-        key = f"{spec.name}/capture"
-        self.names[key] = (spec.name, None)
-        self.reporter.stage(spec.name, None, Stage.CAPTURE)
-        job = Job(key, "pteforge.stages.capture:capture", (spec, self.config, self.work / spec.name),
-                  {"variants": _variants(todo)}, timeout=self.config.timeout)
-        [outcome] = list(self.pool.run([job]))
-        if outcome.ok:
-            return outcome.value
-        if outcome.error is not None and not isinstance(outcome.error, CaptureError):
-            if isinstance(outcome.error, PteforgeError):
-                raise outcome.error  # weights, model or output: the user must act first
-            _debug_traceback(self.config, outcome)
-        reason, fix = _failure_text(outcome)
-        for target in todo:
-            rec = _row(spec, target, Status.CAPTURE_FAILED, reason, fix)
-            self.records.append(rec)
-            self.reporter.record(rec)
-        return None
-
-    def _targets(self, spec: ModelSpec, cap, todo: list[Target], keys: dict[str, str]) -> None:
+    def _captures(self, pending) -> dict:
+        """Each model captured once, in parallel: {model name: Capture}."""
         from .workers import Job
 
         jobs = {}
-        for target in todo:
-            key = f"{spec.name}/{target.name}"
-            self.names[key] = (spec.name, target.name)
-            jobs[key] = (Job(key, "pteforge.pipeline:export_target", (cap, spec, target, self.config),
-                             timeout=self.config.timeout), target)
-        done: dict[str, Record] = {}
-        for outcome in self.pool.run([job for job, _ in jobs.values()]):
-            target = jobs[outcome.job.key][1]
+        for spec, todo, _ in pending:
+            key = f"{spec.name}/capture"
+            self.names[key] = (spec.name, None)
+            self.reporter.stage(spec.name, None, Stage.CAPTURE)
+            jobs[key] = (Job(key, "pteforge.stages.capture:capture", (spec, self.config, self.work / spec.name),
+                             {"variants": _variants(todo)}, timeout=self.config.timeout), spec, todo)
+        captures = {}
+        for outcome in self.pool.run([job for job, _, _ in jobs.values()]):
+            _, spec, todo = jobs[outcome.job.key]
+            if outcome.ok:
+                captures[spec.name] = outcome.value
+                continue
+            if outcome.error is not None and not isinstance(outcome.error, CaptureError):
+                if isinstance(outcome.error, PteforgeError):
+                    raise outcome.error  # weights, model or output: the user must act first
+                _debug_traceback(self.config, outcome)
+            reason, fix = _failure_text(outcome)
+            for target in todo:
+                rec = _row(spec, target, Status.CAPTURE_FAILED, reason, fix)
+                self.records.append(rec)
+                self.reporter.record(rec)
+        return captures
+
+    def _targets(self, work) -> None:
+        from . import cache, schedule
+        from .workers import Job
+
+        jobs = {}
+        for spec, cap, todo, keys in work:
+            for target in todo:
+                key = f"{spec.name}/{target.name}"
+                self.names[key] = (spec.name, target.name)
+                jobs[key] = (Job(key, "pteforge.pipeline:export_target", (cap, spec, target, self.config),
+                                 timeout=self.config.timeout), spec, cap, target, keys.get(target.name))
+        ordered = schedule.order([(spec.name, target, cap.pt2_path, job) for job, spec, cap, target, _ in jobs.values()])
+        for outcome in self.pool.run([job for *_, job in ordered]):
+            _, spec, cap, target, cache_key = jobs[outcome.job.key]
             if outcome.ok:
                 rec = outcome.value
             elif isinstance(outcome.error, PteforgeError):
@@ -294,11 +328,13 @@ class _Run:
                 status = Stage(self.stages.get(outcome.job.key, Stage.LOWER)).crash_status
                 rec = _row(spec, target, status, *_failure_text(outcome))
             rec.timings = {**{k: round(v, 3) for k, v in cap.timings.items()}, **rec.timings}
-            done[outcome.job.key] = rec
             self.sink.merge([rec], spec)  # on disk before it is reported
+            if cache_key and rec.artifact is not None:
+                cache.store(cache_key, rec)  # a run interrupted after this point will not redo it
             self.reporter.record(rec)
-            self.fresh.append((keys.get(target.name), rec))
-        self.records.extend(done[key] for key in jobs)
+            self.fresh.append((cache_key, rec))
+            self.records.append(rec)
+        schedule.remember([rec for _, rec in self.fresh])
 
 
 def check_run(models: list[ModelSpec], config: ExportConfig) -> None:
@@ -369,7 +405,7 @@ def _store(fresh: list[tuple[str | None, Record]]) -> None:
 
     for key, rec in fresh:
         if key:
-            cache.store(key, rec)
+            cache.store(key, rec, update=True)  # stored as it finished; now with its p50
 
 
 def _variants(targets: list[Target]) -> tuple:

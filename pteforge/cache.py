@@ -108,12 +108,21 @@ def key_for(spec: ModelSpec, target: Target, config: ExportConfig, versions: dic
     return hashlib.sha256(json.dumps(facts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def store(key: str, record: Record) -> None:
-    """Keep a finished row: its program (hard-linked when possible), bundle and record."""
+def store(key: str, record: Record, update: bool = False) -> None:
+    """Keep a finished row: its program (hard-linked when possible), bundle and record.
+    ``update``: an entry that exists gets this record (e.g. with its p50 measured since)."""
     if record.artifact is None or not record.status.ok:
         return
     final = artifacts_dir() / key
     if final.exists():
+        if update:
+            from .io import write_atomic
+
+            try:
+                created = json.loads((final / "record.json").read_text())["created"]
+                write_atomic(final / "record.json", json.dumps({"created": created, "record": record_to_dict(record)}))
+            except (OSError, ValueError, KeyError):
+                pass
         return
     tmp = artifacts_dir() / f".{key}.{os.getpid()}.tmp"
     try:

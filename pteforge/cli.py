@@ -85,7 +85,12 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--timeout", type=float, default=1200.0, metavar="S",
                      help="seconds per model capture and per target before its worker is killed (default 1200)")
     out.add_argument("--jobs", type=int, default=None, metavar="N",
-                     help="worker processes (default: one per core)")
+                     help="worker processes (default: one per core; with --executor ray: the local cluster's CPUs)")
+    out.add_argument("--executor", choices=["local", "ray"], default="local",
+                     help="local: worker processes on this machine (default); ray: each capture and (model, target) "
+                          "job as a Ray task (pteforge[ray])")
+    out.add_argument("--ray-address", default=None, metavar="ADDR",
+                     help="with --executor ray: the cluster to use, e.g. 10.0.0.5:6379 (default: start a local one)")
     out.add_argument("--oplist", action="store_true",
                      help="selective build: selected_operators.yaml per artifact and merged, plus executorch_link.cmake")
     out.add_argument("--no-cache", dest="cache", action="store_false",
@@ -283,6 +288,8 @@ def _cmd_export(args, ui, debug: bool) -> int:
         debug=debug,
         cache=args.cache,
         bench_runs=args.bench_runs,
+        executor=args.executor,
+        ray_address=args.ray_address,
     )
     from .api import TargetPlan
 

@@ -48,6 +48,8 @@ class ExportOptions(BaseModel):
     base_url: str | None = None
     timeout: float | None = None
     jobs: int | None = None
+    executor: str | None = None
+    ray_address: str | None = None
     oplist: bool | None = None
     cache: bool | None = None
     bundle: bool | None = None

@@ -25,7 +25,7 @@ class Reporter:
         self.console = console
         self.status = None
         self.t0 = time.perf_counter()
-        self.prefix = ""
+        self.prefixes: dict[str, str] = {}  # model -> "[i/n] model" (jobs of several models interleave)
 
     def _show(self, text: str) -> None:
         if self.status is not None:
@@ -35,10 +35,11 @@ class Reporter:
             self.console.print(f"[dim]{elapsed:7.1f}s[/dim] {text}", highlight=False)
 
     def model_started(self, spec, index, total):
-        self.prefix = f"[{index}/{total}] {spec.name}"
+        self.prefixes[spec.name] = f"[{index}/{total}] {spec.name}"
 
     def stage(self, model, target, stage):
-        where = f"{self.prefix} › {target}" if target else self.prefix
+        prefix = self.prefixes.get(model, model)
+        where = f"{prefix} › {target}" if target else prefix
         self._show(f"{where}: {Stage(stage).words}…")
 
     def record(self, record: Record):

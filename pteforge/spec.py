@@ -182,6 +182,7 @@ class ExportConfig:
     )
     RUN_FIELDS: ClassVar[tuple[str, ...]] = (
         "out_dir", "base_url", "oplist", "timeout", "jobs", "debug", "cache", "accuracy_budget", "bench_runs",
+        "executor", "ray_address",
     )
 
     out_dir: Path
@@ -201,6 +202,8 @@ class ExportConfig:
     cache: bool = True  # look results up in the content-addressed cache (--no-cache: do the work)
     accuracy_budget: "AccuracyBudget | None" = None  # --precision auto's budget (None: per task default)
     bench_runs: int = 10  # timed runs (after warm-up) of each artifact that runs here; 0: none
+    executor: str = "local"  # local: worker processes here; ray: Ray tasks (pteforge[ray])
+    ray_address: str | None = None  # --ray-address: a running cluster (None: start a local one)
 
     def artifact_options(self) -> dict:
         return {name: getattr(self, name) for name in self.ARTIFACT_FIELDS}
@@ -214,6 +217,10 @@ class ExportConfig:
                                    ("--calibration-samples", self.calibration_samples, 1), ("--jobs", self.jobs, 1)):
             if value is not None and value < least:
                 raise UsageError(f"{flag} must be >= {least} (got {value})", fix=f"give {flag} {max(least, 1)} or more")
+        if self.executor not in ("local", "ray"):
+            raise UsageError(f"--executor {self.executor}: unknown executor", fix="use --executor local or --executor ray")
+        if self.ray_address and self.executor != "ray":
+            raise UsageError("--ray-address applies to --executor ray", fix="add --executor ray")
         if self.timeout <= 0:
             raise UsageError(f"--timeout must be positive (got {self.timeout:g})", fix="give --timeout in seconds, e.g. 1200")
 

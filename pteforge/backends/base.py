@@ -140,6 +140,13 @@ class Backend:
     # precisions whose source_transform() changes the eager model before capture
     source_transform_precisions: ClassVar[tuple[Precision, ...]] = ()
     docs: ClassVar[Docs]
+    # --executor ray: the custom Ray resource of the nodes that have this backend's SDK (e.g.
+    # "macos", given with `ray start --resources '{"macos": 1}'`); its jobs run there when
+    # the cluster has such a node, anywhere otherwise
+    ray_resource: ClassVar[str | None] = None
+    # rough lowering time relative to XNNPACK's on the same model: the scheduler's guess
+    # for starting the longest jobs first, until a run has measured them (pteforge.schedule)
+    cost: ClassVar[float] = 1.0
     # Example partitioner code for the docs ("Using <backend>").
     code_sample: ClassVar[str] = ""
 

@@ -6,6 +6,8 @@ from .base import Backend, Docs, Requirement
 
 class CoreML(Backend):
     name = "coreml"
+    ray_resource = "macos"
+    cost = 3.0
     order = 20
     priority = {"ios": 0}
     title = "Core ML"

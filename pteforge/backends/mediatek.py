@@ -6,6 +6,7 @@ from .base import Backend, Docs, Requirement
 
 class MediaTek(Backend):
     name = "mediatek"
+    ray_resource = "neuropilot"
     order = 70
     title = "MediaTek NeuroPilot"
     aliases = ("neuropilot",)

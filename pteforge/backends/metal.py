@@ -5,6 +5,7 @@ from .base import Backend, Check, Docs, platform_check
 
 class Metal(Backend):
     name = "metal"
+    ray_resource = "macos"
     order = 40
     priority = {"ios": 1}
     title = "Metal (Apple GPU)"

@@ -10,6 +10,7 @@ class MPS(Backend):
     """
 
     name = "mps"
+    ray_resource = "macos"
     order = 30
     title = "Metal Performance Shaders (removed)"
     runtime_name = "MPSBackend"

@@ -6,6 +6,7 @@ from .base import Backend, Docs, Requirement
 
 class OpenVINO(Backend):
     name = "openvino"
+    cost = 3.0
     order = 110
     title = "OpenVINO"
     runtime_name = "OpenvinoBackend"

@@ -5,6 +5,7 @@ from .base import Backend, Docs
 
 class Portable(Backend):
     name = "portable"
+    cost = 0.5
     order = 180
     title = "Portable CPU kernels"
     runtime_name = None  # no delegate: every op runs on ExecuTorch's portable kernels

@@ -8,6 +8,7 @@ _FIX = "install Qualcomm's QNN SDK (AI Engine Direct) and export QNN_SDK_ROOT=/p
 
 class QNN(Backend):
     name = "qnn"
+    ray_resource = "qnn"
     order = 60
     priority = {"android": 0}
     title = "Qualcomm AI Engine Direct (QNN)"

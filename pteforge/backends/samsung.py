@@ -11,6 +11,7 @@ _FIX = (
 
 class Samsung(Backend):
     name = "samsung"
+    ray_resource = "exynos"
     order = 130
     title = "Samsung Exynos (ENN)"
     aliases = ("exynos", "enn")

@@ -1,0 +1,79 @@
+"""Longest jobs first: a run's (model, target) jobs ordered by how long each will take.
+
+With more jobs than workers, the run ends when its last job does; starting the long ones
+(Arm's quantize-and-compile, OpenVINO, big models) first keeps the short ones for the
+end, when they fill the gaps. A job's duration is what an earlier run measured for the
+same model and target (kept in the user cache), else a guess: its slowest backend's
+``cost`` times the size of the captured program.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from .result import Record, Stage
+from .spec import Target
+
+JOB_STAGES = (Stage.LOAD, Stage.QUANTIZE, Stage.LOWER, Stage.SERIALIZE, Stage.VERIFY, Stage.WRITE, Stage.BUNDLE)
+
+
+def _path():
+    from .cache import cache_root
+
+    return cache_root() / "durations.json"
+
+
+def measured() -> dict[str, float]:
+    try:
+        data = json.loads(_path().read_text())
+        return {k: float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    except (OSError, ValueError, TypeError):
+        return {}
+
+
+def _key(model: str, target: str) -> str:
+    return f"{model}|{target}"
+
+
+def estimate(model: str, target: Target, capture_bytes: int, known: dict[str, float]) -> float:
+    """Seconds the job is expected to take (measured, or guessed from the backends' cost)."""
+    if _key(model, target.name) in known:
+        return known[_key(model, target.name)]
+    from .backends import default_registry
+
+    registry = default_registry()
+    cost = max(registry.get(b).cost for b in target.backends)
+    return cost * (2.0 if target.precision.quantized else 1.0) * (1.0 + capture_bytes / 4e6)
+
+
+def order(jobs: list, known: dict[str, float] | None = None) -> list:
+    """``jobs`` as (model, target, capture path, job) tuples, longest first (stable)."""
+    known = measured() if known is None else known
+
+    def size(path: str) -> int:
+        try:
+            return os.path.getsize(path)
+        except OSError:
+            return 0
+
+    return sorted(jobs, key=lambda j: -estimate(j[0], j[1], size(j[2]), known))
+
+
+def remember(records: list[Record]) -> None:
+    """Keep how long each finished job took, for the next run's order."""
+    from filelock import FileLock
+
+    from .io import write_atomic
+
+    done = {_key(r.model, r.target): round(sum(r.timings.get(s.value, 0.0) for s in JOB_STAGES), 2)
+            for r in records if r.artifact is not None and not r.cache}
+    if not done:
+        return
+    path = _path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock", timeout=30):
+            write_atomic(path, json.dumps({**measured(), **done}, indent=0, sort_keys=True) + "\n")
+    except OSError:
+        pass  # a read-only cache: the next run guesses again

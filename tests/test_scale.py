@@ -1,0 +1,126 @@
+"""Many jobs: longest first, resuming an interrupted run, and the same run on Ray."""
+
+import json
+import signal
+import time
+
+import pytest
+from conftest import run_cli
+from test_cli import TINY
+from test_reliability import assert_manifest_matches_disk, popen_cli, wait_for_line
+
+from pteforge.backends import default_registry
+from pteforge.spec import Precision, Target
+
+ray = pytest.importorskip("ray", reason="the Ray tests need pteforge[ray]")
+
+
+def target(text: str) -> Target:
+    """``vulkan+xnnpack`` or ``xnnpack:int8`` as a Target (the first backend's default precision)."""
+    chain, _, precision = text.partition(":")
+    backends = tuple(chain.split("+"))
+    if precision:
+        return Target(backends, Precision(precision), default_precision=False)
+    return Target(backends, default_registry().get(backends[0]).default_precision)
+
+
+def test_longest_jobs_start_first_measured_or_guessed():
+    from pteforge.schedule import order
+
+    targets = [target(t) for t in ("portable", "xnnpack", "tosa", "openvino", "xnnpack:int8")]
+    jobs = [("m", t, "/nonexistent", t.name) for t in targets]
+    guessed = [j[3] for j in order(jobs, known={})]
+    assert guessed[0] == "tosa" and guessed[-1] == "portable", guessed
+    assert guessed.index("openvino") < guessed.index("xnnpack") and guessed.index("xnnpack:int8") < guessed.index("xnnpack")
+    measured = [j[3] for j in order(jobs, known={"m|portable": 90.0, "m|xnnpack": 0.5})]
+    assert measured[0] == "portable" and measured[-1] == "xnnpack", "a measured duration beats the guess"
+
+
+def test_an_interrupted_run_started_again_does_only_what_is_missing(tmp_path):
+    out = tmp_path / "out"
+    proc = popen_cli(*TINY, "--backends", "portable", "xnnpack", "openvino", "--jobs", "1", "--out", out)
+    wait_for_line(proc.stderr, "✓ tiny openvino")  # the longest job, first; then Ctrl-C
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    first = {e["target"] for e in json.loads((out / "index.json").read_text())["models"]}
+    assert "openvino" in first and first != {"portable", "xnnpack", "openvino"}, first
+    again = run_cli(*TINY, "--backends", "portable", "xnnpack", "openvino", "--jobs", "1", "--out", out)
+    assert again.returncode == 0, again.stdout + again.stderr
+    for target in first:
+        assert f"tiny {target}: VERIFIED" in again.stderr
+    done_again = [t for t in ("portable", "xnnpack", "openvino") if f"tiny › {t}: lowering" in again.stderr]
+    assert set(done_again) == {"portable", "xnnpack", "openvino"} - first, "only the missing jobs ran"
+    assert "(from the cache" in again.stdout
+    assert_manifest_matches_disk(out)
+
+
+def _without_run_facts(manifest: dict) -> list[dict]:
+    """The entries without what differs between any two runs: times, dates, p50s."""
+    drop = {"timings", "bench", "generated", "cache", "relative"}
+    return sorted(({k: v for k, v in e.items() if k not in drop} for e in manifest["models"]), key=lambda e: e["name"])
+
+
+@pytest.mark.slow
+def test_ray_gives_the_same_manifest_as_the_local_pool(tmp_path):
+    runs = {}
+    for executor in ("local", "ray"):
+        out = tmp_path / executor
+        proc = run_cli(*TINY, "--backends", "xnnpack", "portable", "xnnpack:int8", "--no-cache", "--executor", executor,
+                       "--out", out)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "tiny › xnnpack: lowering" in proc.stderr, "progress as tasks run"
+        runs[executor] = json.loads((out / "index.json").read_text())
+    local, ray_ = (_without_run_facts(runs[k]) for k in ("local", "ray"))
+    assert [e["hash"] for e in local] == [e["hash"] for e in ray_], "the same bytes"
+    assert local == ray_
+
+
+@pytest.mark.slow
+def test_on_ray_a_crashing_task_fails_its_row_and_the_rest_lands(tmp_path):
+    out = tmp_path / "out"
+    proc = run_cli("--model", "tiny_models:segfaults", "--model", "tiny_models:tiny", "--input-shape", "1,3,16,16",
+                   "--weights", "none", "--backends", "xnnpack", "--executor", "ray", "--out", out)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "the Ray worker process died" in proc.stdout and "CAPTURE_FAILED" in proc.stdout
+    manifest = assert_manifest_matches_disk(out)
+    assert {e["name"]: e["status"] for e in manifest["models"]} == {"tiny_xnnpack.pte": "VERIFIED"}
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_the_ray_tasks(tmp_path):
+    import psutil
+
+    out = tmp_path / "out"
+    proc = popen_cli(*TINY, "--backends", "openvino", "xnnpack", "portable", "--executor", "ray", "--out", out)
+    wait_for_line(proc.stderr, "lowering")
+    workers = [p for p in psutil.Process(proc.pid).children(recursive=True)]
+    assert workers, "Ray's processes are the run's children"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted" in err
+    deadline = time.monotonic() + 60
+    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in workers) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not [p for p in workers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], "no task keeps running"
+
+
+def test_jobs_route_to_the_nodes_with_their_sdk_when_the_cluster_has_them():
+    from pteforge.api import _ray_resources
+    from pteforge.spec import ExportConfig
+    from pteforge.workers import Job
+
+    def job(name):
+        return Job("m/t", "pteforge.pipeline:export_target", (None, None, target(name), ExportConfig(out_dir=".")))
+
+    ray.init(num_cpus=1, resources={"macos": 1}, include_dashboard=False, configure_logging=False)
+    try:
+        assert _ray_resources(job("coreml")) == {"macos": 0.001}
+        assert _ray_resources(job("vulkan+xnnpack")) == {}
+        assert _ray_resources(Job("m/capture", "pteforge.stages.capture:capture")) == {}
+    finally:
+        ray.shutdown()
+    ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
+    try:
+        assert _ray_resources(job("coreml")) == {}, "no macOS node: Core ML lowers anywhere it can"
+    finally:
+        ray.shutdown()
