@@ -206,7 +206,8 @@ def export(
     run = _Run(plan, config, reporter, sink)
     started = time.monotonic()
     try:
-        with _pool(config, len(plan.targets) * len(models), run.on_stage) as pool, tempfile.TemporaryDirectory(prefix="pteforge-") as work:
+        with _pool(config, len(plan.targets) * len(models), run.on_stage) as pool, tempfile.TemporaryDirectory(
+                prefix="pteforge-", dir=os.environ.get("PTEFORGE_WORK_DIR")) as work:  # shared by every Ray node
             run.pool, run.work = pool, Path(work)
             run.all(models)
             choices = _measure(out, run.records, plan, models, config, reporter, pool, time.monotonic() - started) if models else []

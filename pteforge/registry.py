@@ -77,3 +77,23 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def entry_point_classes(group: str, base: type, errors: list[str]) -> list[type]:
+    """The ``base`` subclasses that third-party packages declare in entry-point ``group``;
+    one that fails to load is appended to ``errors`` ("name (value): why"), not raised:
+    one broken plugin must not break the tool."""
+    from importlib.metadata import entry_points
+
+    from .errors import one_line
+
+    found: list[type] = []
+    for ep in entry_points(group=group):
+        try:
+            obj = ep.load()
+            if not (isinstance(obj, type) and issubclass(obj, base)):
+                raise TypeError(f"{ep.value} is not a {base.__module__}.{base.__name__} subclass")
+            found.append(obj)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"{ep.name} ({ep.value}): {one_line(exc)}")
+    return found

@@ -30,20 +30,9 @@ def _defined_in(module) -> list[type[Family]]:
 
 
 def _plugins() -> list[type[Family]]:
-    from importlib.metadata import entry_points
+    from ..registry import entry_point_classes
 
-    from ..errors import one_line
-
-    found: list[type[Family]] = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            obj = ep.load()
-            if not (isinstance(obj, type) and issubclass(obj, Family)):
-                raise TypeError(f"{ep.value} is not a pteforge.families.base.Family subclass")
-            found.append(obj)
-        except Exception as exc:  # noqa: BLE001 - one broken plugin must not break the tool
-            PLUGIN_ERRORS.append(f"{ep.name} ({ep.value}): {one_line(exc)}")
-    return found
+    return entry_point_classes(ENTRY_POINT_GROUP, Family, PLUGIN_ERRORS)
 
 
 @lru_cache(maxsize=1)

@@ -111,22 +111,14 @@ class BlazeFace(Family):
 def build(spec, weights: str, seed: int):
     import torch
 
-    from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED
+    from ..spec import WEIGHTS_PRETRAINED
 
     if weights == WEIGHTS_PRETRAINED:
         return from_pinto_zoo()
+    from ..models.weights import initialise
+
     torch.manual_seed(seed)
-    model = BlazeFaceNet()
-    if weights == WEIGHTS_NONE:
-        from ..models.synthetic import statistics_batch
-        from ..models.weights import recalibrate_batchnorm
-
-        recalibrate_batchnorm(model, lambda i: statistics_batch(spec, seed * 1000 + i, batch=8))
-    else:
-        from ..models.weights import load_state_dict_file
-
-        load_state_dict_file(model, weights)
-    return model.eval()
+    return initialise(BlazeFaceNet(), spec, weights, seed)
 
 
 # What the seed's exporter downloads: PINTO's model zoo archive, whose 01_float32 archive
@@ -144,8 +136,7 @@ def from_pinto_zoo():
     from ..cache import cache_root
     from ..errors import WeightsError, one_line
     from ..io import write_atomic
-    from ..models.custom import build_onnx
-    from ..spec import ModelSpec
+    from ..models.custom import onnx_file_model
 
     path = cache_root() / "weights" / "face_detection_front_128x128_float32.onnx"
     if not path.exists():
@@ -162,18 +153,7 @@ def from_pinto_zoo():
         except Exception as exc:
             raise WeightsError(f"cannot download or unpack BlazeFace's ONNX model from {PINTO_ARCHIVE} ({one_line(exc, 120)})",
                                fix="use --weights none to build the architecture with random weights") from None
-    graph = build_onnx(ModelSpec(name="blazeface", family="custom", task="custom", inputs=(), factory="", source="onnx",
-                                 path=str(path)), "pretrained", 0)
-
-    class NCHW(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.graph = graph
-
-        def forward(self, x):
-            return self.graph(x.permute(0, 2, 3, 1))
-
-    return NCHW().eval()
+    return onnx_file_model(path, "blazeface", nhwc=True)  # the file takes NHWC, as TensorFlow Lite
 
 
 def _net():

@@ -72,22 +72,14 @@ class MoveNet(Family):
 def build(spec, weights: str, seed: int):
     import torch
 
-    from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED
+    from ..spec import WEIGHTS_PRETRAINED
 
     if weights == WEIGHTS_PRETRAINED:
         return from_tf_hub(spec.name)
+    from ..models.weights import initialise
+
     torch.manual_seed(seed)
-    model = MoveNetNet(width=1.75 if spec.name.endswith("thunder") else 1.0)
-    if weights == WEIGHTS_NONE:
-        from ..models.synthetic import statistics_batch
-        from ..models.weights import recalibrate_batchnorm
-
-        recalibrate_batchnorm(model, lambda i: statistics_batch(spec, seed * 1000 + i, batch=4))
-    else:
-        from ..models.weights import load_state_dict_file
-
-        load_state_dict_file(model, weights)
-    return model.eval()
+    return initialise(MoveNetNet(width=1.75 if spec.name.endswith("thunder") else 1.0), spec, weights, seed, batch=4)
 
 
 def MoveNetNet(width: float = 1.0):
@@ -153,12 +145,9 @@ def from_tf_hub(name: str):
     """The seed's path: MoveNet's SavedModel from TF Hub, converted with tf2onnx (opset 13)
     and imported with onnx2torch, wrapped to take pteforge's float NHWC input (the SavedModel
     takes int32)."""
-    import torch
-
     from ..cache import cache_root
     from ..errors import WeightsError, one_line
-    from ..models.custom import build_onnx
-    from ..spec import ModelSpec
+    from ..models.custom import onnx_file_model
 
     variant, size = name.removeprefix("movenet_"), SIZES[name]
     path = cache_root() / "weights" / f"movenet_{variant}_tfhub4.onnx"
@@ -180,15 +169,4 @@ def from_tf_hub(name: str):
         except Exception as exc:
             raise WeightsError(f"cannot download or convert {name} from TF Hub ({one_line(exc, 120)})",
                                fix="use --weights none to build the architecture with random weights") from None
-    graph = build_onnx(ModelSpec(name=name, family="custom", task="custom", inputs=(), factory="", source="onnx",
-                                 path=str(path)), "pretrained", 0)
-
-    class FloatInput(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.graph = graph
-
-        def forward(self, image):
-            return self.graph(image.round().to(torch.int32))
-
-    return FloatInput().eval()
+    return onnx_file_model(path, name, int_input=True)  # the SavedModel takes int32 NHWC

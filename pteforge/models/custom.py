@@ -211,3 +211,23 @@ def reference_model(spec: ModelSpec, model):
     """What the program is compared with: the model itself, or ONNX Runtime on an ONNX file."""
     return OnnxReference(spec.path) if spec.source == "onnx" else model
 
+
+
+def onnx_file_model(path, name: str, nhwc: bool = False, int_input: bool = False):
+    """A published ONNX file imported with onnx2torch, taking pteforge's input: NCHW turned to
+    the file's NHWC (``nhwc``), float values rounded to the file's int32 (``int_input``)."""
+    import torch
+
+    graph = build_onnx(ModelSpec(name=name, family="custom", task="custom", inputs=(), factory="", source="onnx",
+                                 path=str(path)), WEIGHTS_PRETRAINED, 0)
+
+    class Adapted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.graph = graph
+
+        def forward(self, x):
+            x = x.permute(0, 2, 3, 1) if nhwc else x
+            return self.graph(x.round().to(torch.int32) if int_input else x)
+
+    return Adapted().eval()

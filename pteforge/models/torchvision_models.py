@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ..errors import WeightsError, one_line
-from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
-from .synthetic import statistics_batch
-from .weights import load_state_dict_file, recalibrate_batchnorm
+from ..spec import WEIGHTS_PRETRAINED, ModelSpec
+from .weights import initialise
 
 
 def build(spec: ModelSpec, weights: str, seed: int):
@@ -23,9 +22,4 @@ def build(spec: ModelSpec, weights: str, seed: int):
                 fix="use --weights none for random initialisation or --weights PATH for a local checkpoint",
             ) from None
         return model.eval()
-    model = torchvision.models.get_model(spec.name, weights=None)
-    if weights == WEIGHTS_NONE:
-        recalibrate_batchnorm(model, lambda i: statistics_batch(spec, seed * 1000 + i, batch=8))
-    else:
-        load_state_dict_file(model, weights)
-    return model.eval()
+    return initialise(torchvision.models.get_model(spec.name, weights=None), spec, weights, seed)

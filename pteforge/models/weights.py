@@ -77,3 +77,16 @@ def recalibrate_batchnorm(model, inputs_fn, batches: int = 4) -> None:
         for i in range(batches):
             model(*inputs_fn(i))
     model.eval()
+
+
+def initialise(model, spec, weights: str, seed: int, batch: int = 8):
+    """Random weights made worth comparing (``--weights none``: BatchNorm statistics
+    re-estimated on photo views and synthetic inputs), or a local state dict."""
+    from ..spec import WEIGHTS_NONE
+    from .synthetic import statistics_batch
+
+    if weights == WEIGHTS_NONE:
+        recalibrate_batchnorm(model, lambda i: statistics_batch(spec, seed * 1000 + i, batch=batch))
+    else:
+        load_state_dict_file(model, weights)
+    return model.eval()
