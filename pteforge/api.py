@@ -184,6 +184,7 @@ def export(
 
     from .io import RUN_ID_ENV, check_output_dir, remove_run_temporaries
     from .report.manifest import MANIFEST_NAME, load_manifest
+
     reporter = reporter or SilentReporter()
     check_run(models, config)
     out = Path(config.out_dir)
