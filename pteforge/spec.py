@@ -153,7 +153,7 @@ class ModelSpec:
     factory: str
     source: str = "catalog"  # catalog | factory | pt2 | onnx
     preprocessing: Preprocessing | None = None
-    labels: str | None = None  # labels set: imagenet | coco
+    labels: str | None = None  # the labels file its family writes (imagenet_classes.txt, ...)
     path: str | None = None  # the model file of a pt2 or onnx source
 
     @property
