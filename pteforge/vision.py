@@ -116,7 +116,7 @@ def detection_input(path, size: int):
     return x, Letterbox(gain, (left, top), (h, w))
 
 
-def prepare_image(image, pre, shape=None):
+def prepare_image(image, pre):
     """A photo (file or PIL image) through a model's ``Preprocessing``: (input tensor, the
     ``Letterbox`` that maps input pixels back to the photo)."""
     import torch

@@ -70,7 +70,7 @@ class Family:
         """A photo (path or PIL image) through the model's preprocessing, as the app does it."""
         from ..vision import prepare_image
 
-        tensor, meta = prepare_image(image, spec.preprocessing, spec.inputs[0].shape)
+        tensor, meta = prepare_image(image, spec.preprocessing)
         return Prepared(tensor, meta)
 
     def decode(self, outputs: list, meta, names: list[str] | None) -> list[dict]:
@@ -87,11 +87,6 @@ class Family:
         from ..vision import draw_results
 
         draw_results(image, decoded, dest)
-
-    # -- manifest ----------------------------------------------------------------------
-    def manifest_extra(self, spec: ModelSpec) -> dict:
-        """Facts beyond the common ones that an app needs to decode this family."""
-        return {}
 
     def __repr__(self) -> str:
         return f"<family {self.category}>"

@@ -104,8 +104,6 @@ class BlazeFace(Family):
                        and abs(float(scores[a]) - float(ref_scores[a])) <= 0.05) for a in (f["anchor"] for f in faces))
         return hits / len(faces)
 
-    def manifest_extra(self, spec):
-        return {"anchors": 896, "score_threshold": SCORE_THRESHOLD, "landmarks": list(LANDMARKS)}
 
 
 def build(spec, weights: str, seed: int):

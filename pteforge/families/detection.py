@@ -152,8 +152,6 @@ class YoloFamily(Family):
         """1.0 when the program has the same box and class at ``det``'s anchor, else 0.0."""
         return float(_same_box(det, _rows(outputs[0])[det.anchor], meta, self.nc))
 
-    def manifest_extra(self, spec):
-        return {"classes": self.nc}
 
 
 class ObjectDetection(YoloFamily):

@@ -65,8 +65,6 @@ class MoveNet(Family):
         area = max((max(xs) - min(xs)) * (max(ys) - min(ys)), h * w / 10)
         return oks(ref, mine, area, COCO_SIGMAS)
 
-    def manifest_extra(self, spec):
-        return {"keypoints": 17, "keypoint_names": list(COCO_KEYPOINTS), "output_layout": "y, x, score in [0, 1]"}
 
 
 def build(spec, weights: str, seed: int):

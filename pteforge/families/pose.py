@@ -58,6 +58,3 @@ class Pose(YoloFamily):
             return 0.0
         box = det.box
         return oks(keypoints(det.extra, meta), keypoints(row[4 + self.nc:], meta), (box[2] - box[0]) * (box[3] - box[1]))
-
-    def manifest_extra(self, spec):
-        return {"classes": 1, "keypoints": 17, "keypoint_names": list(COCO_KEYPOINTS)}

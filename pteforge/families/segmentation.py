@@ -71,6 +71,3 @@ class Segmentation(YoloFamily):
             return 0.0
         size = reference[1].shape[-1] * 4
         return mask_iou(self._mask(_rows(reference[0])[det.anchor], reference[1], size), self._mask(row, outputs[1], size))
-
-    def manifest_extra(self, spec):
-        return {"classes": self.nc, "mask_prototypes": 32}
