@@ -57,6 +57,27 @@ def host_runners(model, inputs) -> list[tuple[str, str, object]]:
     return runners
 
 
+def timed_rounds(child, here, tmp: Path, ours, theirs, rounds: int, runs: int, warmup: int) -> dict:
+    """{(label, precision): [numbers per round]}: every artifact of ``ours`` ((label,
+    precision, path), timed in the ExecuTorch child) and every callable of ``theirs``
+    ((label, precision, run), timed here), each in its own block, the blocks taking
+    turns over ``rounds`` rounds."""
+    from pteforge.bench import measure_artifact
+    from pteforge.timing import measure
+
+    samples: dict[tuple[str, str], list[dict]] = {}
+    for _ in range(rounds):
+        for label, prec, path in ours:
+            status, reason, numbers, _ = measure_artifact(child, path, here, tmp, runs, warmup)
+            if status is None:  # measured
+                samples.setdefault((label, prec), []).append(numbers)
+            else:
+                print(f"  {label}: {status} ({reason})")
+        for label, prec, run in theirs:
+            samples.setdefault((label, prec), []).append(measure(run, runs, warmup))
+    return samples
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["mobilenet_v3_small", "mobilenet_v2", "yolo11n"])
@@ -67,13 +88,11 @@ def main() -> int:
 
     import torch
 
-    from pteforge.bench import measure_artifact
     from pteforge.host import Host
     from pteforge.isolate import IsolatedRuntime
     from pteforge.models.catalog import build_catalog
     from pteforge.models.synthetic import make_inputs
     from pteforge.stages.capture import build_model
-    from pteforge.timing import measure
 
     out = Path(tempfile.mkdtemp(prefix="pteforge-bench-latency-"))
     catalog = build_catalog()
@@ -105,16 +124,7 @@ def main() -> int:
                 else:
                     print(f"  pteforge {target}: {e['status'] if e else 'not exported'}")
             theirs = host_runners(model, inputs)
-            samples: dict[tuple[str, str], list[dict]] = {}
-            for _ in range(args.rounds):
-                for label, prec, path in ours:
-                    status, reason, numbers, _ = measure_artifact(child, path, here, Path(tmp), args.runs, args.warmup)
-                    if status is None:  # measured
-                        samples.setdefault((label, prec), []).append(numbers)
-                    else:
-                        print(f"  {label}: {status} ({reason})")
-                for label, prec, run in theirs:
-                    samples.setdefault((label, prec), []).append(measure(run, args.runs, args.warmup))
+            samples = timed_rounds(child, here, Path(tmp), ours, theirs, args.rounds, args.runs, args.warmup)
             rows = []
             print(f"{name}{'':<28}p50      p90   p50 per round")
             for (label, prec), stats in samples.items():

@@ -4,6 +4,18 @@ from ..spec import Precision
 from .base import Backend, Docs
 
 
+# Ops that stay on the portable kernels because XNNPACK has no operator that computes
+# them, as ExecuTorch's delegation summary names them, with the reason. Anything else
+# left outside an XNNPACK program is a gap for stages/rewrite.py.
+NO_XNNPACK_EQUIVALENT = {
+    "aten_embedding_default": "a lookup of rows by token id: XNNPACK has no gather",
+    "aten_index_tensor": "indexing by a run-time tensor (a gather): XNNPACK has no gather",
+    "aten_gather_default": "XNNPACK has no gather",
+    "aten_argmax_default": "XNNPACK has no arg-reduction",
+    "aten_topk_default": "XNNPACK has no top-k",
+}
+
+
 class Xnnpack(Backend):
     name = "xnnpack"
     order = 10
@@ -63,9 +75,10 @@ partitioner = [XnnpackPartitioner()]"""
         # recipe's precision is silently dropped. Its quantizer, edge config and backend
         # config are right; the partitioners are ours.
         plan.partitioners = self.partitioners(precision)
-        from ..stages.rewrite import fold_constant_casts
+        from ..stages.rewrite import fold_constants
 
-        plan.transform_passes = [fold_constant_casts()]  # mobilenet_v3: 18 portable casts -> 0
+        # mobilenet_v3: 18 portable casts -> 0; Swin's window masks, BERT's position ids
+        plan.transform_passes = [fold_constants()]
         return plan
 
     def partitioners(self, precision):
@@ -79,6 +92,12 @@ partitioner = [XnnpackPartitioner()]"""
                 XnnpackPartitioner(),
             ]
         return [XnnpackPartitioner()]
+
+    def lower(self, exported, plan, rest):
+        from ..stages.rewrite import xnnpack_friendly
+
+        # after quantization: adaptive average pooling as a mean or an average pool
+        return super().lower(xnnpack_friendly(exported, late=True), plan, rest)
 
     def prepare(self, exported, precision, example):
         from ..stages.rewrite import xnnpack_friendly

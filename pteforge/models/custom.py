@@ -41,15 +41,23 @@ def parse_factory(ref: str) -> tuple[str, str, tuple, dict]:
         ) from None
 
 
+def factory_name(func: str, args: tuple) -> str:
+    """The model's name: the factory's, or the model name a generic factory is given as its
+    first argument (``timm:create_model('deit_tiny_patch16_224')`` is deit_tiny_patch16_224)."""
+    if args and isinstance(args[0], str) and re.fullmatch(r"[\w.\-/]{1,100}", args[0]):
+        return re.sub(r"[^\w.\-]", "_", args[0].rsplit("/", 1)[-1])
+    return func
+
+
 def factory_spec(ref: str, inputs: tuple[InputSpec, ...], name: str | None = None) -> ModelSpec:
-    _, func, _, _ = parse_factory(ref)
+    _, func, args, _ = parse_factory(ref)
     if not inputs:
         raise UsageError(
             f"--model {ref} needs its input shape",
             fix="add --input-shape 1,3,224,224 (repeat it for several inputs)",
         )
     return ModelSpec(
-        name=name or func,
+        name=name or factory_name(func, args),
         family="custom",
         task="custom",
         inputs=inputs,

@@ -14,14 +14,18 @@ portable softmax alone took 12 of 44 ms.
 from __future__ import annotations
 
 
-def xnnpack_friendly(exported):
+def xnnpack_friendly(exported, late: bool = False):
     """The program with the ops in ``_table()`` written in ops XNNPACK takes (same values).
+
+    ``late``: the rewrites that must wait until after quantization (``_late_table()``:
+    the XNNPACK quantizer annotates adaptive_avg_pool2d by its source module and refuses
+    any other op there), applied just before lowering.
 
     Static shapes only: the rewrites read sizes (slice bounds, scales, reshapes), and
     XNNPACK takes no symbolic reshape anyway. A program with symbolic sizes (a .pt2
     exported with dynamic shapes) is left as it is.
     """
-    table = _table()
+    table = _late_table() if late else _table()
     if not any(n.target in table for n in exported.graph.nodes) or _symbolic(exported):
         return exported
     return exported.run_decompositions(table)
@@ -38,28 +42,62 @@ def _symbolic(exported) -> bool:
     )
 
 
-def fold_constant_casts():
-    """An edge pass: dtype casts of constants become constants (same values).
+def fold_constants():
+    """An edge pass: what depends only on constants becomes a constant (same values).
 
-    Decompositions lift scalars as int64 tensors and cast them to float at run time
-    (mobilenet_v3's hardswish: 18 casts). XNNPACK takes no int64, so each cast
-    stayed on the portable kernels, run on every inference.
+    Decompositions lift scalars as int64 tensors cast at run time (mobilenet_v3's
+    hardswish: 18 casts); Swin builds its shifted-window mask and relative-position
+    bias, and text encoders their position ids and attention masks, from constants on
+    every inference. XNNPACK takes none of those ops, so each ran on the portable
+    kernels and cut the program into more subgraphs. Quantize/dequantize ops are never
+    folded (their int8 weights must stay int8), and neither is a value more than
+    ``_GROWTH`` times larger than the constants it is made from (past 1 MiB), so
+    folding never swells the program (an expand of a weight stays an expand).
     """
-    from executorch.exir.dialects._ops import ops as exir_ops
     from executorch.exir.pass_base import ExportedProgramPassBase, ExportedProgramPassResult
-    from executorch.exir.passes.constant_prop_pass import constant_prop_pass
 
-    cast = exir_ops.edge.dim_order_ops._to_dim_order_copy.default
-
-    class FoldConstantCasts(ExportedProgramPassBase):
+    class FoldConstants(ExportedProgramPassBase):
         def call(self, exported):
-            targets = {n.target for n in exported.graph.nodes if n.op == "call_function"}
-            if cast not in targets:
-                return ExportedProgramPassResult(exported, False)
-            # constant propagation of the casts alone: every other op is skipped
-            return ExportedProgramPassResult(constant_prop_pass(exported, custom_skip_targets=targets - {cast}), True)
+            return ExportedProgramPassResult(exported, _fold(exported))
 
-    return FoldConstantCasts()
+    return FoldConstants()
+
+
+_GROWTH = 4
+_SMALL = 1 << 20
+
+
+def _fold(exported) -> bool:
+    import torch
+    from executorch.exir.passes import constant_prop_pass as cp
+    from torch.utils import _pytree as pytree
+
+    quant = set(cp._QUANT_PRIMITIVES_EDGE)  # unlike ExecuTorch's default, `full` is folded too
+    consts = cp.get_constant_placeholder_dict(exported)
+    placeholders = len(consts)
+    for node in exported.graph.nodes:
+        if (node.op != "call_function" or node.target in quant or node.is_impure()
+                or not cp.is_const(node.args, exported, consts) or not cp.is_const(node.kwargs, exported, consts)):
+            continue
+        args, kwargs = pytree.tree_map(lambda a: cp.get_data(a, exported, consts), (node.args, node.kwargs))
+        with torch.no_grad():
+            value = node.target(*args, **kwargs)
+        if not isinstance(value, torch.Tensor):
+            continue
+        made_from = sum(t.nbytes for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
+        if value.nbytes > _SMALL and value.nbytes > _GROWTH * made_from:
+            continue
+        consts[node] = value.contiguous() if 0 in value.stride() else value
+    if len(consts) == placeholders:
+        return False
+    # ExecuTorch's constant_prop_pass, with the values found above
+    specs = {s.arg.name: s for s in exported.graph_signature.input_specs}
+    specs.update(cp.create_constant_nodes_and_return_specs(consts, exported))
+    exported.graph_signature.input_specs = [specs[n.name] for n in exported.graph.find_nodes(op="placeholder")]
+    cp._update_output_node_and_specs(exported, _skip_dim_order=True)
+    exported.graph.eliminate_dead_code()
+    exported.graph_module.recompile()
+    return True
 
 
 def _table():
@@ -74,7 +112,28 @@ def _table():
         ops.upsample_nearest2d.vec: _upsample_nearest2d,
         ops.matmul.default: _matmul,
         ops.unsqueeze.default: _unsqueeze,
+        ops.squeeze.default: _squeeze,
+        ops.squeeze.dim: _squeeze,
+        ops.squeeze.dims: _squeeze,
+        ops.select.int: _select,
+        ops.roll.default: _roll,
+        ops.expand.default: _expand,
+        ops.alias.default: _alias,
+        ops.unbind.int: _unbind,
+        ops.slice.Tensor: _slice,
+        ops.mean.dim: _mean,
+        ops.sum.dim_IntList: _sum,
+        ops.layer_norm.default: _layer_norm,
+        ops.rms_norm.default: _rms_norm,
+        ops.gelu.default: _gelu,
+        ops.scaled_dot_product_attention.default: _attention,
     }
+
+
+def _late_table():
+    import torch
+
+    return {torch.ops.aten.adaptive_avg_pool2d.default: _adaptive_avg_pool2d}
 
 
 def _aten():
@@ -143,3 +202,208 @@ def _unsqueeze(x, dim):
     if d == x.dim():
         return NotImplemented
     return x.reshape(*x.shape[:d], 1, *x.shape[d:])
+
+
+def _static(*shapes) -> bool:
+    return all(isinstance(d, int) for shape in shapes for d in shape)
+
+
+def _squeeze(x, dim=None):
+    """squeeze as the reshape it is (XNNPACK takes reshapes, not squeeze_copy)."""
+    dims = range(x.dim()) if dim is None else [dim] if isinstance(dim, int) else dim
+    drop = {d % max(x.dim(), 1) for d in dims if x.shape[d] == 1}
+    return x.reshape([s for i, s in enumerate(x.shape) if i not in drop])
+
+
+def _select(x, dim, index):
+    """x[..., i, ...] as a one-wide slice and a reshape (XNNPACK takes both)."""
+    d = dim % x.dim()
+    i = index % x.shape[d]
+    out = _aten().slice.Tensor(x, d, i, i + 1)
+    return out.reshape([s for j, s in enumerate(x.shape) if j != d])
+
+
+def _roll(x, shifts, dims=()):
+    """roll as two slices concatenated per dim (Swin's shifted windows)."""
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if not dims or len(dims) != len(shifts):
+        return NotImplemented  # a roll of the flattened tensor
+    for shift, dim in zip(shifts, dims):
+        d = dim % x.dim()
+        n = x.shape[d]
+        s = shift % n
+        if s:
+            x = _aten().cat.default([_aten().slice.Tensor(x, d, n - s, n), _aten().slice.Tensor(x, d, 0, n - s)], d)
+    return x
+
+
+def _expand(x, size, implicit=False):
+    """An expand to the size x already has is x itself (a class token at batch 1)."""
+    if len(size) != x.dim() or any(s not in (-1, n) for s, n in zip(size, x.shape)):
+        return NotImplemented
+    return x
+
+
+def _alias(x):
+    """An alias is its input (XNNPACK takes no alias_copy)."""
+    return x
+
+
+def _unbind(x, dim=0):
+    return [_select(x, dim, i) for i in range(x.shape[dim])]
+
+
+def _slice(x, dim=0, start=None, end=None, step=1):
+    """A strided slice (``x[..., 1::2, ...]``, Swin's patch merging) as a reshape that puts
+    the stride in a dim of its own, a one-wide slice of it and a reshape back."""
+    if step == 1 or not _static(x.shape):
+        return NotImplemented
+    d = dim % x.dim()
+    size = x.shape[d]
+    first, stop, _ = slice(start, end, step).indices(size)
+    count = len(range(first, stop, step))
+    usable = size - size % step
+    if count == 0 or first + (count - 1) * step >= usable:
+        return NotImplemented
+    if usable != size:
+        x = _aten().slice.Tensor(x, d, 0, usable)
+    shape = list(x.shape)
+    y = x.reshape(*shape[:d], usable // step, step, *shape[d + 1:])
+    y = _aten().slice.Tensor(y, d + 1, first % step, first % step + 1)
+    y = _aten().slice.Tensor(y, d, first // step, first // step + count)
+    return y.reshape(*shape[:d], count, *shape[d + 1:])
+
+
+def _adaptive_avg_pool2d(x, output_size):
+    """Adaptive average pooling whose windows tile the input exactly: a global mean (1x1)
+    or an average pooling (ExecuTorch decomposes it into an as_strided copy XNNPACK
+    does not take)."""
+    if x.dim() != 4 or not _static(x.shape):
+        return NotImplemented
+    h, w = x.shape[-2:]
+    oh, ow = (output_size[0] or h), (output_size[1] or w)
+    if (oh, ow) == (1, 1):
+        return _aten().mean.dim(x, [2, 3], True)
+    if h % oh or w % ow:
+        return NotImplemented
+    return _aten().avg_pool2d.default(x, [h // oh, w // ow], [h // oh, w // ow])
+
+
+def _mean(x, dim, keepdim=False, dtype=None):
+    """A mean over any dims as the one mean XNNPACK takes: a 4-D mean over dims 2 and 3.
+
+    The reduced dims are moved last (a permute, when they are not already), the tensor
+    is viewed as (1, kept, reduced, 1), averaged over its last two dims and viewed back.
+    """
+    if dtype is not None or not x.is_floating_point() or not _static(x.shape):
+        return NotImplemented
+    n = x.dim()
+    dims = sorted({d % n for d in ([dim] if isinstance(dim, int) else dim or range(n))})
+    if n == 4 and dims == [2, 3] and keepdim:
+        return NotImplemented  # XNNPACK takes it as it is
+    kept = [d for d in range(n) if d not in dims]
+    shape = [1 if d in dims else s for d, s in enumerate(x.shape)]
+    if kept + dims != list(range(n)):
+        x = _aten().permute.default(x, kept + dims)
+    reduced = _prod(x.shape[len(kept):])
+    out = _aten().mean.dim(x.reshape(1, x.numel() // reduced, reduced, 1), [2, 3], True)
+    return out.reshape(shape if keepdim else [shape[d] for d in kept])
+
+
+def _prod(sizes) -> int:
+    out = 1
+    for s in sizes:
+        out *= s
+    return out
+
+
+def _sum(x, dim, keepdim=False, dtype=None):
+    """A float sum is the mean times the count (XNNPACK has a mean, not a sum)."""
+    if dtype is not None or not x.is_floating_point() or dim is None or not _static(x.shape):
+        return NotImplemented
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    if not dims:
+        return NotImplemented
+    count = _prod(x.shape[d] for d in dims)
+    return _aten().mean.dim(x, dims, keepdim) * count
+
+
+def _normalize(x, k, eps, centre):
+    """(x - mean) / sqrt(var + eps) over the last k dims, in ops XNNPACK takes."""
+    dims = list(range(x.dim() - k, x.dim()))
+    if centre:
+        x = x - _aten().mean.dim(x, dims, True)
+    var = _aten().mean.dim(x * x, dims, True)
+    return x * _aten().rsqrt.default(var + eps)
+
+
+def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    """LayerNorm as mean, subtract, multiply and rsqrt (XNNPACK has no LayerNorm)."""
+    if not x.is_floating_point() or not _static(x.shape):
+        return NotImplemented
+    y = _normalize(x, len(normalized_shape), eps, centre=True)
+    if weight is not None:
+        y = y * weight
+    return y + bias if bias is not None else y
+
+
+def _rms_norm(x, normalized_shape, weight=None, eps=None):
+    """RMSNorm as mean, multiply and rsqrt (LLM blocks)."""
+    import torch
+
+    if not x.is_floating_point() or not _static(x.shape):
+        return NotImplemented
+    y = _normalize(x, len(normalized_shape), torch.finfo(x.dtype).eps if eps is None else eps, centre=False)
+    return y * weight if weight is not None else y
+
+
+def _gelu(x, approximate="none"):
+    """GELU's tanh approximation written out.
+
+    ExecuTorch 1.5.1's XNNPACK delegate serializes every aten.gelu as XNNPACK's exact
+    (erf) GELU and ignores ``approximate``, so a tanh-GELU model (GPT-2, Gemma, ...)
+    would compute another function. The formula uses ops XNNPACK takes.
+    """
+    if approximate != "tanh":
+        return NotImplemented
+    inner = (x + x * x * x * 0.044715) * 0.7978845608028654  # sqrt(2 / pi)
+    return x * 0.5 * (_aten().tanh.default(inner) + 1)
+
+
+def _attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """scaled_dot_product_attention as bmm, softmax over the last dim and bmm.
+
+    torch's own decomposition leaves expand copies and a "safe" softmax (any, where,
+    logical_not) on the portable kernels. Rows that a mask hides entirely come out as
+    zeros, as torch's: masked scores get the dtype's lowest value (exp underflows to 0
+    exactly as for -inf) and such rows are multiplied by 0. With a mask that is a
+    constant (a text encoder without an attention mask input) that factor folds away.
+    """
+    import math
+
+    import torch
+
+    batch, (seq_q, e), (seq_k, ev) = q.shape[:-2], q.shape[-2:], v.shape[-2:]
+    if dropout_p or enable_gqa or k.shape[:-2] != batch or v.shape[:-2] != batch or not _static(q.shape, k.shape, v.shape):
+        return NotImplemented
+    scale = 1.0 / math.sqrt(e) if scale is None else scale
+    lowest = torch.finfo(q.dtype).min
+    scores = _aten().bmm.default((q * scale).reshape(-1, seq_q, e), k.reshape(-1, seq_k, e).transpose(1, 2))
+    scores = scores.reshape(*batch, seq_q, seq_k)
+    visible = None
+    if is_causal:
+        attn_mask = torch.ones(seq_q, seq_k, dtype=torch.bool).tril()
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        visible = attn_mask
+        attn_mask = _aten().where.self(attn_mask, torch.zeros((), dtype=q.dtype), torch.full((), lowest, dtype=q.dtype))
+    elif attn_mask is not None:
+        visible = attn_mask != float("-inf")
+        attn_mask = attn_mask.clamp(min=lowest)
+    if attn_mask is not None:
+        scores = scores + attn_mask
+    weights = _aten().softmax.int(scores, -1)
+    out = _aten().bmm.default(weights.reshape(-1, seq_q, seq_k), v.reshape(-1, seq_k, ev)).reshape(*batch, seq_q, ev)
+    if visible is not None and not is_causal:
+        out = out * visible.any(-1, keepdim=True).to(q.dtype)
+    return out
