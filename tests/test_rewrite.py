@@ -124,3 +124,228 @@ def test_programs_with_symbolic_sizes_are_left_as_they_are():
     assert xnnpack_friendly(exported) is exported
     static = xnnpack_friendly(torch.export.export(Attn(), (q,)))
     assert "aten.matmul.default" not in {str(n.target) for n in static.graph.nodes}
+
+
+# ---- one case per rewrite: eager before == eager after on seeded inputs, and the
+# ---- lowered program has nothing left outside XNNPACK and matches eager in the runtime
+
+F = torch.nn.functional
+
+
+class Norms(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(16)
+        self.ln2 = torch.nn.LayerNorm((4, 16), elementwise_affine=False)
+        self.w = torch.nn.Parameter(torch.rand(16) + 0.5)
+
+    def forward(self, x):  # 1x4x16
+        return self.ln(x), self.ln2(x), F.rms_norm(x, (16,), self.w, 1e-6), F.rms_norm(x, (16,))
+
+
+class Attention(torch.nn.Module):
+    """No mask, causal, a boolean and a float mask, each with one row fully masked; the
+    masks are constants (a text encoder called without an attention mask)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", _seeded(["mask"], 0)[0])
+
+    def forward(self, q, k, v, mask=None):  # q 1x2x6x8, k/v 1x2x5x8, mask 6x5 bool
+        mask = self.mask if mask is None else mask
+        additive = torch.zeros(mask.shape).masked_fill(~mask, float("-inf"))
+        return (
+            F.scaled_dot_product_attention(q, k, v),
+            F.scaled_dot_product_attention(q, k[:, :, :5], v, is_causal=True),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=additive, scale=0.3),
+        )
+
+
+class Reductions(torch.nn.Module):
+    def forward(self, x):  # 2x3x4x5
+        return x.mean(1), x.mean((0, 2), keepdim=True), x.mean(-1), x.sum((1, 3)), x.flatten(1).mean(-1, keepdim=True)
+
+
+class Views(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.token = torch.nn.Parameter(torch.randn(1, 1, 5))
+
+    def forward(self, x):  # 1x3x4x5
+        a, b, c = x.unbind(1)
+        tokens = torch.cat([self.token.expand(x.shape[0], -1, -1), x[:, 0]], 1)
+        return (a * b + c.squeeze(0), x[:, 2, 1], torch.roll(x, (1, -2), (2, 3)), x[:, :, 1::2, 0::2],
+                x.unsqueeze(0).squeeze(0).squeeze(), tokens)
+
+
+class Gelus(torch.nn.Module):
+    def forward(self, x):
+        return F.gelu(x * 3, approximate="tanh"), F.gelu(x * 3)
+
+
+class Pools(torch.nn.Module):
+    def forward(self, x):  # 1x3x8x12
+        return F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool2d(x, (2, 3)), F.adaptive_avg_pool2d(x, (4, None))
+
+
+class ConstantMask(torch.nn.Module):
+    """Builds a Swin-style window mask and a relative-position bias from constants on
+    every call, as models outside the catalog do."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(9, 2))
+        self.register_buffer("index", torch.randint(0, 9, (4, 4)))
+
+    def forward(self, x):  # 1x2x4x4
+        mask = x.new_zeros(4, 4)
+        mask[:2, 2:] = 1
+        mask[2:, :2] = 2
+        mask = (mask[None] != mask[:, None]).any(-1).float() * -100.0
+        pos = torch.arange(4).float()
+        bias = self.table[self.index].permute(2, 0, 1)  # 2x4x4
+        return ((x + bias + mask + pos).softmax(-1),)
+
+
+CASES = {
+    "layer_norm, rms_norm": (Norms, [(1, 4, 16)], set()),  # rewritten late: see test_late_rewrites
+    "scaled_dot_product_attention": (Attention, [(1, 2, 6, 8), (1, 2, 5, 8), (1, 2, 5, 8)],
+                                     {"aten.scaled_dot_product_attention.default"}),
+    "mean and sum over any dims": (Reductions, [(2, 3, 4, 5)], {"aten.sum.dim_IntList"}),
+    "unbind, select, squeeze, roll, strided slice, no-op expand": (
+        Views, [(1, 3, 4, 5)],
+        {"aten.unbind.int", "aten.select.int", "aten.squeeze.dims", "aten.squeeze.default", "aten.roll.default", "aten.expand.default"}),
+    "tanh gelu": (Gelus, [(2, 64)], set()),
+    "constants folded": (ConstantMask, [(1, 2, 4, 4)], set()),
+}
+
+
+def _seeded(shapes, seed):
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for shape in shapes:
+        if shape == "mask":
+            mask = torch.rand(6, 5, generator=gen) > 0.4
+            mask[1] = False  # a row that sees nothing: torch gives zeros there
+            mask[0, 0] = True
+            out.append(mask)
+        else:
+            out.append(torch.randn(*shape, generator=gen))
+    return tuple(out)
+
+
+def _xnnpack_lowered(exported):
+    from pteforge.backends import default_registry
+
+    xnnpack = default_registry().get("xnnpack")
+    rewritten = xnnpack.prepare(exported, Precision.FP32, ())
+    return rewritten, _lowered(rewritten, lambda p: xnnpack.lower(p, xnnpack.plan(Precision.FP32), []))
+
+
+def _run(edge, inputs):
+    from executorch.runtime import Runtime
+
+    program = Runtime.get().load_program(edge.to_executorch().buffer)
+    return program.load_method("forward").execute(list(inputs))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_rewrite_keeps_values_and_lowers_whole(case):
+    make, shapes, gone = CASES[case]
+    torch.manual_seed(0)
+    model = make().eval()
+    exported = torch.export.export(model, _seeded(shapes, 0))
+    rewritten, (edge, subgraphs, outside) = _xnnpack_lowered(exported)
+
+    assert not gone & {str(n.target) for n in rewritten.graph.nodes}
+    for seed in range(3):  # the rewritten program computes what the model computes
+        inputs = _seeded(shapes, seed)
+        for want, got in zip(model(*inputs), rewritten.module()(*inputs)):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert not outside, f"left on the portable kernels: {outside}"
+    assert subgraphs == 1
+    inputs = _seeded(shapes, 5)
+    for want, got in zip(model(*inputs), _run(edge, inputs)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_attention_with_a_mask_input_keeps_values():
+    """A mask given at run time: the attention is XNNPACK's, only the mask's boolean ops
+    (XNNPACK has no boolean tensors) stay outside; fully masked rows are zeros as in torch."""
+    from pteforge.backends.xnnpack import NO_XNNPACK_EQUIVALENT
+
+    shapes = [(1, 2, 6, 8), (1, 2, 5, 8), (1, 2, 5, 8), "mask"]
+    model = Attention().eval()
+    rewritten, (edge, _, outside) = _xnnpack_lowered(torch.export.export(model, _seeded(shapes, 0)))
+    assert outside <= set(NO_XNNPACK_EQUIVALENT), outside - set(NO_XNNPACK_EQUIVALENT)
+    assert "aten_bmm_default" not in outside and "aten__softmax_default" not in outside
+    for seed in range(3):
+        inputs = _seeded(shapes, seed)
+        for want, got, ran in zip(model(*inputs), rewritten.module()(*inputs), _run(edge, inputs)):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(ran, want, rtol=1e-4, atol=1e-4)
+            assert not ran.isnan().any()
+
+
+def test_tanh_gelu_would_be_computed_as_erf_gelu_without_the_rewrite():
+    """ExecuTorch 1.5.1's XNNPACK delegate drops gelu's ``approximate``: the rewrite is
+    what makes a tanh-GELU program compute tanh-GELU."""
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    class TanhGelu(torch.nn.Module):
+        def forward(self, x):
+            return F.gelu(x, approximate="tanh")
+
+    x = torch.linspace(-4, 4, 256).reshape(1, 256)
+    want = TanhGelu()(x)
+    exported = torch.export.export(TanhGelu(), (x,))
+    [plain] = _run(to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]), (x,))
+    assert (plain - want).abs().max() > 1e-4  # erf GELU
+    [ours] = _run(_xnnpack_lowered(exported)[1][0], (x,))
+    torch.testing.assert_close(ours, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("make, shape, op", [
+    (Pools, (1, 3, 8, 12), "aten.adaptive_avg_pool2d.default"),
+    (Norms, (1, 4, 16), "aten.layer_norm.default"),
+])
+def test_late_rewrites_after_quantization_and_their_values(make, shape, op):
+    """The XNNPACK quantizer annotates adaptive_avg_pool2d by its source module, and
+    normalisations must stay fp32, so these are rewritten just before lowering (``late``);
+    the result computes the same values."""
+    x = torch.randn(*shape)
+    model = make().eval()
+    exported = torch.export.export(model, (x,))
+    late = xnnpack_friendly(exported, late=True)
+    assert op not in {str(n.target) for n in late.graph.nodes}
+    assert op in {str(n.target) for n in xnnpack_friendly(exported).graph.nodes}  # not before quantization
+    for want, got in zip(model(x), late.module()(x)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    _, (edge, _, outside) = _xnnpack_lowered(exported)
+    assert not outside
+    for want, got in zip(model(x), _run(edge, (x,))):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_folding_never_swells_the_program():
+    """A constant expanded far beyond its size stays an expand: folding it would write
+    the large tensor into the .pte."""
+
+    class Broadcast(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.row = torch.nn.Parameter(torch.randn(1, 1024))
+
+        def forward(self, x):  # 1024x1024
+            return x + self.row.expand(1024, 1024) * 2
+
+    x = torch.randn(1024, 1024)
+    model = Broadcast()
+    exported = torch.export.export(model, (x,))
+    rewritten, (edge, _, _) = _xnnpack_lowered(exported)
+    size = len(edge.to_executorch().buffer)
+    assert size < 1 << 20, f"{size} bytes: the 4 MiB expanded constant was folded in"
+    [got] = _run(edge, (x,))
+    torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)

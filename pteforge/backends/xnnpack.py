@@ -13,6 +13,14 @@ NO_XNNPACK_EQUIVALENT = {
     "aten_gather_default": "XNNPACK has no gather",
     "aten_argmax_default": "XNNPACK has no arg-reduction",
     "aten_topk_default": "XNNPACK has no top-k",
+    # an attention mask given at run time: XNNPACK has no boolean tensors
+    "aten_where_self": "a select by a boolean mask: XNNPACK has no boolean tensors",
+    "aten_any_dim": "a reduction of booleans: XNNPACK has no boolean tensors",
+    "aten_bitwise_not_default": "a boolean not: XNNPACK has no boolean tensors",
+    "aten_logical_not_default": "a boolean not: XNNPACK has no boolean tensors",
+    "aten_ne_scalar": "a comparison (boolean result): XNNPACK has no boolean tensors",
+    "aten_eq_scalar": "a comparison (boolean result): XNNPACK has no boolean tensors",
+    "dim_order_ops__to_dim_order_copy_default": "a cast from or to a boolean or integer tensor: XNNPACK computes in floats",
 }
 
 

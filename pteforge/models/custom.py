@@ -98,11 +98,30 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
             f"factory {spec.factory} returned {type(model).__name__}, not a torch.nn.Module",
             fix="return the model instance (an nn.Module) from the factory",
         )
-    if weights not in (WEIGHTS_PRETRAINED, WEIGHTS_NONE):
+    if weights == WEIGHTS_NONE:
+        _normalise(model, spec, seed)
+    elif weights != WEIGHTS_PRETRAINED:
         from .weights import load_state_dict_file
 
         load_state_dict_file(model, weights)
     return model.eval()
+
+
+def _normalise(model, spec: ModelSpec, seed: int) -> None:
+    """Random weights worth comparing, as for catalog models: BatchNorm statistics
+    re-estimated on seeded inputs (a fresh EfficientNet's outputs are ~1e-14 otherwise,
+    and any comparison passes or none does). A model that cannot run a batch of 8 in
+    training mode gets batches of its own size; one that cannot run in training mode at
+    all keeps its statistics."""
+    from .synthetic import make_inputs
+    from .weights import recalibrate_batchnorm
+
+    for batch in (8, None):
+        try:
+            recalibrate_batchnorm(model, lambda i: make_inputs(spec, seed * 1000 + i, batch=batch))
+            return
+        except Exception:  # noqa: BLE001 - a model whose training mode differs: next size, then as is
+            model.eval()
 
 
 def pt2_spec(path: str) -> ModelSpec:
