@@ -4,7 +4,7 @@
                                [--out DIR] [--json zoo.json] [--sqnr-budget 20]
 
 Each model is exported as a new user would (``pteforge export --model REF --input-shape
-... --weights none``) to XNNPACK fp32, XNNPACK int8 and the OpenVINO .pte, and every
+... --weights none``) to XNNPACK fp32, XNNPACK int8 (static and dynamic) and the OpenVINO .pte, and every
 artifact is verified against eager by that export. Then, side by side in one run, its
 verified artifacts are timed in one ExecuTorch child (as ``pteforge bench`` does) and
 eager PyTorch and ONNX Runtime (the same weights exported to ONNX) in this process, each
@@ -46,8 +46,6 @@ ZOO = {
     "efficientnet_b0": ("CNN", f"{TV}:efficientnet_b0(weights=None)", IMAGE, ()),
     "regnet_y_400mf": ("CNN", f"{TV}:regnet_y_400mf(weights=None)", IMAGE, ()),
     "shufflenet_v2_x1_0": ("CNN", f"{TV}:shufflenet_v2_x1_0(weights=None)", IMAGE, ()),
-    "mnasnet1_0": ("CNN", f"{TV}:mnasnet1_0(weights=None)", IMAGE, ()),
-    "squeezenet1_1": ("CNN", f"{TV}:squeezenet1_1(weights=None)", IMAGE, ()),
     "mobilenetv4_conv_small": ("CNN", "timm:create_model('mobilenetv4_conv_small')", IMAGE, ()),
     "convnext_atto": ("CNN (LayerNorm)", "timm:create_model('convnext_atto')", IMAGE, ()),
     "deit_tiny_patch16_224": ("transformer", "timm:create_model('deit_tiny_patch16_224')", IMAGE, ()),
@@ -62,7 +60,9 @@ ZOO = {
     "bert_mini": ("text encoder", "zoo_models:bert_mini", ("1,128",), ("int64",)),
     "whisper_tiny_encoder": ("audio encoder", "zoo_models:whisper_tiny_encoder", ("1,80,3000",), ()),
 }
-TARGETS = ("xnnpack", "xnnpack:int8", "openvino")
+# int8: static (calibrated) and dynamic (per-token activations, int8 weights: what
+# transformers on XNNPACK use); openvino: fp32 here (bf16 on CPUs that have it)
+TARGETS = ("xnnpack", "xnnpack:int8", "xnnpack:int8-dynamic", "openvino")
 
 
 def export(name: str, out: Path) -> dict:
@@ -150,9 +150,11 @@ def judge(rows: dict, sqnr_budget: float) -> dict:
 
 
 def print_table(rows: dict) -> None:
-    print("\n| model | family | xnnpack fp32: delegated, subgraphs | int8 | openvino | left on portable (xnnpack fp32) "
-          "| xnnpack fp32 | xnnpack int8 | openvino .pte | eager | ONNX Runtime | fp32/ORT |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    names = {"xnnpack": "xnnpack fp32", "xnnpack:int8": "int8", "xnnpack:int8-dynamic": "int8-dyn", "openvino": "openvino"}
+    print("\n| model | family | " + " | ".join(f"{names[t]}: delegated, subgraphs" for t in TARGETS)
+          + " | left on portable (xnnpack fp32) | " + " | ".join(f"{names[t]} p50" for t in TARGETS)
+          + " | eager | ONNX Runtime | fp32/ORT |")
+    print("|---" * (5 + 2 * len(TARGETS)) + "|")
     for name, row in rows.items():
         t, p = row["targets"], row["p50_ms"]
 
@@ -160,15 +162,19 @@ def print_table(rows: dict) -> None:
             d = t.get(target)
             if not d:
                 return "—"
-            if d["delegated_percent"] is None:
-                return d["status"]
+            if d["status"] != "VERIFIED":
+                return d["status"] + (f" ({d['sqnr_db'] or _sqnr(d['reason'])})" if d["status"] == "MISMATCH" else "")
             return f"{d['delegated_percent']:.1f} %, {d['subgraphs']}"
 
         left = ", ".join(f"{op}×{n}" for op, n in (t.get("xnnpack") or {}).get("portable_ops", {}).items()) or "none"
         ms = [f"{p[k]:.2f}" if k in p else "—" for k in (*TARGETS, "eager", "onnxruntime")]
         ratio = f"{p['xnnpack'] / p['onnxruntime']:.2f}" if "xnnpack" in p and "onnxruntime" in p else "—"
-        print(f"| {name} | {row['family']} | {deleg('xnnpack')} | {deleg('xnnpack:int8')} | {deleg('openvino')} | {left} | "
+        print(f"| {name} | {row['family']} | " + " | ".join(deleg(x) for x in TARGETS) + f" | {left} | "
               + " | ".join(ms) + f" | {ratio} |")
+
+
+def _sqnr(reason: str | None) -> str:
+    return (reason or "").split(":")[-1].split("<")[0].strip()
 
 
 def print_goals(goals: dict, budget: float) -> None:

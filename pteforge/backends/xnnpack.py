@@ -44,9 +44,13 @@ class Xnnpack(Backend):
         features=(
             "Wide operator support on Arm and x86 CPUs, on any modern phone.",
             "fp32 and fp16 activations; 8-bit static and dynamic quantization.",
-            "pteforge writes split, softmax over a non-last dim, integer-scale nearest upsampling, "
-            "batched matmul and leading unsqueeze as ops XNNPACK takes (same values), and folds casts "
-            "of constants, so models like YOLO lower as one XNNPACK subgraph.",
+            "pteforge writes what XNNPACK has no operator for as ops it takes, with the same values: "
+            "LayerNorm and RMSNorm, scaled-dot-product attention (masks and causal included), tanh-GELU "
+            "(which ExecuTorch 1.5.1 would run as erf GELU), means and sums over any dims, adaptive "
+            "average pooling, split/chunk/unbind/select/squeeze, roll, strided slices, softmax over a "
+            "non-last dim, integer-scale nearest upsampling, batched matmul; and folds what depends "
+            "only on constants (window masks, position ids). CNNs, ViTs, Swin, MaxViT, MobileViT, "
+            "EfficientFormer, BERT and Whisper's encoder lower as one XNNPACK subgraph.",
         ),
         target_requirements=(
             "ARM64 on Android, iOS, macOS, Linux and Windows; ARMv7 with NEON on Android.",
