@@ -39,8 +39,9 @@ def native_openvino(model, inputs, hint: str):
     return (lambda: request.infer(feed)), {"version": ov.__version__}
 
 
-def host_runners(model, inputs) -> list[tuple[str, str, object]]:
-    """(label, precision, callable) of every runtime timed in this process."""
+def host_runners(model, inputs, openvino: bool = True) -> list[tuple[str, str, object]]:
+    """(label, precision, callable) of every runtime timed in this process: eager PyTorch,
+    ONNX Runtime and (``openvino``) native OpenVINO in f32 and bf16."""
     from pteforge.bench import onnxruntime_runner
 
     runners = [("eager PyTorch", "fp32", lambda: model(*inputs))]
@@ -49,7 +50,7 @@ def host_runners(model, inputs) -> list[tuple[str, str, object]]:
         runners.append(("ONNX Runtime", "fp32", ort[0]))
     elif ort:
         print(f"  ONNX Runtime: {ort[1]['error']}")
-    for hint, label in (("f32", "fp32"), ("bf16", "bf16")):
+    for hint, label in (("f32", "fp32"), ("bf16", "bf16")) if openvino else ():
         try:
             runners.append((f"OpenVINO native {hint}", label, native_openvino(model, inputs, hint)[0]))
         except Exception as exc:  # a model native OpenVINO cannot convert: say so

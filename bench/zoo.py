@@ -36,7 +36,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from artifact_latency import timed_rounds  # noqa: E402
+from artifact_latency import host_runners, timed_rounds  # noqa: E402
 
 TV = "torchvision.models"
 IMAGE = ("1,3,224,224",)
@@ -99,7 +99,6 @@ def delegation(entry: dict) -> dict:
 
 def eager_and_onnxruntime(name: str):
     """The eager model pteforge built (same factory, seed and weights) and its ONNX Runtime twin."""
-    from pteforge.bench import onnxruntime_runner
     from pteforge.models.custom import custom_spec
     from pteforge.models.synthetic import make_inputs
     from pteforge.spec import InputSpec
@@ -108,14 +107,8 @@ def eager_and_onnxruntime(name: str):
     _, ref, shapes, dtypes = ZOO[name]
     spec = custom_spec(ref, tuple(InputSpec.parse(s, *(dtypes[i:i + 1])) for i, s in enumerate(shapes)))
     model = build_model(spec, "none", 0).eval()
-    inputs = list(make_inputs(spec, 0))
-    runners = [("eager", "fp32", lambda: model(*inputs))]
-    ort = onnxruntime_runner(model, inputs)
-    if ort and ort[0]:
-        runners.append(("onnxruntime", "fp32", ort[0]))
-    elif ort:
-        print(f"  ONNX Runtime: {ort[1]['error']}")
-    return runners
+    labels = {"eager PyTorch": "eager", "ONNX Runtime": "onnxruntime"}
+    return [(labels[label], prec, run) for label, prec, run in host_runners(model, list(make_inputs(spec, 0)), openvino=False)]
 
 
 def judge(rows: dict, sqnr_budget: float) -> dict:

@@ -27,7 +27,8 @@ def test_executorch_xnnpack_recipe_drops_its_precision_so_ours_sets_it():
     [theirs] = recipe.lowering_recipe.partitioners
     assert ConfigPrecisionType.FP32 in _precisions(theirs), "the recipe's precision is dropped"
     plan = default_registry().get("xnnpack").plan(Precision.INT8_DYNAMIC)
-    assert _precisions(plan.partitioners[0]) == {ConfigPrecisionType.DYNAMIC_QUANT}
+    # one partitioner, dynamic and fp32 (see test_int8_dynamic_keeps_max_pool_in_xnnpack)
+    assert [_precisions(p) for p in plan.partitioners] == [{ConfigPrecisionType.DYNAMIC_QUANT, ConfigPrecisionType.FP32}]
     assert plan.recipe == "xnnpack_pt2e_int8_dynamic_per_channel"  # its quantizer and configs are used
     assert type(plan.quantizer) is type(recipe.quantization_recipe.quantizers[0])
 
@@ -109,3 +110,31 @@ def test_calibration_directory_and_relative_numbers_are_recorded(auto_run):
     images = int8["verification"]["images"]
     assert images["images"] >= 2 and "bus.jpg" in images["names"] and images["top1_agreement"] is not None
     assert entries["xnnpack:fp16"]["delegation"]["precision_ops"]["fp16_nodes"] > 0
+
+
+def test_int8_dynamic_keeps_max_pool_in_xnnpack():
+    """A dynamic-quant partitioner run before the fp32 one decomposed max_pool2d, which
+    then ran on the portable kernels (resnet18: 37 of 61 ms). One partitioner keeps the
+    whole CNN in one XNNPACK subgraph, computing what eager computes."""
+    import torch
+    from executorch.devtools.backend_debug import get_delegation_info
+    from executorch.runtime import Runtime
+
+    from pteforge.backends import default_registry
+    from pteforge.stages.quantize import quantize
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(3, 2, 1),
+                                torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                torch.nn.Linear(16, 10)).eval()
+    x = torch.rand(1, 3, 32, 32)
+    xnnpack = default_registry().get("xnnpack")
+    plan = xnnpack.plan(Precision.INT8_DYNAMIC)
+    exported = xnnpack.prepare(torch.export.export(model, (x,)), Precision.INT8_DYNAMIC, (x,))
+    edge = xnnpack.lower(quantize(exported, plan, [(x,)], (x,)), plan, [])
+    info = get_delegation_info(edge.exported_program().graph_module)
+    assert info.num_delegated_subgraphs == 1
+    assert not {op for op, n in info.delegation_by_operator.items() if n.non_delegated and op != "getitem"}
+    [got] = Runtime.get().load_program(edge.to_executorch().buffer).load_method("forward").execute([x])
+    want = model(x)
+    assert 10 * torch.log10(want.pow(2).sum() / (got - want).pow(2).sum()) > 20  # dB
