@@ -189,6 +189,18 @@ class Pools(torch.nn.Module):
         return F.adaptive_avg_pool2d(x, 1), F.adaptive_avg_pool2d(x, (2, 3)), F.adaptive_avg_pool2d(x, (4, None))
 
 
+class Depthwise(torch.nn.Module):
+    """ConvNeXt's 7x7 depthwise convolution, and a strided 9x9 one without bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.dw7 = torch.nn.Conv2d(8, 8, 7, padding=3, groups=8)
+        self.dw9 = torch.nn.Conv2d(8, 8, 9, stride=2, padding=2, groups=8, bias=False)
+
+    def forward(self, x):  # 1x8x13x13
+        return self.dw7(x), self.dw9(x)
+
+
 class ConstantMask(torch.nn.Module):
     """Builds a Swin-style window mask and a relative-position bias from constants on
     every call, as models outside the catalog do."""
@@ -217,6 +229,7 @@ CASES = {
         Views, [(1, 3, 4, 5)],
         {"aten.unbind.int", "aten.select.int", "aten.squeeze.dims", "aten.squeeze.default", "aten.roll.default", "aten.expand.default"}),
     "tanh gelu": (Gelus, [(2, 64)], set()),
+    "large depthwise convolutions in 5x5 tiles": (Depthwise, [(1, 8, 13, 13)], set()),
     "constants folded": (ConstantMask, [(1, 2, 4, 4)], set()),
 }
 
@@ -349,3 +362,36 @@ def test_folding_never_swells_the_program():
     assert size < 1 << 20, f"{size} bytes: the 4 MiB expanded constant was folded in"
     [got] = _run(edge, (x,))
     torch.testing.assert_close(got, model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_large_depthwise_kernels_become_tiles_xnnpack_runs_as_depthwise():
+    x = torch.randn(1, 8, 13, 13)
+    rewritten = xnnpack_friendly(torch.export.export(Depthwise().eval(), (x,)))
+    kernels = [tuple(n.args[1].meta["val"].shape[-2:]) for n in rewritten.graph.nodes if str(n.target) == "aten.conv2d.default"]
+    assert len(kernels) == 8 and all(h <= 5 and w <= 5 for h, w in kernels)  # 4 tiles each
+
+
+def test_openvino_lowers_adaptive_pooling_after_a_permute():
+    """ExecuTorch decomposes adaptive_avg_pool2d of a permuted tensor (Swin's and
+    ConvNeXt's heads) into an as_strided copy OpenVINO's frontend cannot convert; the
+    OpenVINO backend rewrites the pooling first, and the program computes the same values."""
+    from pteforge.backends import default_registry
+
+    class Tail(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 4)
+
+        def forward(self, x):  # NHWC features
+            return self.fc(F.adaptive_avg_pool2d(x.permute(0, 3, 1, 2), 1).flatten(1))
+
+    torch.manual_seed(0)
+    model, x = Tail().eval(), torch.randn(1, 7, 7, 8)
+    openvino = default_registry().get("openvino")
+    exported = torch.export.export(model, (x,))
+    plan = openvino.plan(Precision.FP32)
+    with pytest.raises(Exception, match="conversion"):
+        openvino.lower(exported, plan, [])
+    edge = openvino.lower(openvino.prepare(exported, Precision.FP32, (x,)), plan, [])
+    [got] = _run(edge, (x,))
+    torch.testing.assert_close(got, model(x), rtol=2e-2, atol=2e-2)  # bf16 on CPUs that have it

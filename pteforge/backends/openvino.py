@@ -40,6 +40,11 @@ partitioner = [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]"""
 
         return [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]
 
+    def prepare(self, exported, precision, example):
+        from ..stages.rewrite import pooling_rewritten
+
+        return pooling_rewritten(exported)  # not the as_strided copy OpenVINO cannot convert
+
     def runtime_precision(self, precision):
         # OpenVINO's CPU plugin infers in bf16 on CPUs with bf16 support unless told
         # f32, and ExecuTorch 1.5.1's OpenVINO compile specs cannot pass that hint

@@ -32,7 +32,19 @@ def xnnpack_friendly(exported, late: bool = False):
     XNNPACK takes no symbolic reshape anyway. A program with symbolic sizes (a .pt2
     exported with dynamic shapes) is left as it is.
     """
-    table = _late_table() if late else _table()
+    return _rewritten(exported, _late_table() if late else _table())
+
+
+def pooling_rewritten(exported):
+    """Adaptive average pooling as a mean or an average pool (same values), for any backend:
+    ExecuTorch decomposes it into an as_strided copy, which OpenVINO's frontend cannot
+    convert either ("Couldn't retrieve input stride info": ConvNeXt, Swin)."""
+    import torch
+
+    return _rewritten(exported, {torch.ops.aten.adaptive_avg_pool2d.default: _adaptive_avg_pool2d})
+
+
+def _rewritten(exported, table):
     if not any(n.target in table for n in exported.graph.nodes) or _symbolic(exported):
         return exported
     return exported.run_decompositions(table)
@@ -132,6 +144,7 @@ def _table():
         ops.sum.dim_IntList: _sum,
         ops.gelu.default: _gelu,
         ops.scaled_dot_product_attention.default: _attention,
+        ops.conv2d.default: _conv2d,
     }
 
 
@@ -287,6 +300,36 @@ def _slice(x, dim=0, start=None, end=None, step=1):
     y = _aten().slice.Tensor(y, d + 1, first % step, first % step + 1)
     y = _aten().slice.Tensor(y, d, first // step, first // step + count)
     return y.reshape(*shape[:d], count, *shape[d + 1:])
+
+
+_DW_TILE = 5  # XNNPACK's largest one-pass depthwise kernel is 5x5 (25 taps)
+
+
+def _conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    """A depthwise convolution with a kernel larger than 5x5 (ConvNeXt's 7x7) as the sum
+    of depthwise convolutions of its 5x5 tiles over shifted views of the padded input.
+
+    XNNPACK in ExecuTorch 1.5.1 runs a 7x7 depthwise convolution as a grouped GEMM with one
+    channel per group (ETDump: convnext_atto spent 21 of 34 ms there, slower than eager);
+    5x5 and smaller take its depthwise kernels.
+    """
+    kh, kw = weight.shape[-2:]
+    if (groups == 1 or groups != x.shape[1] or kh * kw <= _DW_TILE * _DW_TILE or x.dim() != 4
+            or isinstance(padding, str) or tuple(dilation) != (1, 1) or not _static(x.shape)):
+        return NotImplemented
+    sh, sw = stride
+    ph, pw = padding
+    x = _aten().constant_pad_nd.default(x, [pw, pw, ph, ph])
+    oh, ow = (x.shape[2] - kh) // sh + 1, (x.shape[3] - kw) // sw + 1
+    out = None
+    for i in range(0, kh, _DW_TILE):
+        for j in range(0, kw, _DW_TILE):
+            th, tw = min(_DW_TILE, kh - i), min(_DW_TILE, kw - j)
+            tile = weight[:, :, i:i + th, j:j + tw]
+            view = x[:, :, i:i + (oh - 1) * sh + th, j:j + (ow - 1) * sw + tw]
+            y = _aten().conv2d.default(view, tile, None, [sh, sw], [0, 0], [1, 1], groups)
+            out = y if out is None else out + y
+    return out if bias is None else out + bias.reshape(1, -1, 1, 1)
 
 
 def _adaptive_avg_pool2d(x, output_size):
