@@ -32,7 +32,12 @@ def xnnpack_friendly(exported, late: bool = False):
     XNNPACK takes no symbolic reshape anyway. A program with symbolic sizes (a .pt2
     exported with dynamic shapes) is left as it is.
     """
-    return _rewritten(exported, _late_table() if late else _table())
+    if not late:
+        return _rewritten(exported, _table())
+    rewritten = _rewritten(exported, _late_table())
+    if rewritten is not exported:
+        _fold(rewritten)  # the averaging weights of _mean_last: a linear takes constant weights only
+    return rewritten
 
 
 def pooling_rewritten(exported):
@@ -91,7 +96,8 @@ def _fold(exported) -> bool:
     from executorch.exir.passes import constant_prop_pass as cp
     from torch.utils import _pytree as pytree
 
-    quant = set(cp._QUANT_PRIMITIVES_EDGE)  # unlike ExecuTorch's default, `full` is folded too
+    # unlike ExecuTorch's default, `full` is folded too; aten or edge programs
+    quant = {*cp._QUANT_PRIMITIVES_EDGE, *cp._QUANT_PRIMITIVES}
     consts = cp.get_constant_placeholder_dict(exported)
     placeholders = len(consts)
     for node in exported.graph.nodes:
@@ -106,7 +112,8 @@ def _fold(exported) -> bool:
         made_from = sum(t.nbytes for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
         if value.nbytes > _SMALL and value.nbytes > _GROWTH * made_from:
             continue
-        consts[node] = value.contiguous() if 0 in value.stride() else value
+        # a tensor of its own: not a view of a parameter (which could not be deep-copied)
+        consts[node] = value.detach().clone(memory_format=torch.contiguous_format)
     if len(consts) == placeholders:
         return False
     # ExecuTorch's constant_prop_pass, with the values found above
@@ -302,33 +309,32 @@ def _slice(x, dim=0, start=None, end=None, step=1):
     return y.reshape(*shape[:d], count, *shape[d + 1:])
 
 
-_DW_TILE = 5  # XNNPACK's largest one-pass depthwise kernel is 5x5 (25 taps)
+_DW_TAPS = 25  # XNNPACK's largest one-pass depthwise kernel: 25 taps (5x5, 3x7, ...)
 
 
 def _conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-    """A depthwise convolution with a kernel larger than 5x5 (ConvNeXt's 7x7) as the sum
-    of depthwise convolutions of its 5x5 tiles over shifted views of the padded input.
+    """A depthwise convolution of more than 25 taps (ConvNeXt's 7x7) as the sum of the
+    depthwise convolutions of its bands of rows (3x7, 3x7, 1x7), each output shifted by
+    its band's first row.
 
-    XNNPACK in ExecuTorch 1.5.1 runs a 7x7 depthwise convolution as a grouped GEMM with one
-    channel per group (ETDump: convnext_atto spent 21 of 34 ms there, slower than eager);
-    5x5 and smaller take its depthwise kernels.
+    XNNPACK in ExecuTorch 1.5.1 runs a depthwise convolution of more than 25 taps as a
+    grouped GEMM with one channel per group (ETDump: convnext_atto spent 21 of 34 ms
+    there, slower than eager); up to 25 taps it takes its depthwise kernels. Each band
+    pads like the whole kernel, so no pad op (XNNPACK refuses an int8 pad whose input
+    and output scales differ), and its shift is a slice of whole rows.
     """
     kh, kw = weight.shape[-2:]
-    if (groups == 1 or groups != x.shape[1] or kh * kw <= _DW_TILE * _DW_TILE or x.dim() != 4
-            or isinstance(padding, str) or tuple(dilation) != (1, 1) or not _static(x.shape)):
+    if (groups == 1 or groups != x.shape[1] or kh * kw <= _DW_TAPS or kw > _DW_TAPS or x.dim() != 4
+            or isinstance(padding, str) or tuple(stride) != (1, 1) or tuple(dilation) != (1, 1)
+            or not _static(x.shape)):
         return NotImplemented
-    sh, sw = stride
-    ph, pw = padding
-    x = _aten().constant_pad_nd.default(x, [pw, pw, ph, ph])
-    oh, ow = (x.shape[2] - kh) // sh + 1, (x.shape[3] - kw) // sw + 1
+    rows = _DW_TAPS // kw
+    oh = x.shape[2] + 2 * padding[0] - kh + 1
     out = None
-    for i in range(0, kh, _DW_TILE):
-        for j in range(0, kw, _DW_TILE):
-            th, tw = min(_DW_TILE, kh - i), min(_DW_TILE, kw - j)
-            tile = weight[:, :, i:i + th, j:j + tw]
-            view = x[:, :, i:i + (oh - 1) * sh + th, j:j + (ow - 1) * sw + tw]
-            y = _aten().conv2d.default(view, tile, None, [sh, sw], [0, 0], [1, 1], groups)
-            out = y if out is None else out + y
+    for i in range(0, kh, rows):
+        band = _aten().conv2d.default(x, weight[:, :, i:i + rows], None, [1, 1], list(padding), [1, 1], groups)
+        band = band[:, :, i:i + oh]
+        out = band if out is None else out + band
     return out if bias is None else out + bias.reshape(1, -1, 1, 1)
 
 
@@ -381,11 +387,26 @@ def _sum(x, dim, keepdim=False, dtype=None):
 
 def _normalize(x, k, eps, centre):
     """(x - mean) / sqrt(var + eps) over the last k dims, in ops XNNPACK takes."""
-    dims = list(range(x.dim() - k, x.dim()))
     if centre:
-        x = x - _aten().mean.dim(x, dims, True)
-    var = _aten().mean.dim(x * x, dims, True)
-    return x * _aten().rsqrt.default(var + eps)
+        x = x - _mean_last(x, k)
+    return x * _aten().rsqrt.default(_mean_last(x * x, k) + eps)
+
+
+def _mean_last(x, k):
+    """The mean over the last k dims (kept) as a linear layer whose one output averages them.
+
+    A mean over the innermost dims in XNNPACK's one mean (over dims 2-3 of a 4-D tensor,
+    computed channels-last) needs a full transpose of its input first: two per
+    LayerNorm. A fully-connected layer reads them in place; its weight, a constant,
+    is folded into the program.
+    """
+    import torch
+
+    lead, reduced = list(x.shape[:x.dim() - k]), prod(x.shape[x.dim() - k:])
+    weight = torch.full((1, reduced), 1.0 / reduced, dtype=x.dtype, device=x.device)
+    flat = x if k == 1 else x.reshape(*lead, reduced)
+    out = _aten().linear.default(flat, weight)
+    return out if k == 1 else out.reshape(*lead, *[1] * k)
 
 
 def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
