@@ -35,7 +35,7 @@ def scan_images(directory: Path) -> tuple[list[Path], list[Path]]:
 
     Hidden files are ignored; every other file is one or the other, so nothing in
     the directory is skipped without being named."""
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
 
     good, bad = [], []
     for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
@@ -45,8 +45,8 @@ def scan_images(directory: Path) -> tuple[list[Path], list[Path]]:
             with Image.open(path) as img:
                 img.verify()
             good.append(path)
-        except (OSError, UnidentifiedImageError, SyntaxError, ValueError):
-            bad.append(path)
+        except Exception:  # noqa: BLE001 -- any decoder failure, including from a third-party
+            bad.append(path)  # patch of Image.open (Ultralytics' HEIF plugin install), names the file
     return good, bad
 
 

@@ -47,6 +47,32 @@ def test_unreadable_images_are_named_and_readable_ones_used(tmp_path):
     assert note == f"--images-dir {photos}: skipping 1 file(s) that are not readable images: broken.png"
 
 
+def test_unreadable_images_are_named_after_ultralytics_patches_pil(tmp_path):
+    """Ultralytics replaces PIL.Image.open, for every caller in the process, with one that
+    tries to pip-install a HEIF plugin when a file does not decode; in a fresh process with
+    that patch applied, the scan still names the broken file and makes no install."""
+    import subprocess
+    import sys
+
+    from PIL import Image
+
+    photos = write_junk(tmp_path / "photos", ("broken.png",))
+    Image.new("RGB", (8, 8), (200, 10, 10)).save(photos / "red.png")
+    code = (
+        "import sys, PIL.Image\n"
+        "from pteforge.models import ultralytics_models\n"
+        "import ultralytics.utils.patches\n"
+        "assert PIL.Image.open.__module__ == 'ultralytics.utils.patches'\n"
+        "from pteforge.vision import scan_images\n"
+        "good, bad = scan_images(sys.argv[1])\n"
+        "print([p.name for p in good], [p.name for p in bad])\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code, str(photos)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().splitlines()[-1] == "['red.png'] ['broken.png']"
+    assert "attempting AutoUpdate" not in run.stderr + run.stdout
+
+
 def test_validate_says_when_no_photo_was_run(capsys, earlier):
     """A model whose input is not an image is checked on seeded inputs, and says so."""
     code, stdout, _ = cli(capsys, "validate", "--models-dir", earlier)

@@ -124,6 +124,8 @@ class YoloFamily(Family):
     def label_names(self) -> list[str]:
         from pathlib import Path
 
+        from ..models import ultralytics_models  # noqa: F401, I001  (its offline settings come first)
+
         import ultralytics
         from ultralytics.utils import YAML
 

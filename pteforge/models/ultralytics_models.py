@@ -10,7 +10,10 @@ from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
 from .synthetic import statistics_batch
 from .weights import load_state_dict_file, recalibrate_batchnorm
 
-os.environ.setdefault("YOLO_OFFLINE", "1")  # never phone home from a build step
+# Never phone home or pip-install from a build step: Ultralytics patches PIL.Image.open to
+# install a HEIF plugin the first time an image does not decode, for every later caller.
+os.environ.setdefault("YOLO_OFFLINE", "1")
+os.environ.setdefault("YOLO_AUTOINSTALL", "false")
 
 
 def _quiet():
