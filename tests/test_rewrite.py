@@ -466,3 +466,27 @@ def test_int8_dynamic_conv_after_an_nchw_op_fails_upstream():
     model, x = AddThenConv().eval(), torch.randn(1, 8, 14, 14)
     edge, _, _ = _backend_program(model, x, Precision.INT8_DYNAMIC)
     _run(edge, (x,))
+
+
+def test_openvino_lowers_bilinear_upsampling():
+    """LRASPP's head upsamples bilinearly: ExecuTorch's OpenVINO partitioner keeps the op
+    whole but did not list it as supported, so lowering failed; now it is delegated and
+    computes what eager computes."""
+    from pteforge.backends import default_registry
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(4, 3, 1)
+
+        def forward(self, x):
+            return F.interpolate(self.conv(x), size=(16, 12), mode="bilinear", align_corners=False)
+
+    torch.manual_seed(0)
+    model, x = Head().eval(), torch.randn(1, 4, 8, 6)
+    openvino = default_registry().get("openvino")
+    exported = openvino.prepare(torch.export.export(model, (x,)), Precision.FP32, (x,))
+    edge, subgraphs, outside = _lowered(exported, lambda p: openvino.lower(p, openvino.plan(Precision.FP32), []))
+    assert subgraphs == 1 and not outside
+    [got] = _run(edge, (x,))
+    torch.testing.assert_close(got, model(x), rtol=2e-2, atol=2e-2)  # bf16 on CPUs that have it

@@ -4,6 +4,10 @@ from ..spec import Precision
 from .base import Backend, Docs, Requirement
 
 
+# ops OpenVINO's PyTorch frontend converts that ExecuTorch 1.5.1's partitioner does not list
+_CONVERTED_NOT_LISTED = {"aten.upsample_bilinear2d.vec"}
+
+
 class OpenVINO(Backend):
     name = "openvino"
     cost = 3.0
@@ -38,7 +42,21 @@ partitioner = [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]"""
         from executorch.backends.openvino.partitioner import OpenvinoPartitioner
         from executorch.exir.backend.compile_spec_schema import CompileSpec
 
-        return [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]
+        class Partitioner(OpenvinoPartitioner):
+            """ExecuTorch 1.5.1's OpenVINO partitioner keeps bilinear upsampling from being
+            decomposed, and OpenVINO's frontend converts it (``aten.upsample_bilinear2d.vec``),
+            but the support table the partitioner asks leaves it out, so a model that
+            upsamples (LRASPP, FPNs, U-Nets) failed to lower: "was not decomposed or
+            delegated". Those nodes are named supported, as the partitioner does for its
+            own NNCF patterns."""
+
+            def partition(self, exported_program):
+                self._enabled_ops_by_name.update(
+                    n.name for n in exported_program.graph.nodes
+                    if n.op == "call_function" and getattr(n.target, "__name__", "") in _CONVERTED_NOT_LISTED)
+                return super().partition(exported_program)
+
+        return [Partitioner([CompileSpec("device", b"CPU")])]
 
     def prepare(self, exported, precision, example):
         from ..stages.rewrite import pooling_rewritten

@@ -48,8 +48,8 @@ class Xnnpack(Backend):
             "LayerNorm and RMSNorm, scaled-dot-product attention (masks and causal included), tanh-GELU "
             "(which ExecuTorch 1.5.1 would run as erf GELU), means and sums over any dims, adaptive "
             "average pooling, split/chunk/unbind/select/squeeze, roll, strided slices, softmax over a "
-            "non-last dim, integer-scale nearest upsampling, batched matmul, depthwise kernels over 5x5 "
-            "(in 5x5 tiles XNNPACK runs as depthwise); and folds what depends "
+            "non-last dim, integer-scale nearest upsampling, batched matmul, depthwise kernels over 25 taps "
+            "(in bands of rows XNNPACK runs as depthwise); and folds what depends "
             "only on constants (window masks, position ids). CNNs, ViTs, Swin, MaxViT, MobileViT, "
             "EfficientFormer, BERT and Whisper's encoder lower as one XNNPACK subgraph.",
         ),
