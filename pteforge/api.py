@@ -12,6 +12,7 @@ from typing import Protocol
 from .backends import Availability, availability, default_registry
 from .backends.base import Check
 from .errors import CaptureError, NoBackendError, PteforgeError, UsageError, one_line
+from .families import family
 from .registry import Registry
 from .result import Record, Stage, Status
 from .spec import ExportConfig, ModelSpec, Target, TargetRequest
@@ -111,7 +112,7 @@ def _plan(requests, registry: Registry, implied: frozenset[str], default) -> Tar
             raise UsageError(f"target '{text}' names a backend twice", fix="name each backend once in a chain")
         primary = registry.get(chain[0])
         precision = req.precision or default or primary.default_precision
-        if precision not in primary.precisions:
+        if precision not in primary.precisions and precision not in primary.llm_precisions:
             raise UsageError(
                 f"{primary.name} does not take precision {precision.value}; it takes: "
                 f"{', '.join(p.value for p in primary.precisions)}",
@@ -288,8 +289,9 @@ class _Run:
             key = f"{spec.name}/capture"
             self.names[key] = (spec.name, None)
             self.reporter.stage(spec.name, None, Stage.CAPTURE)
-            jobs[key] = (Job(key, "pteforge.stages.capture:capture", (spec, self.config, self.work / spec.name),
-                             {"variants": _variants(todo)}, timeout=self.config.timeout), spec, todo)
+            fam = family(spec.family)
+            jobs[key] = (Job(key, fam.capture_job, (spec, self.config, self.work / spec.name),
+                             {"variants": fam.capture_variants(todo)}, timeout=self.config.timeout), spec, todo)
         captures = {}
         for outcome in self.pool.run([job for job, _, _ in jobs.values()]):
             _, spec, todo = jobs[outcome.job.key]
@@ -316,7 +318,7 @@ class _Run:
             for target in todo:
                 key = f"{spec.name}/{target.name}"
                 self.names[key] = (spec.name, target.name)
-                jobs[key] = (Job(key, "pteforge.pipeline:export_target", (cap, spec, target, self.config),
+                jobs[key] = (Job(key, family(spec.family).target_job, (cap, spec, target, self.config),
                                  timeout=self.config.timeout), spec, cap, target, keys.get(target.name))
         ordered = schedule.order([(spec.name, target, cap.pt2_path, job) for job, spec, cap, target, _ in jobs.values()])
         for outcome in self.pool.run([job for *_, job in ordered]):
@@ -410,7 +412,7 @@ def _store(fresh: list[tuple[str | None, Record]]) -> None:
             cache.store(key, rec, update=True)  # stored as it finished; now with its p50
 
 
-def _variants(targets: list[Target]) -> tuple:
+def source_transform_variants(targets: list[Target]) -> tuple:
     """(backend, precision) pairs whose backend transforms the eager model before capture."""
     registry = default_registry()
     return tuple(
@@ -434,7 +436,9 @@ def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config:
     # device-only int8 targets (Ethos-U, Cortex-M) has nothing to be compared with.
     needed = [r for pair in pairs if all(p.status is Status.VERIFIED for p in pair) for r in pair]
     needed += [r for r in records if r.status is Status.VERIFIED and r.auto_group and r not in needed]
-    _time(records, needed, config, reporter, pool, seconds)
+    # a language model's speed is its tokens/s, measured by its proof: not timed as one call
+    _time([r for r in records if r.generation is None], [r for r in needed if r.generation is None],
+          config, reporter, pool, seconds)
     relate_latency(pairs)
     fields = {}
     for rec in records:

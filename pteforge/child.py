@@ -136,7 +136,14 @@ def _host(req: dict) -> dict:
     return Host.here().to_dict()
 
 
+def _generate(req: dict) -> dict:
+    from .llm import generate
+
+    return generate(req)
+
+
 HANDLERS = {
+    "generate": _generate,
     "inspect": _inspect,
     "run": _run,
     "run_bundled": _run_bundled,

@@ -44,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     sel.add_argument("--all", action="store_true", help="every catalog model")
     sel.add_argument("--model", action="append", default=[], metavar="REF",
                      help="custom model: package.module:factory(literal args...), file.pt2 or file.onnx (repeatable)")
+    sel.add_argument("--llm", action="append", default=[], metavar="ID_OR_DIR",
+                     help="a decoder-only language model: a Hugging Face id or a local checkpoint directory "
+                          "(repeatable) [category gemma]")
+    sel.add_argument("--max-seq-len", type=int, default=None, metavar="N",
+                     help="language models: the KV cache's length, prompt and generated tokens together (default 128)")
     sel.add_argument("--input-shape", action="append", default=[], metavar="N,C,H,W",
                      help="input shape of a --model factory (repeat for several inputs)")
     sel.add_argument("--input-dtype", action="append", default=[], metavar="DTYPE",
@@ -249,7 +254,7 @@ def _selected_models(args) -> list:
     from .models import select_models
 
     chosen = {fam.word.replace("-", "_"): getattr(args, fam.word.replace("-", "_"), None) for fam in families() if fam.models}
-    return select_models(**chosen, every=args.all, refs=args.model,
+    return select_models(**chosen, every=args.all, refs=args.model, llms=args.llm, max_seq_len=args.max_seq_len,
                          input_shapes=args.input_shape, input_dtypes=args.input_dtype, labels_only=args.labels)
 
 
@@ -267,7 +272,12 @@ def _cmd_export(args, ui, debug: bool) -> int:
         _, note = image_dir(args.calibration, "--calibration")
         if note:
             ui.warn(note)
-    plan = plan_targets(args.backends, platform=args.target, precision=args.precision) if models else None
+    requests = args.backends
+    if requests is None and args.target is None and models and all(m.task == "text-generation" for m in models):
+        from .llm import default_targets
+
+        requests = default_targets()  # every scheme of the backends that export language models
+    plan = plan_targets(requests, platform=args.target, precision=args.precision) if models else None
     if plan and plan.unavailable:
         ui.unavailable(plan)
     config = ExportConfig(

@@ -95,6 +95,8 @@ class _Job:
         exported = self.timed(Stage.LOAD, lambda: torch.export.load(pt2))
         example = tuple(torch.load(self.capture.reference_path, weights_only=True)["inputs"][0])
         try:
+            if precision not in self.primary.precisions:
+                raise ValueError(f"{self.primary.name} takes {precision.value} for language models only (--gemma, --llm)")
             plan = self.primary.plan(precision)
             exported = self.primary.prepare(exported, precision, example)
         except Exception as exc:

@@ -146,6 +146,10 @@ class Renderer:
             if not top1 and im.get("agreement") is not None:
                 top1 = f", agreement {im['agreement']:.0%}"
             proof += f"; on {im['images']} photos SQNR {im['sqnr_db']:.1f} dB{top1}"
+        if r.generation and r.status is Status.VERIFIED:
+            from .llm import describe
+
+            proof = f"verified: {describe(r.generation)}"
         if r.latency and r.latency.get("p50_ms") is not None:
             proof += f"; p50 {r.latency['p50_ms']:.3g} ms ({r.latency.get('runs')} runs after warm-up)"
         if r.cache:

@@ -23,10 +23,12 @@ class Precision(str, enum.Enum):
     INT8_DYNAMIC = "int8-dynamic"
     INT8_WEIGHT = "int8-weight"
     INT4_WEIGHT = "int4-weight"
+    INT8_DYNAMIC_INT4 = "8da4w"  # language models: int8 dynamic activations, int4 weights in groups
+    INT8_DYNAMIC_INT8 = "8da8w"  # language models: int8 dynamic activations, int8 weights per channel
 
     @property
     def quantized(self) -> bool:
-        return self.value.startswith("int")
+        return self not in (Precision.FP32, Precision.FP16)
 
     @classmethod
     def parse(cls, text: str) -> "Precision":

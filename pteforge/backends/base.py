@@ -137,6 +137,8 @@ class Backend:
     precisions: ClassVar[tuple[Precision, ...]] = (Precision.FP32,)
     default_precision: ClassVar[Precision] = Precision.FP32
     requires: ClassVar[tuple[Requirement, ...]] = ()
+    # precisions it exports language models at (pteforge.llm), with llm_partitioners()
+    llm_precisions: ClassVar[tuple[Precision, ...]] = ()
     # precisions whose source_transform() changes the eager model before capture
     source_transform_precisions: ClassVar[tuple[Precision, ...]] = ()
     docs: ClassVar[Docs]
@@ -196,6 +198,10 @@ class Backend:
             quantizer=self.quantizer(precision) if precision.quantized else None,
             edge_config=self.edge_compile_config(),
         )
+
+    def llm_partitioners(self, precision: Precision) -> list[Any]:
+        """The partitioners of a language model's program (its KV cache a mutable buffer)."""
+        raise NotImplementedError(f"{self.name} does not export language models")
 
     def source_transform(self, precision: Precision) -> Any | None:
         """A torchao config applied to the eager model before capture (weight-only int4)."""

@@ -18,6 +18,7 @@ class CoreML(Backend):
     description = "Apple Neural Engine (CoreML)"
     precisions = (Precision.FP16, Precision.FP32, Precision.INT8, Precision.INT8_WEIGHT, Precision.INT4_WEIGHT)
     default_precision = Precision.FP16  # ExecuTorch's default compute precision
+    llm_precisions = (Precision.FP16, Precision.FP32)
     source_transform_precisions = (Precision.INT4_WEIGHT,)
     requires = (Requirement("coremltools", "uv pip install 'coremltools>=9' (it comes with executorch)"),)
     docs = Docs(
@@ -68,6 +69,17 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
             return None
         [config] = self.recipe(precision).quantization_recipe.ao_quantization_configs
         return config
+
+    def llm_partitioners(self, precision):
+        import coremltools as ct
+        from executorch.backends.apple.coreml.compiler import CoreMLBackend
+        from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+
+        specs = CoreMLBackend.generate_compile_specs(
+            minimum_deployment_target=ct.target.iOS18,  # the KV cache as Core ML state
+            compute_precision=ct.precision.FLOAT16 if precision is Precision.FP16 else ct.precision.FLOAT32,
+            compute_unit=ct.ComputeUnit.CPU_AND_NE)
+        return [CoreMLPartitioner(compile_specs=specs, take_over_mutable_buffer=True)]
 
     def partitioners(self, precision):
         return self.plan(precision).partitioners

@@ -36,6 +36,7 @@ class Xnnpack(Backend):
     description = "CPU-optimized (XNNPACK)"
     precisions = (Precision.FP32, Precision.FP16, Precision.INT8, Precision.INT8_DYNAMIC)
     default_precision = Precision.FP32
+    llm_precisions = (Precision.FP32, Precision.INT8_DYNAMIC_INT4, Precision.INT8_DYNAMIC_INT8)
     docs = Docs(
         overview=(
             "The XNNPACK delegate is ExecuTorch's CPU backend for mobile and desktop: "
@@ -105,6 +106,11 @@ partitioner = [XnnpackPartitioner()]"""
             # (37 of 61 ms) between 18 subgraphs.
             return [XnnpackPartitioner(config_precisions=[ConfigPrecisionType.DYNAMIC_QUANT, ConfigPrecisionType.FP32])]
         return [XnnpackPartitioner()]
+
+    def llm_partitioners(self, precision):
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+        return [XnnpackPartitioner()]  # fp32 and dynamically quantized linears in one pass
 
     def lower(self, exported, plan, rest):
         from ..stages.rewrite import xnnpack_friendly

@@ -42,6 +42,10 @@ class Family:
     outputs: ClassVar[str] = ""  # what the outputs are, for the README's catalog table
     min_agreement: ClassVar[float] = 0.9  # at float precisions, on real photos
     order: ClassVar[int] = 100
+    everyday: ClassVar[bool] = True  # in the default run and --all (False: only when named)
+    # the jobs of its models: one capture per model, one export per (model, target)
+    capture_job: ClassVar[str] = "pteforge.stages.capture:capture"
+    target_job: ClassVar[str] = "pteforge.pipeline:export_target"
 
     # -- the catalog ---------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:
@@ -59,6 +63,12 @@ class Family:
 
     def specs(self) -> list[ModelSpec]:
         return [self.spec(name) for name in self.models]
+
+    def capture_variants(self, targets) -> tuple:
+        """(backend, precision) pairs captured once more after the backend's source transform."""
+        from ..api import source_transform_variants
+
+        return source_transform_variants(targets)
 
     # -- labels ----------------------------------------------------------------------
     def label_names(self) -> list[str]:

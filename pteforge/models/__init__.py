@@ -4,13 +4,15 @@ from __future__ import annotations
 
 
 def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=(), labels_only: bool = False,
-                  **chosen) -> list:
+                  llms=(), max_seq_len: int | None = None, **chosen) -> list:
     """The models a command line names, as ``ModelSpec``s (the CLI and ``pteforge.export``
     callers refuse the same things). ``chosen`` holds one list of catalog names per family
     word, as its flag (``mobilenet=[...]``, ``yolo_pose=[...]``; empty: the family's default
     model; None: not asked); ``refs`` are custom models (``package.module:factory``,
-    ``file.pt2`` or ``file.onnx``) with their ``input_shapes``/``input_dtypes``. Nothing named
-    (and not ``labels_only``) means every catalog model, as the seed does."""
+    ``file.pt2`` or ``file.onnx``) with their ``input_shapes``/``input_dtypes``; ``llms`` are
+    language models (a Hugging Face id or checkpoint directory) and ``max_seq_len`` their KV
+    cache's length. Nothing named (and not ``labels_only``) means every everyday catalog model,
+    as the seed does (language models only when named)."""
     from ..errors import UsageError
     from ..families import families
     from ..spec import InputSpec
@@ -22,7 +24,8 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
     if unknown:
         raise UsageError(f"unknown model family {unknown[0]!r}", fix=f"use one of {', '.join(sorted(words))}")
     catalog = build_catalog()
-    names = catalog.names() if every else []
+    everyday = [spec for spec in catalog if next(f for f in families() if f.category == spec.family).everyday]
+    names = [spec.name for spec in everyday] if every else []
     for key, fam in words.items():
         asked = chosen.get(key)
         for name in asked or ([fam.models[0]] if asked is not None else []):
@@ -41,8 +44,14 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
     )
     for ref in refs:
         specs.append(custom_spec(ref, inputs))
+    from ..llm import TASK, llm_spec
+
+    if max_seq_len is not None and not llms and not any(s.task == TASK for s in specs):
+        raise UsageError("--max-seq-len applies to language models", fix="add --gemma or --llm ID_OR_DIR")
+    specs = [llm_spec(s.name, max_seq_len) if s.task == TASK else s for s in specs]
+    specs += [llm_spec(ref, max_seq_len) for ref in llms]
     if (input_shapes or input_dtypes) and not refs:
         raise UsageError("--input-shape and --input-dtype apply to --model", fix="add --model package.module:factory")
     if not specs and not labels_only:
-        specs = list(catalog)
+        specs = everyday
     return specs

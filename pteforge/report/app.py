@@ -41,7 +41,7 @@ LABELS = {
     "size": ("int", True, True),
     "remoteUrl": ("String", True, True),
 }
-APP_CATEGORIES = ("mobilenet", "yolo", "movenet", "blazeface", "yolo-pose", "yolo-face")
+APP_CATEGORIES = ("mobilenet", "yolo", "movenet", "blazeface", "yolo-pose", "yolo-face", "gemma")
 APP_BACKENDS = ("xnnpack", "coreml", "metal", "mps", "vulkan", "qnn")
 APP_PLATFORMS = ("android", "ios", "macos", "linux", "windows", "web")
 

@@ -49,6 +49,17 @@ def app_model_name(model: str, target: str, primary) -> str:
     return model if canonical else f"{model}_{target_slug(target)}"
 
 
+def text_generation_fields(rec: Record) -> dict:
+    """A language model's entry: what a runner needs beside the program (``maxSeqLen``,
+    ``vocabSize``, ``bosId``, ``eosIds``, ``tokenizer`` files) and ``generation``, the proof
+    and speed (greedy tokens against eager, logits SQNR per step, perplexity, tokens/s)."""
+    if not rec.generation:
+        return {}
+    g = dict(rec.generation)
+    return {**{k: g.pop(k) for k in ("maxSeqLen", "vocabSize", "bosId", "eosIds", "tokenizer") if k in g},
+            "generation": g.get("proof")}
+
+
 def manifest_entries(
     records: list[Record],
     spec: ModelSpec,
@@ -106,6 +117,7 @@ def manifest_entries(
                 weights=config.weights if config.weights in ("pretrained", "none") else str(Path(config.weights).resolve()),
                 seed=config.seed,
                 versions=versions,
+                **text_generation_fields(rec),
             )
         )
     return entries

@@ -21,6 +21,8 @@ DEFAULT_MIN_SQNR_DB: dict[str, float] = {
     "int8-dynamic": 10.0,
     "int8-weight": 15.0,
     "int4-weight": 8.0,
+    "8da4w": 8.0,
+    "8da8w": 10.0,
 }
 
 

@@ -1,0 +1,591 @@
+"""Text generation: decoder-only language models, one program each with its KV cache.
+
+The same run as every other model: a capture job per model (torch.export of the model
+wrapped with a static KV cache, and of each weight-quantized variant) and one job per
+target in the worker pool, rows merged into the manifest as they finish. What differs
+is the program and its proof:
+
+- the program is Hugging Face's ``TorchExportableModuleForDecoderOnlyLM``: ``forward(
+  input_ids[1, S], cache_position[S]) -> logits[1, S, vocab]``, S dynamic (prefill) or 1
+  (decode), the cache a mutable buffer inside the program, and the constant methods
+  ExecuTorch's LLM runner reads (``get_max_seq_len``, ``get_bos_id``, ``get_eos_ids``,
+  ``get_vocab_size``, ``use_kv_cache``, ...);
+- the proof is greedy decoding from a seeded prompt in a child process: at every step the
+  program is fed eager's tokens, so its argmax must equal eager's and its logits are
+  compared with eager's (SQNR per step), plus perplexity on a fixed text shipped here,
+  prefill and decode tokens/s, load time and peak RSS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+from .errors import CaptureError, UsageError, WeightsError, one_line
+from .result import Artifact, Record, Stage, Status
+from .spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig, InputSpec, ModelSpec, Precision, Target
+
+CATEGORY = "gemma"  # the executorch_flutter app's word for its text-generation model
+TASK = "text-generation"
+DEFAULT_MAX_SEQ_LEN = 128
+PROMPT_TOKENS = 8  # the seeded prompt, after the bos token
+NEW_TOKENS = 16  # greedy steps the proof decodes
+PERPLEXITY_TEXT = Path(__file__).parent / "data" / "perplexity.txt"
+
+# Catalog models: the Hugging Face id and the architecture, so --weights none needs no download.
+CATALOG = {
+    "gemma-3-270m": {
+        "id": "google/gemma-3-270m",
+        "config": {
+            "model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 640, "intermediate_size": 2048,
+            "num_hidden_layers": 18, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+            "max_position_embeddings": 32768, "sliding_window": 512, "query_pre_attn_scalar": 256,
+            "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+            "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+        },
+    },
+}
+
+# How each weight-quantized precision quantizes (the backends say which precisions they
+# export language models at: ``llm_precisions``); every other backend gets one
+# UNAVAILABLE row that says so.
+# (ExecuTorch's quantize_model_ qlinear config, what it is). Weight-only int8 linears
+# ("8w") come out of ExecuTorch 1.5.1's constant propagation as fp32 again (measured: the
+# program 0.9 % smaller), so 8-bit weights are XNNPACK's dynamically quantized ones.
+SCHEMES = {
+    Precision.INT8_DYNAMIC_INT4: ("8da4w", "linear layers: int8 dynamic activations, int4 weights in groups of 32; "
+                                           "embedding: int8 weights per row"),
+    Precision.INT8_DYNAMIC_INT8: ("8da8w", "linear layers: int8 dynamic activations, int8 weights per output channel; "
+                                           "embedding: int8 weights per row"),
+}
+
+
+# -- the model ---------------------------------------------------------------------------
+def llm_spec(ref: str, max_seq_len: int | None = None) -> ModelSpec:
+    """A catalog name (gemma-3-270m), a Hugging Face id or a local checkpoint directory."""
+    length = max_seq_len or DEFAULT_MAX_SEQ_LEN
+    if length < PROMPT_TOKENS + NEW_TOKENS + 2:
+        raise UsageError(f"--max-seq-len {length} is too short for the proof ({PROMPT_TOKENS + 1}-token prompt, "
+                         f"{NEW_TOKENS} new tokens)", fix=f"give --max-seq-len {PROMPT_TOKENS + NEW_TOKENS + 2} or more")
+    if ref in CATALOG:
+        name, source, path = ref, "catalog", CATALOG[ref]["id"]
+    elif Path(ref).is_dir():
+        path = str(Path(ref).resolve())
+        name, source = Path(path).name, "llm"
+        if not (Path(path) / "config.json").is_file():
+            raise UsageError(f"--llm {ref}: the directory has no config.json",
+                             fix="give a Hugging Face checkpoint directory (config.json, weights, tokenizer)")
+    elif "/" in ref and not ref.startswith((".", "/")):
+        name, source, path = ref.rsplit("/", 1)[1], "llm", ref
+    else:
+        raise UsageError(f"--llm {ref}: not a catalog model, a local directory or a Hugging Face id",
+                         fix=f"give one of {', '.join(CATALOG)}, an id like google/gemma-3-270m, or a checkpoint dir")
+    inputs = (InputSpec((1, length), "int64"), InputSpec((length,), "int64"))
+    return ModelSpec(name=name, family=CATEGORY, task=TASK, inputs=inputs, factory="pteforge.llm:build",
+                     source=source, path=path)
+
+
+def max_seq_len(spec: ModelSpec) -> int:
+    return spec.inputs[0].shape[1]
+
+
+def _offline_hint(spec: ModelSpec) -> str:
+    return (f"download it once (`hf download {spec.path}`; Gemma needs its license accepted), give a local "
+            "checkpoint directory with --llm DIR, or build it from its config with --weights none")
+
+
+def load_config(spec: ModelSpec):
+    from transformers import AutoConfig
+
+    if spec.source == "catalog":
+        entry = dict(CATALOG[spec.name]["config"])
+        return AutoConfig.for_model(entry.pop("model_type"), **entry)
+    try:
+        return AutoConfig.from_pretrained(spec.path)
+    except Exception as exc:  # noqa: BLE001 -- offline, unknown id, gated repo: one line
+        raise WeightsError(f"cannot read the config of {spec.path}: {one_line(exc)[:160]}", fix=_offline_hint(spec)) from None
+
+
+def build(spec: ModelSpec, weights: str, seed: int):
+    """The eager Hugging Face model: pretrained weights, or seeded random ones (--weights none)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config = load_config(spec)
+    config = getattr(config, "text_config", None) or config
+    if weights == WEIGHTS_NONE:
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+    elif weights == WEIGHTS_PRETRAINED:
+        try:
+            model = AutoModelForCausalLM.from_pretrained(spec.path, attn_implementation="sdpa", dtype=torch.float32)
+        except Exception as exc:  # noqa: BLE001
+            raise WeightsError(f"cannot load {spec.path}: {one_line(exc)[:160]}", fix=_offline_hint(spec)) from None
+    else:
+        raise WeightsError(f"--weights {weights}: a language model takes its weights from its checkpoint",
+                           fix="give the checkpoint directory with --llm DIR, or --weights none")
+    _check_length(spec, model.config)
+    return model.eval().requires_grad_(False)
+
+
+def _check_length(spec: ModelSpec, config) -> None:
+    length = max_seq_len(spec)
+    window = getattr(config, "sliding_window", None)
+    if window and "sliding_attention" in (getattr(config, "layer_types", None) or []) and length > window:
+        # the exported cache replaces sliding-window layers by full ones: exact up to the window only
+        raise UsageError(f"--max-seq-len {length} is longer than {spec.name}'s sliding window ({window})",
+                         fix=f"give --max-seq-len {window} or less")
+    limit = getattr(config, "max_position_embeddings", None)
+    if limit and length > limit:
+        raise UsageError(f"--max-seq-len {length} is longer than {spec.name}'s {limit} positions",
+                         fix=f"give --max-seq-len {limit} or less")
+
+
+def facts(config) -> dict:
+    """What the runner and the manifest need: bos/eos ids, vocabulary size."""
+    eos = config.eos_token_id
+    eos = [eos] if isinstance(eos, int) else list(eos or [])
+    return {"vocabSize": int(config.vocab_size), "bosId": config.bos_token_id, "eosIds": eos}
+
+
+def tokenizer_of(spec: ModelSpec):
+    """The source's tokenizer when it has one here (a checkpoint directory, the Hugging
+    Face cache); None otherwise — the proof then feeds token ids and says so."""
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(spec.path, local_files_only=True)
+    except Exception:  # noqa: BLE001 -- no tokenizer here is a fact, not a failure
+        return None
+
+
+def text_ids(tokenizer, vocab: int, limit: int) -> tuple[list[int], str]:
+    """The shipped text as token ids (its tokenizer, or UTF-8 bytes when there is none)."""
+    text = PERPLEXITY_TEXT.read_text()
+    if tokenizer is not None:
+        ids, how = tokenizer(text, add_special_tokens=True)["input_ids"], "the model's tokenizer"
+    else:
+        ids, how = [3 + b % (vocab - 3) for b in text.encode()], "UTF-8 bytes as token ids (no tokenizer here)"
+    return ids[:limit], how
+
+
+# -- capture ------------------------------------------------------------------------------
+def exportable(model, spec: ModelSpec):
+    """torch.export of the model behind a static KV cache, sequence length dynamic."""
+    import torch
+    from transformers import GenerationConfig
+    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+
+    length = max_seq_len(spec)
+    model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static", max_length=length,
+                                               cache_config={"batch_size": 1, "max_cache_len": length})
+    wrapper = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=length)
+    seq = torch.export.Dim("seq_length_dim", max=length - 1)
+    example = torch.tensor([[2, 3]], dtype=torch.long)
+    with torch.no_grad():
+        return wrapper.export(input_ids=example, cache_position=torch.arange(2),
+                              dynamic_shapes={"input_ids": {1: seq}, "cache_position": {0: seq}}, strict=True)
+
+
+def _int8_embedding(embedding):
+    """An embedding with int8 weights per row, looked up by ExecuTorch's own
+    ``quantized_decomposed::embedding_byte`` kernel (torchao's int8 embedding leaves a
+    ``dequantize_affine`` that ExecuTorch 1.5.1 has no kernel for). Gemma's embedding
+    scale (sqrt(hidden)) is kept."""
+    import torch
+    import executorch.exir.passes._quant_patterns_and_replacements  # noqa: F401 -- registers the op
+
+    class _Int8Embedding(torch.nn.Module):
+        def __init__(self, source):
+            super().__init__()
+            weight = source.weight.detach().float()
+            scales = (weight.abs().amax(dim=1) / 127.0).clamp(min=1e-10)
+            self.register_buffer("weight_int8", torch.round(weight / scales[:, None]).clamp(-128, 127).to(torch.int8))
+            self.register_buffer("scales", scales)
+            scale = getattr(source, "embed_scale", None)
+            self.embed_scale = None if scale is None else float(scale)
+
+        def forward(self, ids):
+            out = torch.ops.quantized_decomposed.embedding_byte.dtype(
+                self.weight_int8, self.scales, None, -128, 127, ids, dtype=torch.float32)
+            return out if self.embed_scale is None else out * self.embed_scale
+
+    return _Int8Embedding(embedding)
+
+
+def quantize_source(model, precision: Precision):
+    """ExecuTorch's LLM weight quantization (``quantize_model_``, torchao) on a copy of the
+    eager model: its linear layers as SCHEMES says, its token embedding int8 per row."""
+    import copy
+    import warnings
+
+    import torch
+    from executorch.extension.llm.export.quantize import quantize_model_
+
+    model = copy.deepcopy(model)
+    if model.config.tie_word_embeddings:  # untie: the head and the embedding are quantized differently
+        head = model.get_output_embeddings()
+        head.weight = torch.nn.Parameter(head.weight.detach().clone(), requires_grad=False)
+    model.set_input_embeddings(_int8_embedding(model.get_input_embeddings()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "quantize_model_ is experimental"
+        quantize_model_(model, qlinear_config=SCHEMES[precision][0], skip_incompatible_shapes=True)
+    return model
+
+
+def greedy_reference(model, prompt: list[int], steps: int) -> tuple[list[int], list]:
+    """Eager greedy decoding without a cache: the tokens, and the logits of each step
+    (step 0: the prompt's last position)."""
+    import torch
+
+    ids, logits = list(prompt), []
+    with torch.no_grad():
+        for _ in range(steps):
+            last = model(torch.tensor([ids])).logits[0, -1].clone()
+            logits.append(last)
+            ids.append(int(last.argmax()))
+    return ids[len(prompt):], logits
+
+
+def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, on_stage=None, variants: tuple = ()):
+    """Build once; capture fp32 and each weight-quantized variant; save eager's proof."""
+    import torch
+
+    from .io import check_writable_tmp
+    from .stages.capture import Capture, summarize_export_error, variant_key
+
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    model = model if model is not None else build(spec, config.weights, config.seed)
+    timings[Stage.BUILD.value] = time.perf_counter() - t0
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.perf_counter()
+    info = facts(model.config)
+    generator = torch.Generator().manual_seed(config.seed)
+    bos = info["bosId"] if info["bosId"] is not None else 0
+    prompt = [bos] + torch.randint(3, info["vocabSize"], (PROMPT_TOKENS,), generator=generator).tolist()
+    tokens, logits = greedy_reference(model, prompt, NEW_TOKENS)
+    tokenizer = tokenizer_of(spec)
+    ids, how = text_ids(tokenizer, info["vocabSize"], max_seq_len(spec) - 1)
+    with torch.no_grad():
+        text_logits = model(torch.tensor([ids])).logits[0]
+    reference = {"prompt": prompt, "tokens": tokens, "logits": torch.stack(logits), "text_ids": ids,
+                 "text_tokens": how, "perplexity": perplexity(text_logits, ids), **info}
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(work_dir / "tokenizer"))
+        reference["tokenizer"] = str(work_dir / "tokenizer")
+    timings[Stage.REFERENCE.value] = time.perf_counter() - t0
+
+    pt2, ref = work_dir / f"{spec.name}.pt2", work_dir / f"{spec.name}.reference.pt"
+    saved = {}
+    t0 = time.perf_counter()
+    try:
+        with check_writable_tmp(work_dir):
+            torch.export.save(exportable(model, spec), str(pt2))
+            timings[Stage.CAPTURE.value] = time.perf_counter() - t0
+            torch.save(reference, ref)
+            t0 = time.perf_counter()
+            for precision in sorted({p for _, p in variants}, key=lambda p: p.value):
+                path = work_dir / f"{spec.name}.{precision.value}.pt2"
+                torch.export.save(exportable(quantize_source(model, precision), spec), str(path))
+                for backend, p in variants:
+                    if p is precision:
+                        saved[variant_key(backend, p)] = str(path)
+            if variants:
+                timings[Stage.CAPTURE_VARIANTS.value] = time.perf_counter() - t0
+    except Exception as exc:
+        if isinstance(exc, (UsageError, WeightsError)):
+            raise
+        raise CaptureError(summarize_export_error(exc), fix="see https://pytorch.org/docs/stable/export.html") from exc
+    return Capture(spec.name, str(pt2), str(ref), timings, saved)
+
+
+def capture_variants(targets: list[Target]) -> tuple:
+    """(backend, precision) of the targets whose precision quantizes weights before capture."""
+    return tuple(sorted({(t.primary, t.precision) for t in targets if t.precision.quantized and supported(t)[0]},
+                        key=lambda bp: (bp[0], bp[1].value)))
+
+
+def perplexity(logits, ids: list[int]) -> float:
+    """exp of the mean negative log-likelihood of each next token."""
+    import torch
+
+    if len(ids) < 2:
+        return float("nan")
+    nll = torch.nn.functional.cross_entropy(logits[:-1].double(), torch.tensor(ids[1:]), reduction="mean")
+    return float(torch.exp(nll))
+
+
+# -- one target -----------------------------------------------------------------------------
+def _llm_backends() -> list:
+    from .backends import default_registry
+
+    return [b for b in default_registry() if b.llm_precisions]
+
+
+def supported(target: Target) -> tuple[bool, str | None]:
+    from .backends import default_registry
+
+    precisions = default_registry().get(target.primary).llm_precisions
+    if not precisions:
+        return False, (f"pteforge exports language models to {', '.join(b.name for b in _llm_backends())}; "
+                       f"{target.primary} is not wired for them (its KV cache and attention need their own lowering)")
+    if len(target.backends) > 1:
+        return False, "a language model is exported to one backend, not a priority chain"
+    if target.precision not in precisions:
+        return False, (f"{target.primary} exports language models at {', '.join(p.value for p in precisions)}, "
+                       f"not {target.precision.value}")
+    return True, None
+
+
+def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig, here=None, on_stage=None) -> Record:
+    """Lower one (language model, target), write it with its tokenizer, and prove it here."""
+    import torch
+
+    from .backends import default_registry
+    from .pipeline import artifact_path
+    from .stages.capture import variant_key
+
+    stage = on_stage or (lambda _name: None)
+    record = Record(model=spec.name, family=spec.family, task=spec.task, target=target.name,
+                    backends=list(target.backends), precision=target.precision.value, status=Status.UNAVAILABLE,
+                    input_shapes=[list(i.shape) for i in spec.inputs], target_spec=target)
+    ok, why = supported(target)
+    if not ok:
+        record.reason, record.fix = why, f"use --backends {' '.join(_target_words())}"
+        return record
+    if here is None:
+        from .host import host
+
+        here = host()
+
+    def timed(name: Stage, fn):
+        stage(name)
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            record.timings[name.value] = round(time.perf_counter() - t0, 3)
+
+    backend = default_registry().get(target.primary)
+    reference = torch.load(capture.reference_path, weights_only=True)
+    pt2 = capture.variants.get(variant_key(target.primary, target.precision), capture.pt2_path)
+    record.status = Status.LOWER_FAILED
+    try:
+        exported = timed(Stage.LOAD, lambda: torch.export.load(pt2))
+        program, data, delegation = _lower(exported, backend, target.precision, spec, reference, timed)
+    except Exception as exc:  # noqa: BLE001 -- the row fails, the run goes on
+        return _failed(record, Status.LOWER_FAILED, exc, config)
+    if target.precision in SCHEMES:
+        record.quantization = {"scheme": f"{target.primary} {target.precision.value}: {SCHEMES[target.precision][1]}",
+                                "recipe": f"executorch.extension.llm.export.quantize.quantize_model_("
+                                          f"qlinear_config={SCHEMES[target.precision][0]!r})"}
+    path = artifact_path(config.out_dir, spec, target)
+    from .io import write_atomic
+
+    timed(Stage.WRITE, lambda: write_atomic(path, data))
+    record.artifact = Artifact(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                               delegation=delegation)
+    record.generation = {"maxSeqLen": max_seq_len(spec), "vocabSize": reference["vocabSize"],
+                         "bosId": reference["bosId"], "eosIds": reference["eosIds"],
+                         "tokenizer": ship_tokenizer(reference, spec, path.parent)}
+    runnable = here.program_check(delegation.delegates_in_program, delegation.kernels)
+    if not runnable.ok:
+        record.status, record.reason, record.fix = Status.NOT_RUNNABLE_HERE, runnable.reason, runnable.fix
+    elif not config.verify:
+        record.status, record.reason = Status.NOT_VERIFIED, "verification skipped (--no-verify)"
+    else:
+        _prove(record, path, capture.reference_path, target, config, timed)
+    if record.status is Status.MISMATCH:  # a failed proof never keeps the artifact's name
+        failed = artifact_path(config.out_dir, spec, target, failed=True)
+        os.replace(path, failed)
+        record.artifact.path = str(failed)
+    return record
+
+
+def default_targets() -> list[str]:
+    """What ``--gemma``/``--llm`` export with no --backends: every language-model precision
+    of the backends that lower here, and each other backend that lowers here once (its row says why
+    it has no language-model export)."""
+    from .backends import default_registry
+
+    lowerable = [b for b in default_registry() if b.lower_check().ok]
+    return [w for w in _target_words() if w.split(":")[0] in {b.name for b in lowerable}] + [
+        b.name for b in lowerable if not b.llm_precisions]
+
+
+def _target_words() -> list[str]:
+    """Each backend's language-model precisions as targets (its default precision bare)."""
+    return [b.name if p is b.default_precision else f"{b.name}:{p.value}" for b in _llm_backends() for p in b.llm_precisions]
+
+
+def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: dict, timed):
+    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.exir.passes import MemoryPlanningPass
+
+    from .stages.lower import delegation_of, program_delegates, program_operators
+
+    length = max_seq_len(spec)
+    methods = {
+        "get_max_seq_len": length, "get_max_context_len": length, "get_vocab_size": reference["vocabSize"],
+        "get_bos_id": reference["bosId"] if reference["bosId"] is not None else 0,
+        "get_eos_ids": reference["eosIds"], "use_kv_cache": True, "use_sdpa_with_kv_cache": False,
+        "enable_dynamic_shape": True,
+    }
+    partitioners = backend.llm_partitioners(precision)
+    edge = timed(Stage.LOWER, lambda: to_edge_transform_and_lower(
+        exported, partitioner=partitioners, constant_methods=methods,
+        compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True)))
+    delegation = delegation_of(edge.exported_program().graph_module)
+    config = ExecutorchBackendConfig(extract_delegate_segments=True, do_quant_fusion_and_const_prop=True,
+                                     memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False))
+    program = timed(Stage.SERIALIZE, lambda: edge.to_executorch(config))
+    delegation.delegates_in_program = program_delegates(program.executorch_program)
+    delegation.kernels = sorted(set(program_operators(program.executorch_program)))
+    return program, bytes(program.buffer), delegation
+
+
+def ship_tokenizer(reference: dict, spec: ModelSpec, dest: Path) -> dict | None:
+    """The tokenizer beside the program: Hugging Face's files in ``<model>-tokenizer/``, and
+    the vocabulary and special tokens as the executorch_flutter app reads them
+    (``<model>_vocab.json``, ``<model>_tokenizer_config.json``); paths relative to the manifest."""
+    import shutil
+
+    from .io import write_atomic
+
+    source = reference.get("tokenizer")
+    if not source:
+        return None
+    folder = dest / f"{spec.name}-tokenizer"
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for f in sorted(Path(source).iterdir()):
+        shutil.copyfile(f, folder / f.name)
+        files.append(f"{dest.name}/{folder.name}/{f.name}")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    vocab = dest / f"{spec.name}_vocab.json"
+    write_atomic(vocab, json.dumps(tok.get_vocab(), ensure_ascii=False).encode())
+    app_config = {
+        "vocab_size": len(tok), "bos_token": tok.bos_token, "eos_token": tok.eos_token,
+        "pad_token": tok.pad_token or tok.eos_token, "model_max_length": max_seq_len(spec),
+        "special_tokens": {"bos_token_id": reference["bosId"], "eos_token_id": (reference["eosIds"] or [None])[0],
+                           "pad_token_id": tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id},
+    }
+    write_atomic(dest / f"{spec.name}_tokenizer_config.json", json.dumps(app_config, indent=2).encode())
+    return {"dir": f"{dest.name}/{folder.name}", "files": files, "vocabFile": f"{dest.name}/{vocab.name}",
+            "configFile": f"{dest.name}/{spec.name}_tokenizer_config.json"}
+
+
+def _prove(record: Record, path: Path, reference_path: str, target: Target, config: ExportConfig, timed) -> None:
+    from .isolate import ChildCrashed, IsolatedRuntime
+    from .stages.verify import threshold_for
+
+    threshold = threshold_for(target.precision.value, config.tolerance)
+    try:
+        with IsolatedRuntime(timeout=config.timeout) as child:
+            reply = timed(Stage.VERIFY, lambda: child.request("generate", path=str(path), reference=reference_path))
+    except ChildCrashed as exc:
+        record.status, record.reason = Status.RUN_FAILED, f"the runtime crashed generating: {exc}"
+        return
+    if not reply["ok"]:
+        error = reply["error"]
+        record.status = Status.LOAD_FAILED if "load" in error.lower() else Status.RUN_FAILED
+        record.reason = error
+        return
+    proof = {k: v for k, v in reply.items() if k != "ok"}
+    proof["thresholdSqnrDb"] = threshold
+    record.generation["proof"] = proof
+    exact = target.precision is Precision.FP32
+    passed = proof["minSqnrDb"] >= threshold and (proof["tokenAgreement"] == 1.0 or not exact)
+    record.status = Status.VERIFIED if passed else Status.MISMATCH
+    if not passed:
+        record.reason = (f"greedy tokens agree with eager on {proof['tokenAgreement']:.0%} of {proof['steps']} steps, "
+                         f"logits SQNR {proof['minSqnrDb']:.1f} dB (needs "
+                         f"{'every token and ' if exact else ''}{threshold:.0f} dB)")
+        record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
+
+
+def _failed(record: Record, status: Status, exc: BaseException, config: ExportConfig) -> Record:
+    from .pipeline import _failed as failed
+
+    return failed(record, status, exc, config)
+
+
+# -- in the runtime child ---------------------------------------------------------------------
+def generate(req: dict) -> dict:
+    """Load the program, then: prefill the seeded prompt and decode with eager's tokens fed
+    back (argmax agreement and logits SQNR per step, decode tokens/s); prefill the shipped
+    text from position 0 (perplexity, prefill tokens/s)."""
+    import torch
+
+    from .stages.verify import compare
+
+    ref = torch.load(req["reference"], weights_only=True)
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # the peak RSS from here on: this program alone
+    except OSError:
+        pass
+    from .child import _load, _vm
+    from .host import load_runtime
+
+    load_runtime()  # the runtime's import (~10 s) is not the program's load time
+    t0 = time.perf_counter()
+    method = _load(req["path"]).load_method("forward")
+    load_ms = (time.perf_counter() - t0) * 1000
+
+    def run(ids: list[int], start: int):
+        t = time.perf_counter()
+        out = method.execute([torch.tensor([ids], dtype=torch.long), torch.arange(start, start + len(ids))])[0]
+        return out[0].clone(), time.perf_counter() - t
+
+    prompt, tokens = ref["prompt"], ref["tokens"]
+    logits, prefill_s = run(prompt, 0)
+    steps, decode_s = [logits[-1]], []
+    for i, token in enumerate(tokens[:-1]):
+        out, seconds = run([token], len(prompt) + i)
+        steps.append(out[-1])
+        decode_s.append(seconds)
+    sqnr = [round(min(compare([e], [a])["sqnr"], 200.0), 2) for e, a in zip(ref["logits"], steps)]
+    produced = [int(s.argmax()) for s in steps]
+    agree = sum(int(p == t) for p, t in zip(produced, tokens)) / len(tokens)
+    ids = ref["text_ids"]
+    text_runs = []
+    for _ in range(3):
+        text_logits, seconds = run(ids, 0)
+        text_runs.append(seconds)
+    ppl = perplexity(text_logits, ids)
+    text_s = sorted(text_runs)[1]
+    return {
+        "prompt": prompt, "eagerTokens": tokens, "tokens": produced, "steps": len(tokens),
+        "tokenAgreement": agree, "firstDifference": next((i for i, (p, t) in enumerate(zip(produced, tokens)) if p != t), None),
+        "sqnrDbPerStep": sqnr, "minSqnrDb": min(sqnr),
+        "perplexity": {"text": PERPLEXITY_TEXT.name, "tokens": len(ids), "tokenizedWith": ref["text_tokens"],
+                       "eagerFp32": ref["perplexity"], "program": ppl,
+                       "changePercent": 100.0 * (ppl / ref["perplexity"] - 1.0) if ref["perplexity"] else None},
+        "prefillTokensPerSecond": len(ids) / text_s, "prefillTokens": len(ids),
+        "decodeTokensPerSecond": len(decode_s) / sum(decode_s) if decode_s else None,
+        "promptPrefillMs": prefill_s * 1000,
+        "loadMs": load_ms, "peakRssMb": _vm("VmHWM") / 1024,
+    }
+
+
+def describe(generation: dict | None) -> str | None:
+    """One clause for the summary: what the proof and the speed say."""
+    proof = (generation or {}).get("proof")
+    if not proof:
+        return None
+    ppl = proof["perplexity"]
+    change = f", perplexity {ppl['changePercent']:+.2f} %" if ppl.get("changePercent") is not None and math.isfinite(ppl["changePercent"]) else ""
+    return (f"greedy tokens {proof['tokenAgreement']:.0%} of {proof['steps']} equal eager, logits SQNR ≥ "
+            f"{proof['minSqnrDb']:.1f} dB{change}; prefill {proof['prefillTokensPerSecond']:.0f} tok/s, decode "
+            f"{proof['decodeTokensPerSecond']:.0f} tok/s, load {proof['loadMs']:.0f} ms, peak RSS {proof['peakRssMb']:.0f} MB")
+
