@@ -272,12 +272,14 @@ def _cmd_export(args, ui, debug: bool) -> int:
         _, note = image_dir(args.calibration, "--calibration")
         if note:
             ui.warn(note)
-    requests = args.backends
+    requests, others = args.backends, []
     if requests is None and args.target is None and models and all(m.task == "text-generation" for m in models):
         from .llm import default_targets
 
-        requests = default_targets()  # every scheme of the backends that export language models
+        requests, others = default_targets()  # every precision of the backends that export language models
     plan = plan_targets(requests, platform=args.target, precision=args.precision) if models else None
+    if plan:
+        plan.unavailable += others
     if plan and plan.unavailable:
         ui.unavailable(plan)
     config = ExportConfig(

@@ -174,8 +174,9 @@ def text_ids(tokenizer, vocab: int, limit: int) -> tuple[list[int], str]:
 
 
 # -- capture ------------------------------------------------------------------------------
-def exportable(model, spec: ModelSpec):
-    """torch.export of the model behind a static KV cache, sequence length dynamic."""
+def exportable(model, spec: ModelSpec, dynamic: bool = True):
+    """torch.export of the model behind a static KV cache, sequence length dynamic (or one
+    token per call, for backends that take no symbolic shapes)."""
     import torch
     from transformers import GenerationConfig
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
@@ -184,6 +185,10 @@ def exportable(model, spec: ModelSpec):
     model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static", max_length=length,
                                                cache_config={"batch_size": 1, "max_cache_len": length})
     wrapper = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=length)
+    if not dynamic:
+        with torch.no_grad():
+            return wrapper.export(input_ids=torch.tensor([[2]], dtype=torch.long), cache_position=torch.arange(1),
+                                  strict=True)
     seq = torch.export.Dim("seq_length_dim", max=length - 1)
     example = torch.tensor([[2, 3]], dtype=torch.long)
     with torch.no_grad():
@@ -255,6 +260,7 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
     """Build once; capture fp32 and each weight-quantized variant; save eager's proof."""
     import torch
 
+    from .backends import default_registry
     from .io import check_writable_tmp
     from .stages.capture import Capture, summarize_export_error, variant_key
 
@@ -291,12 +297,16 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
             timings[Stage.CAPTURE.value] = time.perf_counter() - t0
             torch.save(reference, ref)
             t0 = time.perf_counter()
-            for precision in sorted({p for _, p in variants}, key=lambda p: p.value):
-                path = work_dir / f"{spec.name}.{precision.value}.pt2"
-                torch.export.save(exportable(quantize_source(model, precision), spec), str(path))
-                for backend, p in variants:
-                    if p is precision:
-                        saved[variant_key(backend, p)] = str(path)
+            registry = default_registry()
+            made: dict[tuple, str] = {}
+            for backend, precision in variants:
+                kind = (precision if precision.quantized else None, registry.get(backend).llm_dynamic_shapes)
+                if kind not in made:
+                    path = work_dir / f"{spec.name}.{precision.value if kind[0] else 'float'}{'' if kind[1] else '.static'}.pt2"
+                    source = quantize_source(model, precision) if kind[0] else model
+                    torch.export.save(exportable(source, spec, dynamic=kind[1]), str(path))
+                    made[kind] = str(path)
+                saved[variant_key(backend, precision)] = made[kind]
             if variants:
                 timings[Stage.CAPTURE_VARIANTS.value] = time.perf_counter() - t0
     except Exception as exc:
@@ -307,9 +317,13 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
 
 
 def capture_variants(targets: list[Target]) -> tuple:
-    """(backend, precision) of the targets whose precision quantizes weights before capture."""
-    return tuple(sorted({(t.primary, t.precision) for t in targets if t.precision.quantized and supported(t)[0]},
-                        key=lambda bp: (bp[0], bp[1].value)))
+    """(backend, precision) of the targets that need a capture of their own: weights
+    quantized before capture, or one token per call (no dynamic shapes)."""
+    from .backends import default_registry
+
+    registry = default_registry()
+    return tuple(sorted({(t.primary, t.precision) for t in targets if supported(t)[0] and (
+        t.precision.quantized or not registry.get(t.primary).llm_dynamic_shapes)}, key=lambda bp: (bp[0], bp[1].value)))
 
 
 def perplexity(logits, ids: list[int]) -> float:
@@ -409,15 +423,18 @@ def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig
     return record
 
 
-def default_targets() -> list[str]:
+def default_targets() -> tuple[list[str], list]:
     """What ``--gemma``/``--llm`` export with no --backends: every language-model precision
-    of the backends that lower here, and each other backend that lowers here once (its row says why
-    it has no language-model export)."""
+    of the backends that lower here; and one UNAVAILABLE line (not requested, so it does not
+    fail the run) for every other backend, saying why."""
+    from .api import Unavailable
     from .backends import default_registry
+    from .backends.base import Check
 
-    lowerable = [b for b in default_registry() if b.lower_check().ok]
-    return [w for w in _target_words() if w.split(":")[0] in {b.name for b in lowerable}] + [
-        b.name for b in lowerable if not b.llm_precisions]
+    lowerable = {b.name for b in default_registry() if b.lower_check().ok}
+    others = [Unavailable(b.name, Check(False, supported(Target((b.name,), b.default_precision))[1]), requested=False)
+              for b in default_registry() if not b.llm_precisions]
+    return [w for w in _target_words() if w.split(":")[0] in lowerable], others
 
 
 def _target_words() -> list[str]:
@@ -436,7 +453,7 @@ def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: 
         "get_max_seq_len": length, "get_max_context_len": length, "get_vocab_size": reference["vocabSize"],
         "get_bos_id": reference["bosId"] if reference["bosId"] is not None else 0,
         "get_eos_ids": reference["eosIds"], "use_kv_cache": True, "use_sdpa_with_kv_cache": False,
-        "enable_dynamic_shape": True,
+        "enable_dynamic_shape": backend.llm_dynamic_shapes,
     }
     partitioners = backend.llm_partitioners(precision)
     edge = timed(Stage.LOWER, lambda: to_edge_transform_and_lower(
@@ -485,13 +502,16 @@ def ship_tokenizer(reference: dict, spec: ModelSpec, dest: Path) -> dict | None:
 
 
 def _prove(record: Record, path: Path, reference_path: str, target: Target, config: ExportConfig, timed) -> None:
+    from .backends import default_registry
     from .isolate import ChildCrashed, IsolatedRuntime
     from .stages.verify import threshold_for
 
     threshold = threshold_for(target.precision.value, config.tolerance)
     try:
         with IsolatedRuntime(timeout=config.timeout) as child:
-            reply = timed(Stage.VERIFY, lambda: child.request("generate", path=str(path), reference=reference_path))
+            reply = timed(Stage.VERIFY, lambda: child.request(
+                "generate", path=str(path), reference=reference_path,
+                dynamic=default_registry().get(target.primary).llm_dynamic_shapes))
     except ChildCrashed as exc:
         record.status, record.reason = Status.RUN_FAILED, f"the runtime crashed generating: {exc}"
         return
@@ -543,9 +563,14 @@ def generate(req: dict) -> dict:
     load_ms = (time.perf_counter() - t0) * 1000
 
     def run(ids: list[int], start: int):
+        """Logits [len(ids), vocab] and seconds: one call, or one per token (static programs)."""
         t = time.perf_counter()
-        out = method.execute([torch.tensor([ids], dtype=torch.long), torch.arange(start, start + len(ids))])[0]
-        return out[0].clone(), time.perf_counter() - t
+        chunks = [ids] if req.get("dynamic", True) else [[i] for i in ids]
+        outs = []
+        for k, chunk in enumerate(chunks):
+            at = start + sum(len(c) for c in chunks[:k])
+            outs.append(method.execute([torch.tensor([chunk], dtype=torch.long), torch.arange(at, at + len(chunk))])[0][0])
+        return torch.cat(outs).clone(), time.perf_counter() - t
 
     prompt, tokens = ref["prompt"], ref["tokens"]
     logits, prefill_s = run(prompt, 0)

@@ -78,5 +78,8 @@ def test_the_example_config_names_the_apps_whole_catalogue():
     values = load_config(ROOT / "examples" / "pteforge.toml")
     families = {k: v for k, v in values.items() if k not in {"labels", "backends", "weights", "out"}}
     specs = select_models(**families)
-    assert {s.family for s in specs} == set(APP_CATEGORIES), "every category the app shows"
+    # gemma is in the file, commented out: ~1 GB per program, and only xnnpack and coreml
+    # of the seed's backends export language models
+    assert {s.family for s in specs} == set(APP_CATEGORIES) - {"gemma"}, "every category the app shows"
+    assert "# gemma = true" in (ROOT / "examples" / "pteforge.toml").read_text()
     assert values["backends"] == ["xnnpack", "coreml", "mps", "vulkan"], "the seed's backends"

@@ -139,6 +139,7 @@ class Backend:
     requires: ClassVar[tuple[Requirement, ...]] = ()
     # precisions it exports language models at (pteforge.llm), with llm_partitioners()
     llm_precisions: ClassVar[tuple[Precision, ...]] = ()
+    llm_dynamic_shapes: ClassVar[bool] = True  # False: the program takes one token per call
     # precisions whose source_transform() changes the eager model before capture
     source_transform_precisions: ClassVar[tuple[Precision, ...]] = ()
     docs: ClassVar[Docs]

@@ -19,6 +19,7 @@ class CoreML(Backend):
     precisions = (Precision.FP16, Precision.FP32, Precision.INT8, Precision.INT8_WEIGHT, Precision.INT4_WEIGHT)
     default_precision = Precision.FP16  # ExecuTorch's default compute precision
     llm_precisions = (Precision.FP16, Precision.FP32)
+    llm_dynamic_shapes = False  # coremltools 9.0 cannot convert a symbolic sequence length
     source_transform_precisions = (Precision.INT4_WEIGHT,)
     requires = (Requirement("coremltools", "uv pip install 'coremltools>=9' (it comes with executorch)"),)
     docs = Docs(
@@ -76,10 +77,14 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
         from executorch.backends.apple.coreml.partition import CoreMLPartitioner
 
         specs = CoreMLBackend.generate_compile_specs(
-            minimum_deployment_target=ct.target.iOS18,  # the KV cache as Core ML state
+            minimum_deployment_target=ct.target.iOS18,
             compute_precision=ct.precision.FLOAT16 if precision is Precision.FP16 else ct.precision.FLOAT32,
             compute_unit=ct.ComputeUnit.CPU_AND_NE)
-        return [CoreMLPartitioner(compile_specs=specs, take_over_mutable_buffer=True)]
+        # coremltools 9.0 cannot convert the cache update Hugging Face's static cache writes
+        # (index_put at cache_position: "Input squeeze_0 has rank 1 != other inputs rank 0"):
+        # the cache stays a program buffer updated by the portable kernels, the rest is Core ML
+        return [CoreMLPartitioner(compile_specs=specs, take_over_mutable_buffer=False,
+                                  skip_ops_for_coreml_delegation=["aten.index_put.default"])]
 
     def partitioners(self, precision):
         return self.plan(precision).partitioners

@@ -1,0 +1,140 @@
+"""Text generation (issue: on-device LLMs through the same pipeline): a tiny checkpoint of
+Gemma 3's architecture (2 layers) with a tokenizer, exported through the real run and
+checked from outside: the program decodes what eager transformers decodes."""
+
+import json
+from pathlib import Path
+
+import pytest
+from test_cli import cli, error_lines
+
+from pteforge.errors import ExitStatus
+
+MAX_SEQ_LEN = 48
+
+
+def tiny_checkpoint(directory: Path) -> Path:
+    """config.json of a 2-layer Gemma 3 (sliding and full attention) and a word-level tokenizer."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import Gemma3TextConfig, PreTrainedTokenizerFast
+
+    directory.mkdir(parents=True, exist_ok=True)
+    Gemma3TextConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=16, max_position_embeddings=1024, sliding_window=256,
+        layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=16,
+        bos_token_id=2, eos_token_id=1, pad_token_id=0,
+    ).save_pretrained(directory)
+    words = ["<pad>", "<eos>", "<bos>", "<unk>", *sorted({w.strip(".,:").lower() for w in
+                                                         "The lighthouse keeper climbed the spiral stairs every evening".split()})]
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+                            unk_token="<unk>").save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    from pteforge.cli import main
+
+    root = tmp_path_factory.mktemp("llm")
+    ckpt = tiny_checkpoint(root / "tiny-gemma")
+    out = root / "out"
+    code = main(["export", "--llm", str(ckpt), "--weights", "none", "--max-seq-len", str(MAX_SEQ_LEN),
+                 "--backends", "xnnpack", "xnnpack:8da4w", "coreml", "vulkan", "--out", str(out)])
+    manifest = json.loads((out / "index.json").read_text())
+    return code, ckpt, out, {m["target"]: m for m in manifest["models"]}, manifest
+
+
+def test_fp32_program_decodes_what_eager_transformers_decodes(exported):
+    """The proof says so, and so does a check from outside it: the .pte, driven as a runner
+    drives it (prefill, then one token per call with its cache position), gives eager's
+    greedy tokens for a prompt the proof never saw."""
+    import torch
+    from executorch.runtime import Runtime
+
+    from pteforge.llm import build, llm_spec
+
+    _, ckpt, out, entries, _ = exported
+    entry = entries["xnnpack"]
+    assert entry["status"] == "VERIFIED", entry.get("reason")
+    proof = entry["generation"]
+    assert proof["tokenAgreement"] == 1.0 and proof["tokens"] == proof["eagerTokens"]
+    assert len(proof["sqnrDbPerStep"]) == proof["steps"] == 16 and proof["minSqnrDb"] >= 40
+    assert proof["perplexity"]["tokenizedWith"] == "the model's tokenizer"
+    assert proof["decodeTokensPerSecond"] > 0 and proof["prefillTokensPerSecond"] > 0 and proof["peakRssMb"] > 0
+
+    model = build(llm_spec(str(ckpt), MAX_SEQ_LEN), "none", 0)  # the same seeded weights
+    prompt = [2, 40, 41, 7, 300, 12]
+    with torch.no_grad():
+        eager = model.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False,
+                               eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
+    program = Runtime.get().load_program((out / entry["file"]).read_bytes())
+    method = program.load_method("forward")
+    assert program.load_method("get_max_seq_len").execute([])[0] == MAX_SEQ_LEN
+    logits = method.execute([torch.tensor([prompt]), torch.arange(len(prompt))])[0]
+    tokens = [int(logits[0, -1].argmax())]
+    for step in range(9):
+        logits = method.execute([torch.tensor([[tokens[-1]]]), torch.tensor([len(prompt) + step])])[0]
+        tokens.append(int(logits[0, -1].argmax()))
+    assert tokens == eager
+
+
+def test_manifest_entries_carry_what_a_runner_needs(exported):
+    from pteforge.report.app import rejections
+
+    code, _, out, entries, manifest = exported
+    for target in ("xnnpack", "xnnpack:8da4w", "coreml"):
+        e = entries[target]
+        assert (e["category"], e["task"], e["modelName"].startswith("tiny-gemma")) == ("gemma", "text-generation", True)
+        assert (e["maxSeqLen"], e["vocabSize"], e["bosId"], e["eosIds"]) == (MAX_SEQ_LEN, 512, 2, [1])
+        for rel in [*e["tokenizer"]["files"], e["tokenizer"]["vocabFile"], e["tokenizer"]["configFile"]]:
+            assert (out / rel).is_file(), rel
+    assert "8da4w" in entries["xnnpack:8da4w"]["quantization"]["scheme"]
+    assert entries["xnnpack:8da4w"]["relative"]["size"] < 0.5  # int4 linears, int8 embedding
+    assert rejections(manifest) == [] and rejections(manifest, older=True) == []
+    vocab = json.loads((out / entries["xnnpack"]["tokenizer"]["vocabFile"]).read_text())
+    assert vocab["<bos>"] == 2  # the app's word-level vocabulary file
+
+
+def test_quantized_proof_reports_agreement_and_perplexity_change(exported):
+    _, _, _, entries, _ = exported
+    e = entries["xnnpack:8da4w"]
+    assert e["status"] in ("VERIFIED", "MISMATCH")
+    proof = e["generation"]
+    assert 0.0 <= proof["tokenAgreement"] <= 1.0 and proof["steps"] == 16
+    assert proof["perplexity"]["program"] > 0 and proof["perplexity"]["changePercent"] is not None
+    if e["status"] == "VERIFIED":
+        assert proof["minSqnrDb"] >= proof["thresholdSqnrDb"]
+
+
+def test_core_ml_lowers_here_and_says_it_needs_a_device(exported):
+    from pteforge.backends import default_registry
+
+    _, _, out, entries, _ = exported
+    if not default_registry().get("coreml").lower_check().ok:
+        pytest.skip("coremltools cannot lower on this machine")
+    e = entries["coreml"]
+    assert e["status"] == "NOT_RUNNABLE_HERE" and e["delegation"]["nodes_per_backend"]
+    assert (out / e["file"]).stat().st_size == e["size"]
+
+
+def test_a_backend_without_a_language_model_export_is_one_unavailable_row(exported, capsys):
+    code, _, _, entries, _ = exported
+    assert "vulkan" not in entries and code == ExitStatus.TARGETS_FAILED  # requested, so the run says so
+
+
+def test_max_seq_len_without_a_language_model_is_a_usage_error(capsys, tmp_path):
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:tiny", "--input-shape", "1,3,16,16",
+                       "--max-seq-len", "64", "--out", tmp_path / "o")
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert "--max-seq-len applies to language models" in line
+
+
+def test_an_llm_that_is_neither_a_directory_nor_an_id_is_a_usage_error(capsys, tmp_path):
+    code, _, err = cli(capsys, "export", "--llm", "nothing-here", "--weights", "none", "--out", tmp_path / "o")
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert "--llm nothing-here" in line and not (tmp_path / "o").exists()
