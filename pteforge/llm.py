@@ -256,6 +256,37 @@ def greedy_reference(model, prompt: list[int], steps: int) -> tuple[list[int], l
     return ids[len(prompt):], logits
 
 
+def proof_reference(model, spec: ModelSpec, seed: int, tokenizer) -> dict:
+    """What the proof compares a program with, from eager: greedy tokens and logits for a
+    seeded prompt, the shipped text's ids and perplexity, and the runner's facts."""
+    import torch
+
+    info = facts(model.config)
+    generator = torch.Generator().manual_seed(seed)
+    bos = info["bosId"] if info["bosId"] is not None else 0
+    prompt = [bos] + torch.randint(3, info["vocabSize"], (PROMPT_TOKENS,), generator=generator).tolist()
+    tokens, logits = greedy_reference(model, prompt, NEW_TOKENS)
+    ids, how = text_ids(tokenizer, info["vocabSize"], max_seq_len(spec) - 1)
+    with torch.no_grad():
+        text_logits = model(torch.tensor([ids])).logits[0]
+    return {"prompt": prompt, "tokens": tokens, "logits": torch.stack(logits), "text_ids": ids,
+            "text_tokens": how, "perplexity": perplexity(text_logits, ids), **info}
+
+
+def judge(proof: dict, precision: Precision, tolerance: float | None) -> str | None:
+    """Why a generation proof fails (None: it passes): fp32 must give every one of eager's
+    tokens; every precision must reach its logits SQNR."""
+    from .stages.verify import threshold_for
+
+    threshold = threshold_for(precision.value, tolerance)
+    proof["thresholdSqnrDb"] = threshold
+    exact = precision is Precision.FP32
+    if proof["minSqnrDb"] >= threshold and (proof["tokenAgreement"] == 1.0 or not exact):
+        return None
+    return (f"greedy tokens agree with eager on {proof['tokenAgreement']:.0%} of {proof['steps']} steps, "
+            f"logits SQNR {proof['minSqnrDb']:.1f} dB (needs {'every token and ' if exact else ''}{threshold:.0f} dB)")
+
+
 def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, on_stage=None, variants: tuple = ()):
     """Build once; capture fp32 and each weight-quantized variant; save eager's proof."""
     import torch
@@ -272,17 +303,8 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
     work_dir.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
-    info = facts(model.config)
-    generator = torch.Generator().manual_seed(config.seed)
-    bos = info["bosId"] if info["bosId"] is not None else 0
-    prompt = [bos] + torch.randint(3, info["vocabSize"], (PROMPT_TOKENS,), generator=generator).tolist()
-    tokens, logits = greedy_reference(model, prompt, NEW_TOKENS)
     tokenizer = tokenizer_of(spec)
-    ids, how = text_ids(tokenizer, info["vocabSize"], max_seq_len(spec) - 1)
-    with torch.no_grad():
-        text_logits = model(torch.tensor([ids])).logits[0]
-    reference = {"prompt": prompt, "tokens": tokens, "logits": torch.stack(logits), "text_ids": ids,
-                 "text_tokens": how, "perplexity": perplexity(text_logits, ids), **info}
+    reference = proof_reference(model, spec, config.seed, tokenizer)
     if tokenizer is not None:
         tokenizer.save_pretrained(str(work_dir / "tokenizer"))
         reference["tokenizer"] = str(work_dir / "tokenizer")
@@ -504,9 +526,7 @@ def ship_tokenizer(reference: dict, spec: ModelSpec, dest: Path) -> dict | None:
 def _prove(record: Record, path: Path, reference_path: str, target: Target, config: ExportConfig, timed) -> None:
     from .backends import default_registry
     from .isolate import ChildCrashed, IsolatedRuntime
-    from .stages.verify import threshold_for
 
-    threshold = threshold_for(target.precision.value, config.tolerance)
     try:
         with IsolatedRuntime(timeout=config.timeout) as child:
             reply = timed(Stage.VERIFY, lambda: child.request(
@@ -521,15 +541,10 @@ def _prove(record: Record, path: Path, reference_path: str, target: Target, conf
         record.reason = error
         return
     proof = {k: v for k, v in reply.items() if k != "ok"}
-    proof["thresholdSqnrDb"] = threshold
     record.generation["proof"] = proof
-    exact = target.precision is Precision.FP32
-    passed = proof["minSqnrDb"] >= threshold and (proof["tokenAgreement"] == 1.0 or not exact)
-    record.status = Status.VERIFIED if passed else Status.MISMATCH
-    if not passed:
-        record.reason = (f"greedy tokens agree with eager on {proof['tokenAgreement']:.0%} of {proof['steps']} steps, "
-                         f"logits SQNR {proof['minSqnrDb']:.1f} dB (needs "
-                         f"{'every token and ' if exact else ''}{threshold:.0f} dB)")
+    record.reason = judge(proof, target.precision, config.tolerance)
+    record.status = Status.MISMATCH if record.reason else Status.VERIFIED
+    if record.reason:
         record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
 
 
@@ -613,4 +628,35 @@ def describe(generation: dict | None) -> str | None:
     return (f"greedy tokens {proof['tokenAgreement']:.0%} of {proof['steps']} equal eager, logits SQNR ≥ "
             f"{proof['minSqnrDb']:.1f} dB{change}; prefill {proof['prefillTokensPerSecond']:.0f} tok/s, decode "
             f"{proof['decodeTokensPerSecond']:.0f} tok/s, load {proof['loadMs']:.0f} ms, peak RSS {proof['peakRssMb']:.0f} MB")
+
+
+def validate_program(child, path: Path, entry, here, tmp: Path, res) -> None:
+    """``pteforge validate`` of a language model's entry: the same proof, against the eager
+    model rebuilt from the entry (source, weights, seed, maxSeqLen)."""
+    import torch
+
+    from .backends import default_registry
+
+    info = child.request("inspect", path=str(path))
+    if not info["ok"]:
+        res.reason = info["error"]
+        return
+    res.delegates = info["delegates"]
+    check = here.program_check(info["delegates"], info["operators"])
+    if not check.ok:
+        res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
+        return
+    spec = llm_spec(entry.base_model if entry.source in (None, "catalog") else entry.source,
+                    getattr(entry, "maxSeqLen", None))
+    model = build(spec, entry.weights or WEIGHTS_PRETRAINED, entry.seed or 0)
+    reference = tmp / f"{path.stem}.reference.pt"
+    torch.save(proof_reference(model, spec, entry.seed or 0, tokenizer_of(spec)), reference)
+    reply = child.request("generate", path=str(path), reference=str(reference),
+                          dynamic=default_registry().get(entry.backends[0]).llm_dynamic_shapes)
+    if not reply["ok"]:
+        res.status, res.reason = Status.RUN_FAILED, reply["error"]
+        return
+    res.load_ms, res.sqnr_db, res.agreement = round(reply["loadMs"], 2), reply["minSqnrDb"], reply["tokenAgreement"]
+    res.reason = judge(reply, Precision(entry.precision), None)
+    res.status = Status.MISMATCH if res.reason else Status.VERIFIED
 

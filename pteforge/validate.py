@@ -123,6 +123,10 @@ def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float 
             try:
                 if path.suffix == ".bpte":
                     _validate_bundle(child, path, entry, here, res)
+                elif entry is not None and entry.task == "text-generation":
+                    from .llm import validate_program
+
+                    validate_program(child, path, entry, here, Path(tmp), res)
                 else:
                     _validate_pte(child, path, entry, manifest_dir, here, images, eager, Path(tmp), res,
                                   draw=(Path(draw), Path(models_dir)) if draw is not None else None)

@@ -138,3 +138,13 @@ def test_an_llm_that_is_neither_a_directory_nor_an_id_is_a_usage_error(capsys, t
     assert code == ExitStatus.USAGE
     [line] = error_lines(err)
     assert "--llm nothing-here" in line and not (tmp_path / "o").exists()
+
+
+def test_validate_reruns_the_proof_against_the_rebuilt_eager_model(exported, capsys):
+    _, _, out, _, _ = exported
+    code, stdout, err = cli(capsys, "validate", "--models-dir", out)
+    report = json.loads((out / "validation_report.json").read_text())
+    rows = {r["target"]: r for r in report["files"]}
+    assert rows["xnnpack"]["status"] == "VERIFIED" and rows["xnnpack"]["agreement"] == 1.0, rows["xnnpack"]
+    assert rows["xnnpack"]["sqnr_db"] >= 40
+    assert rows["coreml"]["status"] == "NOT_RUNNABLE_HERE"
