@@ -188,6 +188,10 @@ def export(
 
     reporter = reporter or SilentReporter()
     check_run(models, config)
+    if models and config.executor == "local":
+        from .workers import start_fork_server
+
+        start_fork_server()
     out = Path(config.out_dir)
     check_output_dir(out)
     existing = load_manifest(out / MANIFEST_NAME)  # refuse a broken manifest before any work
@@ -310,14 +314,21 @@ class _Run:
         return captures
 
     def _targets(self, work) -> None:
-        from . import cache, schedule
+        from . import schedule
         from .workers import Job
 
-        jobs = {}
+        from .pipeline import lowering_key, same_program
+
+        jobs, same = {}, {}  # job key -> the targets whose program that job's lowering makes too
         for spec, cap, todo, keys in work:
+            leaders = {}
             for target in todo:
-                key = f"{spec.name}/{target.name}"
-                self.names[key] = (spec.name, target.name)
+                lowering = (lowering_key(target), family(spec.family).target_job)
+                if lowering in leaders:
+                    same[leaders[lowering]].append((target, keys.get(target.name)))
+                    continue
+                key = leaders[lowering] = f"{spec.name}/{target.name}"
+                self.names[key], same[key] = (spec.name, target.name), []
                 jobs[key] = (Job(key, family(spec.family).target_job, (cap, spec, target, self.config),
                                  timeout=self.config.timeout), spec, cap, target, keys.get(target.name))
         ordered = schedule.order([(spec.name, target, cap.pt2_path, job) for job, spec, cap, target, _ in jobs.values()])
@@ -332,13 +343,20 @@ class _Run:
                 status = Stage(self.stages.get(outcome.job.key, Stage.LOWER)).crash_status
                 rec = _row(spec, target, status, *_failure_text(outcome))
             rec.timings = {**{k: round(v, 3) for k, v in cap.timings.items()}, **rec.timings}
-            self.sink.merge([rec], spec)  # on disk before it is reported
-            if cache_key and rec.artifact is not None:
-                cache.store(cache_key, rec)  # a run interrupted after this point will not redo it
-            self.reporter.record(rec)
-            self.fresh.append((cache_key, rec))
-            self.records.append(rec)
+            self._finished(spec, rec, cache_key)
+            for other, other_key in same[outcome.job.key]:
+                self._finished(spec, same_program(rec, spec, other, self.config), other_key)
         schedule.remember([rec for _, rec in self.fresh])
+
+    def _finished(self, spec: ModelSpec, rec: Record, cache_key: str | None) -> None:
+        from . import cache
+
+        self.sink.merge([rec], spec)  # on disk before it is reported
+        if cache_key and rec.artifact is not None:
+            cache.store(cache_key, rec)  # a run interrupted after this point will not redo it
+        self.reporter.record(rec)
+        self.fresh.append((cache_key, rec))
+        self.records.append(rec)
 
 
 def check_run(models: list[ModelSpec], config: ExportConfig) -> None:

@@ -189,6 +189,38 @@ class _Job:
                                    delegation=delegation)
 
 
+def lowering_key(target: Target) -> tuple:
+    """Targets with equal keys make the same program (``Backend.lowering_key`` of each
+    backend in the chain, at the precision it lowers at)."""
+    registry = default_registry()
+    keys = []
+    for i, name in enumerate(target.backends):
+        b = registry.get(name)
+        keys.append(b.lowering_key(target.precision if i == 0 or target.precision in b.precisions else b.default_precision))
+    return tuple(keys)
+
+
+def same_program(record: Record, spec: ModelSpec, target: Target, config: ExportConfig) -> Record:
+    """``record`` (a finished job) for ``target``, whose lowering is the same: the program,
+    and its bundle, are copied under ``target``'s name instead of lowered again."""
+    import copy
+
+    from .io import write_atomic
+
+    rec = copy.deepcopy(record)
+    rec.target, rec.backends, rec.target_spec = target.name, list(target.backends), target
+    rec.same_program_as, rec.timings = record.target, {}
+    if record.artifact is not None:
+        path = artifact_path(config.out_dir, spec, target, failed=record.status is Status.MISMATCH)
+        write_atomic(path, Path(record.artifact.path).read_bytes())
+        rec.artifact.path = str(path)
+        if record.bundle:
+            bpte = path.with_suffix(".bpte")
+            write_atomic(bpte, Path(record.bundle["file"]).read_bytes())
+            rec.bundle["file"] = str(bpte)
+    return rec
+
+
 def bundled_program(program, reference: dict) -> bytes:
     """A BundledProgram: the program plus its verification inputs and eager outputs,
     so an app can self-test on the device."""

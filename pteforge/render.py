@@ -154,6 +154,8 @@ class Renderer:
             proof += f"; p50 {r.latency['p50_ms']:.3g} ms ({r.latency.get('runs')} runs after warm-up)"
         if r.cache:
             proof += f" (from the cache: made {r.cache['created'][:19].replace('T', ' ')} UTC in {r.cache['original_seconds']:.0f} s)"
+        if r.same_program_as:
+            proof += f" (the same program as {r.same_program_as}'s, lowered once)"
         if r.relative:
             rel = f"{r.relative['size']:.2f}× size"
             if "latency" in r.relative:

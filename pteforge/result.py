@@ -176,6 +176,7 @@ class Record:
     auto_group: str | None = None  # the backend whose precision --precision auto chooses
     target_spec: "Target | None" = None  # the typed target ``target`` names
     cache: dict | None = None  # {"hit": true, "key", "created", "original_seconds"} when restored from the cache
+    same_program_as: str | None = None  # the target whose lowering made this very program (lowered once)
     # text generation: maxSeqLen, vocabSize, bosId, eosIds, tokenizer, and the proof
     # (greedy tokens against eager, logits SQNR per step, perplexity, tokens/s, load, peak RSS)
     generation: dict | None = None

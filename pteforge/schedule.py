@@ -67,7 +67,7 @@ def remember(records: list[Record]) -> None:
     from .io import write_atomic
 
     done = {_key(r.model, r.target): round(sum(r.timings.get(s.value, 0.0) for s in JOB_STAGES), 2)
-            for r in records if r.artifact is not None and not r.cache}
+            for r in records if r.artifact is not None and not r.cache and not r.same_program_as}
     if not done:
         return
     path = _path()

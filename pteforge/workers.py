@@ -219,5 +219,14 @@ def _context():
     return ctx
 
 
+def start_fork_server() -> None:
+    """Start the fork server now and return at once: its imports (~10 s of torch and
+    ExecuTorch) then overlap what the caller does before its first job."""
+    from multiprocessing import forkserver
+
+    _context()
+    forkserver.ensure_running()
+
+
 def default_size(jobs: int) -> int:
     return max(1, min(jobs, os.cpu_count() or 1))

@@ -319,3 +319,20 @@ def test_factory_arguments_are_literals_recorded_and_rebuilt(capsys, out):
         assert code == ExitStatus.USAGE
         [line] = error_lines(err)
         assert "the factory's arguments must be Python literals" in line, line
+
+
+def test_targets_with_the_same_lowering_are_lowered_once(out):
+    """WebGPU's partitioner is Vulkan's with the same options: one run lowers the program
+    once, writes it under both names, and says so in the summary and the manifest."""
+    from conftest import run_cli
+
+    result = run_cli(*TINY, "--backends", "vulkan", "webgpu", "--no-cache", "--out", out)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "tiny › vulkan: lowering" in result.stderr and "tiny › webgpu: lowering" not in result.stderr
+    assert "(the same program as vulkan's, lowered once)" in result.stdout
+    entries = {e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]}
+    vulkan, webgpu = entries["vulkan"], entries["webgpu"]
+    assert webgpu["sameProgramAs"] == "vulkan" and "sameProgramAs" not in vulkan
+    assert webgpu["hash"] == vulkan["hash"] and webgpu["file"] != vulkan["file"]
+    assert (out / webgpu["file"]).read_bytes() == (out / vulkan["file"]).read_bytes()
+    assert webgpu["status"] == vulkan["status"] == "NOT_RUNNABLE_HERE"

@@ -229,6 +229,12 @@ class Backend:
                 edge = edge.transform(passes)
         return edge
 
+    def lowering_key(self, precision: Precision) -> tuple:
+        """What decides the program this backend lowers at ``precision``. Targets whose
+        chains have equal keys make byte-identical programs, so a run lowers them once and
+        copies the program (tests/backends/test_contract.py holds every such claim)."""
+        return (self.name, precision.value)
+
     def runtime_precision(self, precision: Precision) -> str | None:
         """The precision the host runtime really computes in, when it differs from ``precision``."""
         return None

@@ -29,6 +29,11 @@ class WebGPU(Backend):
     code_sample = """from executorch.backends.webgpu.partitioner import WebGPUPartitioner
 partitioner = [WebGPUPartitioner()]"""
 
+    def lowering_key(self, precision):
+        # WebGPUPartitioner is VulkanPartitioner with the same (default) options, and
+        # the plan is the same: a WebGPU program is the fp32 Vulkan program.
+        return ("vulkan", precision.value)
+
     def partitioners(self, precision):
         from executorch.backends.webgpu.partitioner import WebGPUPartitioner
 

@@ -106,6 +106,7 @@ def manifest_entries(
                 relative=rec.relative,
                 bench=rec.latency,
                 cache=rec.cache,
+                sameProgramAs=rec.same_program_as,
                 timings=rec.timings,
                 inputShapes=rec.input_shapes,
                 preprocessing=asdict(spec.preprocessing) if spec.preprocessing else None,

@@ -83,6 +83,8 @@ class ModelEntry(BaseModel):
     relative: dict[str, Any] | None = None
     # restored from pteforge's content-addressed cache: {"hit", "key", "created", "original_seconds"}
     cache: dict[str, Any] | None = None
+    # the target whose lowering made this very program: lowered once, copied under this name
+    sameProgramAs: str | None = None
     # how to rebuild the eager reference (validate compares with it)
     source: str | None = None  # catalog | package.module:factory | /path/model.pt2
     weights: str | None = None

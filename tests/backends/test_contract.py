@@ -124,3 +124,27 @@ def test_each_precision_lowers_with_its_delegate_and_shows_in_the_artifact(name,
         assert ratio < 0.8, f"{name}:{precision.value} is {ratio:.2f}x the fp32 size"
     else:  # fp16
         assert evidence.get("fp16_nodes", 0) > 0 or ratio < 0.7, f"no sign of fp16: {evidence}, {ratio:.2f}x size"
+
+
+_ALL = list(default_registry())
+SAME_LOWERING = [
+    pytest.param(a.name, b.name, p, id=f"{a.name}={b.name}:{p.value}")
+    for i, a in enumerate(_ALL)
+    for b in _ALL[i + 1:]
+    for p in a.precisions
+    if p in b.precisions and a.lowering_key(p) == b.lowering_key(p)
+]
+
+
+@pytest.mark.parametrize("first, second, precision", SAME_LOWERING)
+def test_backends_that_claim_the_same_lowering_make_the_same_bytes(first, second, precision, weighty_capture):
+    """A run lowers targets with equal ``lowering_key``s once and copies the program: each
+    such claim is checked here by lowering both, separately, and comparing the bytes."""
+    registry = default_registry()
+    for name in (first, second):
+        if not registry.get(name).lower_check().ok:
+            pytest.skip(f"{name} cannot lower here: {registry.get(name).lower_check().reason}")
+    a, b = (_export(Target((n,), precision, default_precision=precision is registry.get(n).default_precision),
+                    weighty_capture) for n in (first, second))
+    assert a.artifact is not None and b.artifact is not None, (a.reason, b.reason)
+    assert a.artifact.sha256 == b.artifact.sha256
