@@ -3,11 +3,9 @@ every XNNPACK precision, one run: size, delegation, the proof and the speed per 
 
     uv run python bench/llm.py [--out DIR] [--max-seq-len 128]
 
-The comparison the issue asks for — the same configuration exported by optimum-executorch
-— cannot run here: optimum-executorch 1.1.0 (the newest on the registry) pins
-transformers==5.0.0rc1, which conflicts with the transformers pteforge uses, and
-ExecuTorch 1.5.1's own `export_llm` has no Gemma 3 model type. The bench says so rather
-than print a ratio it did not measure.
+The comparison with optimum-executorch (the same checkpoint, side by side) is
+`bench/llm_optimum.py`: optimum-executorch 1.1.0 pins transformers==5.0.0rc1, which
+conflicts with pteforge's, so that bench installs it in an environment of its own.
 """
 
 from __future__ import annotations
@@ -56,7 +54,7 @@ def main() -> int:
         if fp32 and e is not fp32 and e["target"].startswith("xnnpack") and e.get("generation") and fp32.get("generation"):
             print(f"{e['target']} / xnnpack fp32: size {e['size'] / fp32['size']:.2f}×, decode tok/s "
                   f"{e['generation']['decodeTokensPerSecond'] / fp32['generation']['decodeTokensPerSecond']:.2f}×")
-    print("\nagainst optimum-executorch: not measured (see this file's docstring)")
+    print("\nagainst optimum-executorch: uv run python bench/llm_optimum.py")
     return 0 if run.returncode == 0 else run.returncode
 
 
