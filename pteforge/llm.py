@@ -636,15 +636,9 @@ def validate_program(child, path: Path, entry, here, tmp: Path, res) -> None:
     import torch
 
     from .backends import default_registry
+    from .validate import inspect_runnable
 
-    info = child.request("inspect", path=str(path))
-    if not info["ok"]:
-        res.reason = info["error"]
-        return
-    res.delegates = info["delegates"]
-    check = here.program_check(info["delegates"], info["operators"])
-    if not check.ok:
-        res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
+    if inspect_runnable(child, path, here, res) is None:
         return
     spec = llm_spec(entry.base_model if entry.source in (None, "catalog") else entry.source,
                     getattr(entry, "maxSeqLen", None))

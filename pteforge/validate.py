@@ -157,19 +157,28 @@ def _validate_bundle(child, path, entry, here, res) -> None:
         res.status, res.reason = Status.MISMATCH if "mismatch" in reply["error"].lower() else Status.RUN_FAILED, reply["error"]
 
 
+def inspect_runnable(child, path, here, res) -> dict | None:
+    """The program's facts from the child, or None (with ``res`` saying why) when it cannot
+    be read or does not run on this host."""
+    info = child.request("inspect", path=str(path))
+    if not info["ok"]:
+        res.reason = info["error"]
+        return None
+    res.delegates = info["delegates"]
+    check = here.program_check(info["delegates"], info["operators"])
+    if not check.ok:
+        res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
+        return None
+    return info
+
+
 def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, res, draw=None) -> None:
     import torch
 
     from .families import family
 
-    info = child.request("inspect", path=str(path))
-    if not info["ok"]:
-        res.reason = info["error"]
-        return
-    res.delegates = info["delegates"]
-    check = here.program_check(info["delegates"], info["operators"])
-    if not check.ok:
-        res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
+    info = inspect_runnable(child, path, here, res)
+    if info is None:
         return
     fam = family(entry.category if entry else None)
     spec = _photo_spec(entry)
