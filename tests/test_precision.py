@@ -135,6 +135,7 @@ def test_int8_dynamic_keeps_max_pool_in_xnnpack():
     info = get_delegation_info(edge.exported_program().graph_module)
     assert info.num_delegated_subgraphs == 1
     assert not {op for op, n in info.delegation_by_operator.items() if n.non_delegated and op != "getitem"}
-    [got] = Runtime.get().load_program(edge.to_executorch().buffer).load_method("forward").execute([x])
+    program = Runtime.get().load_program(edge.to_executorch().buffer)  # holds the bytes the method reads
+    [got] = program.load_method("forward").execute([x])
     want = model(x)
     assert 10 * torch.log10(want.pow(2).sum() / (got - want).pow(2).sum()) > 20  # dB
