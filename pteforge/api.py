@@ -516,7 +516,9 @@ def write_run_reports(out: Path, records: list[Record], plan: TargetPlan, config
         delegates = {d for r in done for d in r.artifact.delegation.delegates_in_program}
         from .io import write_atomic
 
-        write_atomic(out / "executorch_link.cmake", cmake_lines(delegates, {b for r in done for b in r.backends}, merged.name))
+        kernels = {k for r in done for k in r.artifact.delegation.kernels}
+        write_atomic(out / "executorch_link.cmake",
+                     cmake_lines(delegates, {b for r in done for b in r.backends}, merged.name, kernels))
 
 
 class _ManifestSink:

@@ -1,7 +1,7 @@
 """One answer to "can this program run on this host, and if not, why".
 
 The host is this machine's ExecuTorch runtime as pteforge runs programs with it: the
-wheel's pybindings plus the kernel libraries the wheel ships (the quantized kernels
+wheel's pybindings plus the kernel libraries the wheel ships (the quantized and the LLM kernels
 register themselves on import). A program runs here when every delegate it calls is
 registered and every operator it calls has a kernel — exactly what the runtime checks
 when it loads the program. export, validate, bench, select and ``load_best`` all ask
@@ -10,20 +10,27 @@ when it loads the program. export, validate, bench, select and ``load_best`` all
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from functools import lru_cache
 
 from .backends.base import Check
 
 
+# kernel libraries beside the portable ones: quantized_decomposed:: (quantized programs) and
+# llama:: (a language model's in-place KV cache and fused attention, pteforge.kvcache)
+KERNEL_LIBRARIES = ("executorch.kernels.quantized", "executorch.extension.llm.custom_ops.custom_ops")
+
+
 def load_runtime():
     """``executorch.runtime.Runtime`` with the kernel libraries the wheel ships loaded."""
     from executorch.runtime import Runtime
 
-    try:
-        import executorch.kernels.quantized  # noqa: F401 - registers quantized_decomposed:: kernels
-    except ImportError:
-        pass
+    for library in KERNEL_LIBRARIES:
+        try:
+            importlib.import_module(library)
+        except ImportError:
+            pass
     return Runtime.get()
 
 
@@ -104,7 +111,7 @@ def _cache_path(root):
     libs = [f for f in dist.files or [] if str(f).startswith("executorch/extension/pybindings/") and f.name.endswith(".so")]
     if not libs:
         return None
-    ident = dist.version
+    ident = f"{dist.version}:{','.join(KERNEL_LIBRARIES)}"
     for f in sorted(libs, key=str):
         try:
             st = dist.locate_file(f).stat()

@@ -5,9 +5,11 @@ wrapped with a static KV cache, and of each weight-quantized variant) and one jo
 target in the worker pool, rows merged into the manifest as they finish. What differs
 is the program and its proof:
 
-- the program is Hugging Face's ``TorchExportableModuleForDecoderOnlyLM``: ``forward(
-  input_ids[1, S], cache_position[S]) -> logits[1, S, vocab]``, S dynamic (prefill) or 1
-  (decode), the cache a mutable buffer inside the program, and the constant methods
+- the program is ``forward(input_ids[1, S], cache_position[S]) -> logits[1, S, vocab]``,
+  S dynamic (prefill) or 1 (decode), the cache a mutable buffer inside the program: for
+  the CPU, the cache written in place and attention one kernel (``pteforge.kvcache``,
+  ExecuTorch's ``llama::`` kernels); for other backends Hugging Face's
+  ``TorchExportableModuleForDecoderOnlyLM``; and the constant methods
   ExecuTorch's LLM runner reads (``get_max_seq_len``, ``get_bos_id``, ``get_eos_ids``,
   ``get_vocab_size``, ``use_kv_cache``, ...);
 - the proof is greedy decoding from a seeded prompt in a child process: at every step the
@@ -174,26 +176,37 @@ def text_ids(tokenizer, vocab: int, limit: int) -> tuple[list[int], str]:
 
 
 # -- capture ------------------------------------------------------------------------------
-def exportable(model, spec: ModelSpec, dynamic: bool = True):
+def exportable(model, spec: ModelSpec, dynamic: bool = True, fused: bool = False):
     """torch.export of the model behind a static KV cache, sequence length dynamic (or one
-    token per call, for backends that take no symbolic shapes)."""
+    token per call, for backends that take no symbolic shapes). ``fused``: the cache written
+    in place and attention one kernel (pteforge.kvcache), when ``fused_attention`` allows."""
     import torch
     from transformers import GenerationConfig
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
 
+    from . import kvcache
+
     length = max_seq_len(spec)
+    ids, positions = (torch.tensor([[2, 3]], dtype=torch.long), torch.arange(2)) if dynamic else \
+        (torch.tensor([[2]], dtype=torch.long), torch.arange(1))
+    seq = torch.export.Dim("seq_length_dim", max=length - 1)
+    shapes = {"input_ids": {1: seq}, "cache_position": {0: seq}} if dynamic else None
+    if fused:
+        with torch.no_grad(), kvcache.wrapped(model, length) as wrapper:
+            return torch.export.export(wrapper, (), {"input_ids": ids, "cache_position": positions},
+                                       dynamic_shapes=shapes, strict=True)
     model.generation_config = GenerationConfig(use_cache=True, cache_implementation="static", max_length=length,
                                                cache_config={"batch_size": 1, "max_cache_len": length})
     wrapper = TorchExportableModuleForDecoderOnlyLM(model, batch_size=1, max_cache_len=length)
-    if not dynamic:
-        with torch.no_grad():
-            return wrapper.export(input_ids=torch.tensor([[2]], dtype=torch.long), cache_position=torch.arange(1),
-                                  strict=True)
-    seq = torch.export.Dim("seq_length_dim", max=length - 1)
-    example = torch.tensor([[2, 3]], dtype=torch.long)
     with torch.no_grad():
-        return wrapper.export(input_ids=example, cache_position=torch.arange(2),
-                              dynamic_shapes={"input_ids": {1: seq}, "cache_position": {0: seq}}, strict=True)
+        return wrapper.export(input_ids=ids, cache_position=positions, dynamic_shapes=shapes, strict=True)
+
+
+def fused_attention(model, spec: ModelSpec) -> bool:
+    """Whether pteforge.kvcache computes what this model's own attention computes."""
+    from . import kvcache
+
+    return kvcache.why_not(model.config.get_text_config(), max_seq_len(spec)) is None
 
 
 def _int8_embedding(embedding):
@@ -315,18 +328,22 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
     t0 = time.perf_counter()
     try:
         with check_writable_tmp(work_dir):
-            torch.export.save(exportable(model, spec), str(pt2))
+            fusable = fused_attention(model, spec)
+            torch.export.save(exportable(model, spec, fused=fusable), str(pt2))
             timings[Stage.CAPTURE.value] = time.perf_counter() - t0
             torch.save(reference, ref)
             t0 = time.perf_counter()
             registry = default_registry()
-            made: dict[tuple, str] = {}
+            made: dict[tuple, str] = {(None, True, fusable): str(pt2)}
             for backend, precision in variants:
-                kind = (precision if precision.quantized else None, registry.get(backend).llm_dynamic_shapes)
+                dynamic = registry.get(backend).llm_dynamic_shapes
+                kind = (precision if precision.quantized else None, dynamic,
+                        fusable and dynamic and registry.get(backend).llm_fused_attention)
                 if kind not in made:
-                    path = work_dir / f"{spec.name}.{precision.value if kind[0] else 'float'}{'' if kind[1] else '.static'}.pt2"
+                    path = work_dir / (f"{spec.name}.{precision.value if kind[0] else 'float'}"
+                                       f"{'' if kind[1] else '.static'}{'.fused' if kind[2] else ''}.pt2")
                     source = quantize_source(model, precision) if kind[0] else model
-                    torch.export.save(exportable(source, spec, dynamic=kind[1]), str(path))
+                    torch.export.save(exportable(source, spec, dynamic=kind[1], fused=kind[2]), str(path))
                     made[kind] = str(path)
                 saved[variant_key(backend, precision)] = made[kind]
             if variants:
@@ -339,13 +356,15 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
 
 
 def capture_variants(targets: list[Target]) -> tuple:
-    """(backend, precision) of the targets that need a capture of their own: weights
-    quantized before capture, or one token per call (no dynamic shapes)."""
+    """(backend, precision) of the targets that may need a capture of their own: weights
+    quantized before capture, one token per call (no dynamic shapes), or transformers' own
+    attention (the main capture has the fused one when the model allows)."""
     from .backends import default_registry
 
     registry = default_registry()
     return tuple(sorted({(t.primary, t.precision) for t in targets if supported(t)[0] and (
-        t.precision.quantized or not registry.get(t.primary).llm_dynamic_shapes)}, key=lambda bp: (bp[0], bp[1].value)))
+        t.precision.quantized or not registry.get(t.primary).llm_dynamic_shapes
+        or not registry.get(t.primary).llm_fused_attention)}, key=lambda bp: (bp[0], bp[1].value)))
 
 
 def perplexity(logits, ids: list[int]) -> float:
@@ -414,6 +433,9 @@ def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig
     pt2 = capture.variants.get(variant_key(target.primary, target.precision), capture.pt2_path)
     record.status = Status.LOWER_FAILED
     try:
+        from .kvcache import load_ops
+
+        load_ops()  # the capture may call llama:: ops: registered before it deserializes
         exported = timed(Stage.LOAD, lambda: torch.export.load(pt2))
         program, data, delegation = _lower(exported, backend, target.precision, spec, reference, timed)
     except Exception as exc:  # noqa: BLE001 -- the row fails, the run goes on
@@ -474,12 +496,13 @@ def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: 
     methods = {
         "get_max_seq_len": length, "get_max_context_len": length, "get_vocab_size": reference["vocabSize"],
         "get_bos_id": reference["bosId"] if reference["bosId"] is not None else 0,
-        "get_eos_ids": reference["eosIds"], "use_kv_cache": True, "use_sdpa_with_kv_cache": False,
+        "get_eos_ids": reference["eosIds"], "use_kv_cache": True,
+        "use_sdpa_with_kv_cache": any("custom_sdpa" in str(n.target) for n in exported.graph.nodes),
         "enable_dynamic_shape": backend.llm_dynamic_shapes,
     }
     partitioners = backend.llm_partitioners(precision)
     edge = timed(Stage.LOWER, lambda: to_edge_transform_and_lower(
-        exported, partitioner=partitioners, constant_methods=methods,
+        backend.llm_prepare(exported), partitioner=partitioners, constant_methods=methods,
         compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True)))
     delegation = delegation_of(edge.exported_program().graph_module)
     config = ExecutorchBackendConfig(extract_delegate_segments=True, do_quant_fusion_and_const_prop=True,

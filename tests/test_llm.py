@@ -42,7 +42,7 @@ def exported(tmp_path_factory):
     ckpt = tiny_checkpoint(root / "tiny-gemma")
     out = root / "out"
     code = main(["export", "--llm", str(ckpt), "--weights", "none", "--max-seq-len", str(MAX_SEQ_LEN),
-                 "--backends", "xnnpack", "xnnpack:8da4w", "coreml", "vulkan", "--out", str(out)])
+                 "--backends", "xnnpack", "xnnpack:8da4w", "coreml", "vulkan", "--oplist", "--out", str(out)])
     manifest = json.loads((out / "index.json").read_text())
     return code, ckpt, out, {m["target"]: m for m in manifest["models"]}, manifest
 
@@ -52,8 +52,8 @@ def test_fp32_program_decodes_what_eager_transformers_decodes(exported):
     drives it (prefill, then one token per call with its cache position), gives eager's
     greedy tokens for a prompt the proof never saw."""
     import torch
-    from executorch.runtime import Runtime
 
+    from pteforge.host import load_runtime
     from pteforge.llm import build, llm_spec
 
     _, ckpt, out, entries, _ = exported
@@ -70,15 +70,29 @@ def test_fp32_program_decodes_what_eager_transformers_decodes(exported):
     with torch.no_grad():
         eager = model.generate(torch.tensor([prompt]), max_new_tokens=10, do_sample=False,
                                eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
-    program = Runtime.get().load_program((out / entry["file"]).read_bytes())
+    program = load_runtime().load_program((out / entry["file"]).read_bytes())  # with the llama:: kernels
     method = program.load_method("forward")
     assert program.load_method("get_max_seq_len").execute([])[0] == MAX_SEQ_LEN
+    assert program.load_method("use_sdpa_with_kv_cache").execute([])[0] is True
     logits = method.execute([torch.tensor([prompt]), torch.arange(len(prompt))])[0]
     tokens = [int(logits[0, -1].argmax())]
     for step in range(9):
         logits = method.execute([torch.tensor([[tokens[-1]]]), torch.tensor([len(prompt) + step])])[0]
         tokens.append(int(logits[0, -1].argmax()))
     assert tokens == eager
+
+
+def test_the_cpu_program_writes_its_cache_in_place_and_says_what_to_link(exported):
+    """XNNPACK's program calls ExecuTorch's llama:: kernels (the cache written in place,
+    attention one kernel; the RMSNorms inside XNNPACK, so the graph is cut only around
+    them), and the link lines name the library an app needs for them."""
+    _, _, out, entries, _ = exported
+    fp32 = entries["xnnpack"]["delegation"]
+    assert {"llama::update_cache.out", "llama::custom_sdpa.out"} <= set(fp32["kernels"])
+    assert not any(op["op"].startswith("aten_mean") for op in fp32["portable_ops"])
+    assert not any(op["op"].startswith("aten_index_put") for op in fp32["portable_ops"])
+    cmake = (out / "executorch_link.cmake").read_text()
+    assert "-DEXECUTORCH_BUILD_KERNELS_LLM=ON" in cmake and "WHOLE_ARCHIVE,custom_ops>" in cmake
 
 
 def test_manifest_entries_carry_what_a_runner_needs(exported):
@@ -148,3 +162,15 @@ def test_validate_reruns_the_proof_against_the_rebuilt_eager_model(exported, cap
     assert rows["xnnpack"]["status"] == "VERIFIED" and rows["xnnpack"]["agreement"] == 1.0, rows["xnnpack"]
     assert rows["xnnpack"]["sqnr_db"] >= 40
     assert rows["coreml"]["status"] == "NOT_RUNNABLE_HERE"
+
+
+def test_fused_attention_only_where_it_computes_what_the_model_does():
+    """A window shorter than the cache, or soft-capped logits, keeps transformers' attention."""
+    from transformers import Gemma2Config, Gemma3TextConfig
+
+    from pteforge.kvcache import why_not
+
+    gemma3 = Gemma3TextConfig(num_hidden_layers=2, sliding_window=256, layer_types=["sliding_attention", "full_attention"])
+    assert why_not(gemma3, 256) is None
+    assert "sliding window (256) is shorter than --max-seq-len 512" in why_not(gemma3, 512)
+    assert why_not(Gemma2Config(num_hidden_layers=2, attn_logit_softcapping=50.0), 64) == "its attention soft-caps logits"

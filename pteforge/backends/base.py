@@ -140,6 +140,9 @@ class Backend:
     # precisions it exports language models at (pteforge.llm), with llm_partitioners()
     llm_precisions: ClassVar[tuple[Precision, ...]] = ()
     llm_dynamic_shapes: ClassVar[bool] = True  # False: the program takes one token per call
+    # True: its runtime links ExecuTorch's llama:: kernels, so the KV cache is written in place
+    # and attention is one fused kernel (pteforge.kvcache); False: transformers' own attention
+    llm_fused_attention: ClassVar[bool] = False
     # precisions whose source_transform() changes the eager model before capture
     source_transform_precisions: ClassVar[tuple[Precision, ...]] = ()
     docs: ClassVar[Docs]
@@ -203,6 +206,10 @@ class Backend:
     def llm_partitioners(self, precision: Precision) -> list[Any]:
         """The partitioners of a language model's program (its KV cache a mutable buffer)."""
         raise NotImplementedError(f"{self.name} does not export language models")
+
+    def llm_prepare(self, exported: "ExportedProgram") -> "ExportedProgram":
+        """Rewrite a language model's captured program before lowering (default: as is)."""
+        return exported
 
     def source_transform(self, precision: Precision) -> Any | None:
         """A torchao config applied to the eager model before capture (weight-only int4)."""

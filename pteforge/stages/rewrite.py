@@ -49,6 +49,29 @@ def pooling_rewritten(exported):
     return _rewritten(exported, {torch.ops.aten.adaptive_avg_pool2d.default: _adaptive_avg_pool2d})
 
 
+def means_as_linears(exported):
+    """Every float mean over the last dim as a linear layer that averages it (same values),
+    symbolic sizes allowed: a language model's RMSNorms (Gemma 3 270M: 109) each cut its
+    XNNPACK program in two, the mean on the portable kernels between; XNNPACK's one mean
+    wants a 4-D input and static sizes."""
+    import torch
+
+    if not any(n.target == torch.ops.aten.mean.dim for n in exported.graph.nodes):
+        return exported
+    rewritten = exported.run_decompositions({torch.ops.aten.mean.dim: _mean_of_last_dim})
+    _fold(rewritten)  # the averaging weights: XNNPACK's linear takes constant weights only
+    return rewritten
+
+
+def _mean_of_last_dim(x, dim, keepdim=False, dtype=None):
+    dims = [dim] if isinstance(dim, int) else list(dim or ())
+    if dtype is not None or not x.is_floating_point() or len(dims) != 1 or dims[0] % x.dim() != x.dim() - 1 \
+            or not isinstance(x.shape[-1], int):
+        return NotImplemented
+    out = _mean_last(x, 1)
+    return out if keepdim else out.squeeze(-1)
+
+
 def _rewritten(exported, table):
     if not any(n.target in table for n in exported.graph.nodes) or _symbolic(exported):
         return exported

@@ -1,0 +1,129 @@
+"""A KV cache written in place and attention computed by one kernel: ExecuTorch's LLM
+operators (``llama::update_cache``, ``llama::custom_sdpa``), for backends whose runtime links
+them (the CPU: XNNPACK plus these kernels is what ExecuTorch's own LLM runner ships).
+
+Hugging Face's static cache writes each new key with ``index_copy_`` (a functional copy of
+the whole cache, then a copy back) and attends over every slot of the cache through a mask
+built from ~10 operators per layer; ``update_cache`` writes the new rows where they live and
+``custom_sdpa`` attends causally over the filled positions only. The model's own code runs
+unchanged: the cache layers and the attention function are swapped through the interfaces
+transformers provides for this (cache layers, ``AttentionInterface``, ``AttentionMaskInterface``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+ATTENTION = "pteforge_custom_sdpa"
+
+
+def load_ops() -> None:
+    """Registers ``llama::`` for export (ATen) and for the runtime in this process."""
+    import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401
+
+
+def why_not(config, max_seq_len: int) -> str | None:
+    """Why this model keeps transformers' own attention, or None when the fused one computes
+    what it computes: causal attention without logit soft-capping, every layer attending to
+    every earlier position up to ``max_seq_len`` (a sliding window no shorter than that)."""
+    if getattr(config, "attn_logit_softcapping", None):
+        return "its attention soft-caps logits"
+    window = getattr(config, "sliding_window", None)
+    if window is not None and "sliding_attention" in (getattr(config, "layer_types", None) or ()) \
+            and window < max_seq_len:
+        return f"its sliding window ({window}) is shorter than --max-seq-len {max_seq_len}"
+    if getattr(config, "use_bidirectional_attention", False):
+        return "its attention is bidirectional"
+    return None
+
+
+def _attention(module, query, key, value, attention_mask, position_ids=None, scaling=None, **kwargs):
+    """transformers' attention-function signature: query [B, H, S, D]; key and value the
+    cache's [B, H, max, D] views of [B, max, H, D] buffers. Causal from the first position."""
+    import torch
+
+    start = position_ids[0][0].item()
+    out = torch.ops.llama.custom_sdpa(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                                      start_pos=start, attn_mask=None, drpout_p=0.0, is_causal=True, scale=scaling)
+    return out, None
+
+
+def _no_mask(*args, **kwargs):
+    """``custom_sdpa`` builds its causal mask itself: no mask operators in the program."""
+    return None
+
+
+def _in_place_layer(max_cache_len: int):
+    from transformers.cache_utils import StaticLayer
+
+    class InPlaceLayer(StaticLayer):
+        """Keys and values in [B, max, H, D] (the layout ``update_cache`` writes), handed to
+        attention as [B, H, max, D] views; the first position is ``cumulative_length``."""
+
+        def lazy_initialization(self, key_states, value_states):
+            import torch
+
+            super().lazy_initialization(key_states, value_states)
+            self.keys = torch.zeros(self.batch_size, self.max_cache_len, self.num_heads, self.k_head_dim,
+                                    dtype=self.dtype, device=self.device)
+            self.values = torch.zeros(self.batch_size, self.max_cache_len, self.num_heads, self.v_head_dim,
+                                      dtype=self.dtype, device=self.device)
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            import torch
+
+            start = self.cumulative_length.item()
+            torch._check(start >= 0)
+            torch._check(start < self.max_cache_len)
+            torch.ops.llama.update_cache(key_states.transpose(1, 2), self.keys, start)
+            torch.ops.llama.update_cache(value_states.transpose(1, 2), self.values, start)
+            return self.keys.transpose(1, 2), self.values.transpose(1, 2)
+
+    return InPlaceLayer(max_cache_len)
+
+
+@contextlib.contextmanager
+def wrapped(model, max_cache_len: int):
+    """The model behind an in-place cache of ``max_cache_len`` positions, called as
+    ``forward(input_ids [1, S], cache_position [S]) -> logits``: the signature of
+    transformers' own exportable module, so one runner drives both. The model's attention is
+    the fused one inside the block only: the eager model stays the reference."""
+    import torch
+    from transformers import AttentionInterface
+    from transformers.cache_utils import StaticCache
+    from transformers.integrations.executorch import get_head_shapes
+    from transformers.masking_utils import AttentionMaskInterface
+
+    load_ops()
+    AttentionInterface.register(ATTENTION, _attention)
+    AttentionMaskInterface.register(ATTENTION, _no_mask)
+    config = model.config.get_text_config()
+
+    class InPlaceCacheLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.cache = StaticCache(config=config, max_cache_len=max_cache_len)
+            self.cache.layers = [_in_place_layer(max_cache_len) for _ in self.cache.layers]
+            num_heads, head_dim = get_head_shapes(config)
+            self.cache.early_initialization(1, num_heads, head_dim, model.dtype, torch.device("cpu"))
+            for i, layer in enumerate(self.cache.layers):
+                self.register_buffer(f"key_cache_{i}", layer.keys, persistent=False)
+                self.register_buffer(f"value_cache_{i}", layer.values, persistent=False)
+                self.register_buffer(f"cumulative_length_{i}", layer.cumulative_length, persistent=False)
+
+        def forward(self, input_ids, cache_position):
+            for layer in self.cache.layers:
+                layer.cumulative_length.copy_(cache_position[0])
+            return self.model(input_ids=input_ids, position_ids=cache_position.unsqueeze(0), attention_mask=None,
+                              past_key_values=self.cache, use_cache=True).logits
+
+    configs = {id(c): c for c in (model.config, config)}.values()
+    before = [c._attn_implementation for c in configs]
+    for c in configs:
+        c._attn_implementation = ATTENTION
+    try:
+        yield InPlaceCacheLM()
+    finally:
+        for c, was in zip(configs, before):
+            c._attn_implementation = was
