@@ -406,6 +406,7 @@ def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig
     from .backends import default_registry
     from .pipeline import artifact_path
     from .stages.capture import variant_key
+    from .stages.lower import shared_provenance
 
     stage = on_stage or (lambda _name: None)
     record = Record(model=spec.name, family=spec.family, task=spec.task, target=target.name,
@@ -437,7 +438,8 @@ def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig
 
         load_ops()  # the capture may call llama:: ops: registered before it deserializes
         exported = timed(Stage.LOAD, lambda: torch.export.load(pt2))
-        program, data, delegation = _lower(exported, backend, target.precision, spec, reference, timed)
+        with shared_provenance():
+            program, data, delegation = _lower(exported, backend, target.precision, spec, reference, timed)
     except Exception as exc:  # noqa: BLE001 -- the row fails, the run goes on
         return _failed(record, Status.LOWER_FAILED, exc, config)
     if target.precision in SCHEMES:

@@ -16,6 +16,7 @@ from .errors import one_line
 from .result import Artifact, Record, Stage, Status
 from .spec import ExportConfig, ModelSpec, Target
 from .stages.capture import Capture
+from .stages.lower import shared_provenance
 
 StageCallback = Callable[[str], None]
 
@@ -48,6 +49,11 @@ def export_target(
 
         here = host()
     job = _Job(capture, spec, target, config, on_stage or (lambda _name: None))
+    with shared_provenance():
+        return _export(job, here)
+
+
+def _export(job: "_Job", here) -> Record:
     try:
         exported, plan, example = job.load()
         exported = job.quantize(exported, plan, example)
@@ -59,7 +65,7 @@ def export_target(
         reference = job.prove(data, delegation, here)
         job.write(program, data, delegation, reference)
     except _StageFailed as failed:
-        return _failed(job.record, failed.status, failed.cause, config)
+        return _failed(job.record, failed.status, failed.cause, job.config)
     return job.record
 
 

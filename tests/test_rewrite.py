@@ -490,3 +490,37 @@ def test_openvino_lowers_bilinear_upsampling():
     assert subgraphs == 1 and not outside
     [got] = _run(edge, (x,))
     torch.testing.assert_close(got, model(x), rtol=2e-2, atol=2e-2)  # bf16 on CPUs that have it
+
+
+def test_shared_provenance_keeps_every_record_and_the_program():
+    """Lowering with fx's provenance chains shared (not deep-copied) makes the same program
+    bytes and the same provenance on every node, and puts torch back as it was."""
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from torch.fx.traceback import NodeSource
+
+    from pteforge.stages.lower import shared_provenance
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Hardswish(), torch.nn.Flatten(1),
+                                torch.nn.Linear(8 * 14 * 14, 4)).eval()
+    x = torch.rand(1, 3, 16, 16)
+
+    def records(sources):
+        return [{"name": s.name, "target": s.target, "pass": s.pass_name, "action": [a.value for a in s.action],
+                 "from": records(s.from_node)} for s in sources]
+
+    def lowered():
+        edge = to_edge_transform_and_lower(torch.export.export(model, (x,)), partitioner=[XnnpackPartitioner()])
+        nodes = edge.exported_program().graph_module.graph.nodes
+        return edge.to_executorch().buffer, [records(n.meta.get("from_node", [])) for n in nodes]
+
+    original = NodeSource.__init__
+    plain = lowered()
+    with shared_provenance():
+        assert NodeSource.__init__ is not original
+        shared = lowered()
+    assert NodeSource.__init__ is original
+    assert any(plain[1]), "the lowering records provenance"
+    assert shared == plain

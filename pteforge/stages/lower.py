@@ -2,9 +2,46 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 
 from ..result import Delegation, OpCount
+
+
+@contextlib.contextmanager
+def shared_provenance():
+    """torch.fx's provenance records, shared instead of deep-copied (same content).
+
+    Every node a pass makes records the node it came from, with a deep copy of that node's
+    own record, so after k passes each new node copies a chain k deep: the Arm pass
+    manager's ~145 passes spent a fifth of TOSA lowering in ``copy.deepcopy``. The records
+    are never changed once made (a pass gives a node a new list), so sharing the chain
+    keeps every record as it was. Measured on mobilenet_v3_small's TOSA INT lowering, two
+    runs each, alternated: 22.6 and 25.6 s -> 19.5 and 18.9 s, the same program bytes.
+    """
+    try:
+        from torch.fx.traceback import NodeSource
+    except ImportError:
+        yield
+        return
+    original = NodeSource.__init__
+
+    def init(self, node, pass_name="", action=None):
+        chain = node.meta.get("from_node") if node is not None and getattr(node, "meta", None) else None
+        if chain is None:
+            return original(self, node, pass_name, action)
+        node.meta["from_node"] = []
+        try:
+            original(self, node, pass_name, action)
+        finally:
+            node.meta["from_node"] = chain
+        self.from_node = list(chain)
+
+    NodeSource.__init__ = init
+    try:
+        yield
+    finally:
+        NodeSource.__init__ = original
 
 
 def lower(exported, chain, precision, plan):
