@@ -13,6 +13,7 @@ transformers provides for this (cache layers, ``AttentionInterface``, ``Attentio
 from __future__ import annotations
 
 import contextlib
+import functools
 
 ATTENTION = "pteforge_custom_sdpa"
 
@@ -53,7 +54,9 @@ def _no_mask(*args, **kwargs):
     return None
 
 
-def _in_place_layer(max_cache_len: int):
+@functools.cache
+def _in_place_layer():
+    """transformers' StaticLayer with the cache laid out and written as ``llama::`` wants."""
     from transformers.cache_utils import StaticLayer
 
     class InPlaceLayer(StaticLayer):
@@ -79,7 +82,7 @@ def _in_place_layer(max_cache_len: int):
             torch.ops.llama.update_cache(value_states.transpose(1, 2), self.values, start)
             return self.keys.transpose(1, 2), self.values.transpose(1, 2)
 
-    return InPlaceLayer(max_cache_len)
+    return InPlaceLayer
 
 
 @contextlib.contextmanager
@@ -104,7 +107,7 @@ def wrapped(model, max_cache_len: int):
             super().__init__()
             self.model = model
             self.cache = StaticCache(config=config, max_cache_len=max_cache_len)
-            self.cache.layers = [_in_place_layer(max_cache_len) for _ in self.cache.layers]
+            self.cache.layers = [_in_place_layer()(max_cache_len) for _ in self.cache.layers]
             num_heads, head_dim = get_head_shapes(config)
             self.cache.early_initialization(1, num_heads, head_dim, model.dtype, torch.device("cpu"))
             for i, layer in enumerate(self.cache.layers):

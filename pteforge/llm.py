@@ -403,10 +403,7 @@ def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig
     """Lower one (language model, target), write it with its tokenizer, and prove it here."""
     import torch
 
-    from .backends import default_registry
     from .pipeline import artifact_path
-    from .stages.capture import variant_key
-    from .stages.lower import shared_provenance
 
     stage = on_stage or (lambda _name: None)
     record = Record(model=spec.name, family=spec.family, task=spec.task, target=target.name,
@@ -429,17 +426,10 @@ def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig
         finally:
             record.timings[name.value] = round(time.perf_counter() - t0, 3)
 
-    backend = default_registry().get(target.primary)
     reference = torch.load(capture.reference_path, weights_only=True)
-    pt2 = capture.variants.get(variant_key(target.primary, target.precision), capture.pt2_path)
     record.status = Status.LOWER_FAILED
     try:
-        from .kvcache import load_ops
-
-        load_ops()  # the capture may call llama:: ops: registered before it deserializes
-        exported = timed(Stage.LOAD, lambda: torch.export.load(pt2))
-        with shared_provenance():
-            program, data, delegation = _lower(exported, backend, target.precision, spec, reference, timed)
+        data, delegation = _load_and_lower(capture, spec, target, reference, timed)
     except Exception as exc:  # noqa: BLE001 -- the row fails, the run goes on
         return _failed(record, Status.LOWER_FAILED, exc, config)
     if target.precision in SCHEMES:
@@ -488,6 +478,22 @@ def _target_words() -> list[str]:
     return [b.name if p is b.default_precision else f"{b.name}:{p.value}" for b in _llm_backends() for p in b.llm_precisions]
 
 
+def _load_and_lower(capture, spec: ModelSpec, target: Target, reference: dict, timed):
+    """The target's capture (its variant, or the main one), loaded and lowered."""
+    import torch
+
+    from .backends import default_registry
+    from .kvcache import load_ops
+    from .stages.capture import variant_key
+    from .stages.lower import shared_provenance
+
+    load_ops()  # the capture may call llama:: ops: registered before it deserializes
+    pt2 = capture.variants.get(variant_key(target.primary, target.precision), capture.pt2_path)
+    exported = timed(Stage.LOAD, lambda: torch.export.load(pt2))
+    with shared_provenance():
+        return _lower(exported, default_registry().get(target.primary), target.precision, spec, reference, timed)
+
+
 def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: dict, timed):
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
@@ -512,7 +518,7 @@ def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: 
     program = timed(Stage.SERIALIZE, lambda: edge.to_executorch(config))
     delegation.delegates_in_program = program_delegates(program.executorch_program)
     delegation.kernels = sorted(set(program_operators(program.executorch_program)))
-    return program, bytes(program.buffer), delegation
+    return bytes(program.buffer), delegation
 
 
 def ship_tokenizer(reference: dict, spec: ModelSpec, dest: Path) -> dict | None:

@@ -16,7 +16,7 @@ from .errors import one_line
 from .result import Artifact, Record, Stage, Status
 from .spec import ExportConfig, ModelSpec, Target
 from .stages.capture import Capture
-from .stages.lower import shared_provenance
+from .stages.lower import chain_precisions, shared_provenance
 
 StageCallback = Callable[[str], None]
 
@@ -198,12 +198,8 @@ class _Job:
 def lowering_key(target: Target) -> tuple:
     """Targets with equal keys make the same program (``Backend.lowering_key`` of each
     backend in the chain, at the precision it lowers at)."""
-    registry = default_registry()
-    keys = []
-    for i, name in enumerate(target.backends):
-        b = registry.get(name)
-        keys.append(b.lowering_key(target.precision if i == 0 or target.precision in b.precisions else b.default_precision))
-    return tuple(keys)
+    chain = [default_registry().get(name) for name in target.backends]
+    return tuple(b.lowering_key(at) for b, at in zip(chain, chain_precisions(chain, target.precision)))
 
 
 def same_program(record: Record, spec: ModelSpec, target: Target, config: ExportConfig) -> Record:

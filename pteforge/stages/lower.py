@@ -52,11 +52,14 @@ def lower(exported, chain, precision, plan):
     take goes to the next, and what none takes stays on the portable kernels. A
     later backend that does not take the target's precision lowers at its default.
     """
-    primary, rest = chain[0], chain[1:]
-    rest_partitioners = [
-        p for b in rest for p in b.partitioners(precision if precision in b.precisions else b.default_precision)
-    ]
-    return primary.lower(exported, plan, rest_partitioners)
+    rest = zip(chain[1:], chain_precisions(chain, precision)[1:])
+    return chain[0].lower(exported, plan, [p for b, at in rest for p in b.partitioners(at)])
+
+
+def chain_precisions(chain, precision) -> list:
+    """The precision each backend of a chain lowers at: the first at ``precision``, a later
+    one at ``precision`` when it takes it, else at its default."""
+    return [precision if i == 0 or precision in b.precisions else b.default_precision for i, b in enumerate(chain)]
 
 
 # Graph bookkeeping, not kernels: left out of the portable op counts.
