@@ -485,12 +485,12 @@ def _load_and_lower(capture, spec: ModelSpec, target: Target, reference: dict, t
     from .backends import default_registry
     from .kvcache import load_ops
     from .stages.capture import variant_key
-    from .stages.lower import shared_provenance
+    from .stages.lower import fast_fx
 
     load_ops()  # the capture may call llama:: ops: registered before it deserializes
     pt2 = capture.variants.get(variant_key(target.primary, target.precision), capture.pt2_path)
     exported = timed(Stage.LOAD, lambda: torch.export.load(pt2))
-    with shared_provenance():
+    with fast_fx():
         return _lower(exported, default_registry().get(target.primary), target.precision, spec, reference, timed)
 
 

@@ -16,7 +16,7 @@ from .errors import one_line
 from .result import Artifact, Record, Stage, Status
 from .spec import ExportConfig, ModelSpec, Target
 from .stages.capture import Capture
-from .stages.lower import chain_precisions, shared_provenance
+from .stages.lower import chain_precisions, fast_fx
 
 StageCallback = Callable[[str], None]
 
@@ -49,7 +49,7 @@ def export_target(
 
         here = host()
     job = _Job(capture, spec, target, config, on_stage or (lambda _name: None))
-    with shared_provenance():
+    with fast_fx():
         return _export(job, here)
 
 

@@ -524,3 +524,38 @@ def test_shared_provenance_keeps_every_record_and_the_program():
     assert NodeSource.__init__ is original
     assert any(plain[1]), "the lowering records provenance"
     assert shared == plain
+
+
+def test_lazy_codegen_makes_the_same_program_and_restores_torch():
+    """Lowering with GraphModule code written on first use (not at every recompile) makes
+    the same program bytes; modules made inside still run and show their code; torch's
+    GraphModule is put back as it was."""
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+    from torch.fx.graph_module import GraphModule
+
+    from pteforge.stages.lower import lazy_codegen
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Hardswish(), torch.nn.Upsample(scale_factor=2, mode="bilinear"),
+                                torch.nn.Flatten(1), torch.nn.Linear(8 * 28 * 28, 4)).eval()
+    x = torch.rand(1, 3, 16, 16)
+
+    def lowered():
+        edge = to_edge_transform_and_lower(torch.export.export(model, (x,)), partitioner=[XnnpackPartitioner()])
+        return edge, edge.to_executorch().buffer
+
+    original = GraphModule.__new__
+    _, plain = lowered()
+    with lazy_codegen():
+        assert GraphModule.__new__ is not original
+        edge, lazy = lowered()
+        made = torch.fx.GraphModule(model, torch.fx.symbolic_trace(model).graph)
+    assert GraphModule.__new__ is original
+    assert not isinstance(torch.fx.GraphModule(model, torch.fx.symbolic_trace(model).graph), _LazyGraphModule)
+    assert isinstance(made, _LazyGraphModule) and isinstance(edge.exported_program().graph_module, _LazyGraphModule)
+    assert lazy == plain
+    torch.testing.assert_close(made(x), model(x))
+    assert "def forward" in made.code and made.code == torch.fx.symbolic_trace(model).code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections import Counter
 
 from ..result import Delegation, OpCount
@@ -42,6 +43,59 @@ def shared_provenance():
         yield
     finally:
         NodeSource.__init__ = original
+
+
+_CODE_ATTRIBUTES = ("_in_spec", "_out_spec", "_code", "_lineno_map", "_prologue_start")
+
+
+@contextlib.contextmanager
+def lazy_codegen():
+    """Every torch.fx GraphModule made inside writes its Python code when first used, not
+    at each ``recompile()``.
+
+    Lowering passes rebuild and recompile the graph hundreds of times and rarely run
+    it; the code each recompile generates and compiles is mostly thrown away. torch's
+    own ``_LazyGraphModule`` (what inductor uses) defers it until the module is called,
+    printed, pickled or its code read; here it also covers the pytree specs some passes
+    read. Measured on mobilenet_v3_small, one run each: Ethos-U85 lowering 17.1/18.2 s ->
+    13.7/13.8 s, XNNPACK 10.9 -> 8.5 s, the same program bytes.
+    """
+    try:
+        from torch.fx._lazy_graph_module import _LazyGraphModule
+        from torch.fx.graph_module import GraphModule
+    except ImportError:
+        yield
+        return
+    lazy = _lazy_class(_LazyGraphModule)
+    original = GraphModule.__new__
+
+    def new(cls, *args, **kwargs):
+        return original(lazy if cls is GraphModule else cls, *args, **kwargs)
+
+    GraphModule.__new__ = new
+    try:
+        yield
+    finally:
+        GraphModule.__new__ = original
+
+
+@functools.cache
+def _lazy_class(base):
+    class LazyCode(base):
+        def __getattr__(self, name):
+            if name in _CODE_ATTRIBUTES and self._needs_recompile():
+                self.real_recompile()
+                return getattr(self, name)
+            return super().__getattr__(name)
+
+    return LazyCode
+
+
+@contextlib.contextmanager
+def fast_fx():
+    """``shared_provenance`` and ``lazy_codegen`` together: what every lowering runs under."""
+    with shared_provenance(), lazy_codegen():
+        yield
 
 
 def lower(exported, chain, precision, plan):
