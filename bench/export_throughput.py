@@ -2,10 +2,10 @@
 
     uv run python bench/export_throughput.py [--model mobilenet_v3_small]
 
-1. ``pteforge export --mobilenet M --backends <every target that lowers here>`` as one run,
-   against the sum of one cold ``pteforge export --backends X`` process per target
-   (goal: ratio ≤ 0.5). The peak memory of the one run is the largest total RSS of
-   its process tree, sampled every 50 ms (goal ≤ 4 GiB).
+1. The default run, ``pteforge export --mobilenet M --backends <every target that lowers
+   here>``: its wall time (goal ≤ 60 s on the 2-core machine), and against the sum of one
+   cold ``pteforge export --backends X`` process per target (goal: ratio ≤ 0.25). The peak
+   memory of the one run is the largest total RSS of its process tree, sampled every 50 ms (goal ≤ 4 GiB).
 2. What verification adds (goal ≤ 10 %): the one run against the same run with
    ``--no-verify``, three of each, alternating, so that a slow stretch of a shared
    machine does not land on one side only; the median of each side.
@@ -104,7 +104,8 @@ def main() -> int:
     warm = cache_part(base, targets, work)
 
     print("\nratios, measured side by side in this run:")
-    print(f"  one run / sum of {len(targets)} cold single runs = {one:.1f} / {total:.1f} = {one / total:.2f}   (goal ≤ 0.5)")
+    print(f"  the default run (every target, one process): {one:.1f} s wall, {sum(v for k, v in stages.items() if not k.startswith('model_')):.0f} s of target-job time   (goal ≤ 60 s)")
+    print(f"  one run / sum of {len(targets)} cold single runs = {one:.1f} / {total:.1f} = {one / total:.2f}   (goal ≤ 0.25)")
     print(f"  verification adds {100 * (verify_median - noverify) / noverify:+.1f} % to the run's wall time "
           f"(median {verify_median:.1f} vs {noverify:.1f} s; verify stage total {stages.get('verify', 0):.1f} s "
           f"of worker time)   (goal ≤ 10 %)")
