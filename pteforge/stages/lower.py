@@ -67,12 +67,12 @@ def lazy_codegen():
         yield
         return
     lazy = _lazy_class(_LazyGraphModule)
-    original = GraphModule.__new__
+    original = GraphModule.__dict__["__new__"]  # the staticmethod itself, put back as it was
 
     def new(cls, *args, **kwargs):
-        return original(lazy if cls is GraphModule else cls, *args, **kwargs)
+        return original.__func__(lazy if cls is GraphModule else cls, *args, **kwargs)
 
-    GraphModule.__new__ = new
+    GraphModule.__new__ = staticmethod(new)
     try:
         yield
     finally:
