@@ -1,6 +1,6 @@
 """A public model zoo through pteforge: delegation and speed on models outside the catalog.
 
-    uv run python bench/zoo.py [--models resnet18 deit_tiny_patch16_224 ...] [--runs 20] [--rounds 3]
+    uv run --group bench python bench/zoo.py [--models resnet18 deit_tiny_patch16_224 ...] [--runs 20] [--rounds 3]
                                [--out DIR] [--json zoo.json] [--sqnr-budget 20]
 
 Each model is exported as a new user would (``pteforge export --model REF --input-shape
@@ -65,8 +65,9 @@ ZOO = {
 TARGETS = ("xnnpack", "xnnpack:int8", "xnnpack:int8-dynamic", "openvino")
 
 
-def export(name: str, out: Path) -> dict:
-    """Export one zoo model with pteforge's CLI; its manifest entries by target."""
+def export(name: str, out: Path) -> dict | str:
+    """Export one zoo model with pteforge's CLI; its manifest entries by target, or why
+    the export failed."""
     _, ref, shapes, dtypes = ZOO[name]
     cmd = [sys.executable, "-m", "pteforge", "export", "--model", ref, "--weights", "none", "--bench-runs", "0",
            *(a for s in shapes for a in ("--input-shape", s)), *(a for d in dtypes for a in ("--input-dtype", d)),
@@ -75,8 +76,9 @@ def export(name: str, out: Path) -> dict:
     proc = subprocess.run(cmd, env=env, cwd=HERE, capture_output=True, text=True, check=False)
     manifest = out / "index.json"
     if not manifest.is_file():
-        print(f"  {name}: export failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
-        return {}
+        why = f"export failed (exit {proc.returncode}): {''.join((proc.stderr or proc.stdout).strip().splitlines()[-1:])}"
+        print(f"  {name}: {why}")
+        return why
     data = json.loads(manifest.read_text())
     failed = json.loads((out / "report.json").read_text()).get("last_run_failures", [])
     return {e["target"]: e for e in data["models"] + data.get("references", []) + failed
@@ -159,7 +161,7 @@ def print_table(rows: dict) -> None:
                 return d["status"] + (f" ({d['sqnr_db'] or _sqnr(d['reason'])})" if d["status"] == "MISMATCH" else "")
             return f"{d['delegated_percent']:.1f} %, {d['subgraphs']}"
 
-        left = ", ".join(f"{op}×{n}" for op, n in (t.get("xnnpack") or {}).get("portable_ops", {}).items()) or "none"
+        left = row.get("failed") or ", ".join(f"{op}×{n}" for op, n in (t.get("xnnpack") or {}).get("portable_ops", {}).items()) or "none"
         ms = [f"{p[k]:.2f}" if k in p else "—" for k in (*TARGETS, "eager", "onnxruntime")]
         ratio = f"{p['xnnpack'] / p['onnxruntime']:.2f}" if "xnnpack" in p and "onnxruntime" in p else "—"
         print(f"| {name} | {row['family']} | " + " | ".join(deleg(x) for x in TARGETS) + f" | {left} | "
@@ -216,6 +218,10 @@ def main() -> int:
         for name in args.models:
             print(f"{name}: exporting", flush=True)
             entries = export(name, out / name)
+            if isinstance(entries, str):  # nothing to time: the row says why
+                rows[name] = {"family": ZOO[name][0], "factory": ZOO[name][1], "targets": {}, "p50_ms": {},
+                              "p50_per_round": {}, "failed": entries}
+                continue
             targets = {t: delegation(e) for t, e in entries.items() if t in TARGETS}
             ours = [(t, "", out / name / e["file"]) for t, e in entries.items() if t in TARGETS and e["status"] == "VERIFIED"]
             for t, d in targets.items():

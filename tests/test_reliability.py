@@ -36,9 +36,14 @@ def assert_manifest_matches_disk(out: Path) -> dict:
 
 
 def popen_cli(*args, **kw):
+    """The CLI as a user's terminal starts it. SIGINT gets its default action in the child:
+    a test runner started in the background by a non-interactive shell (``cmd &``)
+    ignores SIGINT, every process it starts inherits that, and Python then installs no
+    KeyboardInterrupt handler, so the Ctrl-C tests would test nothing."""
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     return subprocess.Popen([sys.executable, str(ROOT / "main.py"), *map(str, args)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kw)
 
 
 def wait_for_line(stream, needle: str, timeout: float = 600) -> list[str]:
