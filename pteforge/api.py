@@ -188,10 +188,6 @@ def export(
 
     reporter = reporter or SilentReporter()
     check_run(models, config)
-    if models and config.executor == "local":
-        from .workers import start_fork_server
-
-        start_fork_server()
     out = Path(config.out_dir)
     check_output_dir(out)
     existing = load_manifest(out / MANIFEST_NAME)  # refuse a broken manifest before any work
@@ -278,6 +274,10 @@ class _Run:
                     self.reporter.record(rec)
             if todo:
                 pending.append((spec, todo, keys))
+        if pending and self.config.executor == "local":
+            from .workers import start_fork_server
+
+            start_fork_server()  # its imports (~10 s) overlap the rest; not started when all came from the cache
         captures = self._captures(pending)
         self._targets([(spec, captures[spec.name], todo, keys) for spec, todo, keys in pending if spec.name in captures])
         order = {spec.name: i for i, spec in enumerate(models)}

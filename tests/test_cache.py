@@ -110,3 +110,19 @@ def test_every_option_either_defines_the_artifact_or_only_the_run(tmp_path):
     for name, value in (("out_dir", tmp_path / "x"), ("jobs", 1), ("timeout", 5.0), ("debug", True), ("cache", False),
                         ("base_url", "https://x"), ("oplist", True), ("bench_runs", 0)):
         assert key_for(spec, target, dataclasses.replace(base, **{name: value}), {}) == key, name
+
+
+def test_a_reexport_all_from_the_cache_starts_no_fork_server(tmp_path):
+    """The fork server imports torch and ExecuTorch (~10 s of CPU) and outlives a process
+    that exits while it imports: started for a run that needs no worker, it slowed each
+    following re-export (0.67 -> 2.07 s over five in a row). Only a run with work starts it."""
+    code = (
+        "import sys, pteforge.cli as c\n"
+        "from multiprocessing import forkserver\n"
+        f"c.main({[*TINY, '--out', str(tmp_path / 'out')]!r})\n"
+        "print('SERVER' if forkserver._forkserver._forkserver_pid else 'NONE')"
+    )
+    env = {**os.environ, "PTEFORGE_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT / "tests")}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env) for _ in range(2)]
+    assert runs[0].stdout.strip().endswith("SERVER"), "the first run lowers in workers"
+    assert "from the cache" in runs[1].stdout and runs[1].stdout.strip().endswith("NONE"), runs[1].stdout[-500:] + runs[1].stderr[-500:]
