@@ -99,6 +99,18 @@ def test_worker_crashes_and_hangs_fail_their_rows_only(capsys, out):
         "tiny_xnnpack.pte": "VERIFIED", "tiny_portable.pte": "VERIFIED"}
 
 
+def test_workers_side_by_side_share_the_cores():
+    """Jobs running side by side each get their share of torch's threads (both spinning on
+    every core made calibration 2-5x slower); a job running alone gets every core."""
+    from pteforge.workers import Job, WorkerPool
+
+    cores = os.cpu_count() or 1
+    with WorkerPool(2) as pool:
+        together = [o.value for o in pool.run([Job(f"j{i}", "tiny_models:torch_threads") for i in range(4)])]
+        alone = [o.value for o in pool.run([Job("alone", "tiny_models:torch_threads")])]
+    assert together == [max(1, cores // 2)] * 4 and alone == [cores]
+
+
 def test_ctrl_c_stops_promptly_and_keeps_what_finished(tmp_path):
     out = tmp_path / "out"
     proc = popen_cli("export", "--mobilenet", "--weights", "none", "--backends", "portable", "xnnpack", "vulkan",

@@ -132,3 +132,8 @@ class Sized(torch.nn.Module):
 def sized(width=8, classes=10, *, bias=True):
     """A factory that takes arguments (as torchvision's do)."""
     return Sized(width, classes, bias)
+
+
+def torch_threads(on_stage=None) -> int:
+    """A worker job (``tiny_models:torch_threads``): the intra-op threads torch would use."""
+    return torch.get_num_threads()
