@@ -150,8 +150,9 @@ class Backend:
     # "macos", given with `ray start --resources '{"macos": 1}'`); its jobs run there when
     # the cluster has such a node, anywhere otherwise
     ray_resource: ClassVar[str | None] = None
-    # rough lowering time relative to XNNPACK's on the same model: the scheduler's guess
-    # for starting the longest jobs first, until a run has measured them (pteforge.schedule)
+    # a job's time relative to XNNPACK's fp32 one on the same model (measured on
+    # mobilenet_v3_small, two jobs side by side on 2 cores): the scheduler's guess for
+    # starting the longest jobs first, until a run has measured them (pteforge.schedule)
     cost: ClassVar[float] = 1.0
     # Example partitioner code for the docs ("Using <backend>").
     code_sample: ClassVar[str] = ""

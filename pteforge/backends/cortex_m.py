@@ -6,7 +6,7 @@ from .base import Backend, Docs
 
 class CortexM(Backend):
     name = "cortex-m"
-    cost = 2.0
+    cost = 0.55
     order = 160
     title = "Arm Cortex-M (CMSIS-NN)"
     aliases = ("cortex_m", "cmsis-nn")

@@ -10,7 +10,7 @@ _CONVERTED_NOT_LISTED = {"aten.upsample_bilinear2d.vec"}
 
 class OpenVINO(Backend):
     name = "openvino"
-    cost = 3.0
+    cost = 0.65
     order = 110
     title = "OpenVINO"
     runtime_name = "OpenvinoBackend"

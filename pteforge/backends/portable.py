@@ -5,7 +5,7 @@ from .base import Backend, Docs
 
 class Portable(Backend):
     name = "portable"
-    cost = 0.5
+    cost = 0.6  # lowering, and verification on the portable kernels
     order = 180
     title = "Portable CPU kernels"
     runtime_name = None  # no delegate: every op runs on ExecuTorch's portable kernels
