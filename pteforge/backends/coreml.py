@@ -7,7 +7,7 @@ from .base import Backend, Docs, Requirement
 class CoreML(Backend):
     name = "coreml"
     ray_resource = "macos"
-    cost = 3.0
+    cost = 0.5
     order = 20
     priority = {"ios": 0}
     title = "Core ML"
@@ -56,7 +56,7 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
     }
 
     def recipe(self, precision):
-        import coremltools as ct
+        ct = coremltools()
         from executorch.backends.apple.coreml.recipes import CoreMLRecipeProvider, CoreMLRecipeType
 
         kind = CoreMLRecipeType[self._RECIPES[precision]]
@@ -72,7 +72,7 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
         return config
 
     def llm_partitioners(self, precision):
-        import coremltools as ct
+        ct = coremltools()
         from executorch.backends.apple.coreml.compiler import CoreMLBackend
         from executorch.backends.apple.coreml.partition import CoreMLPartitioner
 
@@ -88,3 +88,22 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
 
     def partitioners(self, precision):
         return self.plan(precision).partitioners
+
+
+def coremltools():
+    """coremltools, imported without scikit-learn: its ``_deps`` import sklearn (2.1 of the
+    3.7 s its import takes here, in every worker that lowers for Core ML) only to offer
+    converting scikit-learn models, which pteforge never does, and which coremltools 9
+    disables anyway for the scikit-learn (> 1.5.1) installed beside it."""
+    import sys
+
+    if "coremltools" not in sys.modules and "sklearn" not in sys.modules:
+        sys.modules["sklearn"] = None  # import sklearn raises ImportError: coremltools goes on without it
+        try:
+            import coremltools as ct
+        finally:
+            if sys.modules.get("sklearn", 0) is None:
+                del sys.modules["sklearn"]
+    import coremltools as ct
+
+    return ct
