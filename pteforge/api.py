@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -197,16 +198,21 @@ def export(
     from .models.catalog import build_catalog
     from .report.entries import write_label_files
 
+    started = time.monotonic()
+    run = _Run(plan, config, reporter)
+    run.look_up(models)
+    if run.pending and config.executor == "local":
+        from .workers import start_fork_server
+
+        start_fork_server()  # its imports (~10 s) overlap the labels' (torchvision); not started when all came from the cache
     needs = {m.family: m.labels for m in [*(build_catalog() if write_labels else []), *models] if m.labels}
     labels = write_label_files(out, needs, config.base_url)
-    sink = _ManifestSink(out, config, labels, set(plan.references))
+    run.sink = sink = _ManifestSink(out, config, labels, set(plan.references))
     if labels and not models:
         sink.merge([], None)
 
     run_id = uuid.uuid4().hex[:12]
     os.environ[RUN_ID_ENV] = run_id  # temp-file names of this run; workers inherit it
-    run = _Run(plan, config, reporter, sink)
-    started = time.monotonic()
     try:
         with _pool(config, len(plan.targets) * len(models), run.on_stage) as pool, tempfile.TemporaryDirectory(
                 prefix="pteforge-", dir=os.environ.get("PTEFORGE_WORK_DIR")) as work:  # shared by every Ray node
@@ -250,9 +256,10 @@ class _Run:
     first, on the pool; rows are merged into the manifest and cached as each finishes, so an
     interrupted run started again does only what is missing."""
 
-    def __init__(self, plan: TargetPlan, config: ExportConfig, reporter, sink):
-        self.plan, self.config, self.reporter, self.sink = plan, config, reporter, sink
-        self.pool = self.work = None
+    def __init__(self, plan: TargetPlan, config: ExportConfig, reporter):
+        self.plan, self.config, self.reporter = plan, config, reporter
+        self.pool = self.work = self.sink = None
+        self.looked: list[tuple[ModelSpec, list[Target], list[Record], dict]] = []  # (model, to do, restored, cache keys)
         self.records: list[Record] = []
         self.fresh: list[tuple[str | None, Record]] = []  # (cache key, row) of the work done in this run
         self.stages: dict[str, Stage] = {}  # job key -> the stage it is in
@@ -262,22 +269,23 @@ class _Run:
         self.stages[key] = stage
         self.reporter.stage(*self.names[key], stage)
 
+    def look_up(self, models: list[ModelSpec]) -> None:
+        """What the cache already holds, and what is left to do."""
+        self.looked = [(spec, *_from_cache(spec, self.plan.targets, self.config)) for spec in models]
+
+    @property
+    def pending(self) -> list[tuple[ModelSpec, list[Target], dict]]:
+        return [(spec, todo, keys) for spec, todo, _, keys in self.looked if todo]
+
     def all(self, models: list[ModelSpec]) -> None:
-        pending = []
-        for index, spec in enumerate(models, 1):
+        for index, (spec, _, restored, _) in enumerate(self.looked, 1):
             self.reporter.model_started(spec, index, len(models))
-            todo, restored, keys = _from_cache(spec, self.plan.targets, self.config)
             if restored:
                 self.records.extend(restored)
                 self.sink.merge(restored, spec)
                 for rec in restored:
                     self.reporter.record(rec)
-            if todo:
-                pending.append((spec, todo, keys))
-        if pending and self.config.executor == "local":
-            from .workers import start_fork_server
-
-            start_fork_server()  # its imports (~10 s) overlap the rest; not started when all came from the cache
+        pending = self.pending
         captures = self._captures(pending)
         self._targets([(spec, captures[spec.name], todo, keys) for spec, todo, keys in pending if spec.name in captures])
         order = {spec.name: i for i, spec in enumerate(models)}
@@ -322,6 +330,8 @@ class _Run:
         jobs, same = {}, {}  # job key -> the targets whose program that job's lowering makes too
         for spec, cap, todo, keys in work:
             leaders = {}
+            if sum(t.precision.quantized for t in todo) > 1:
+                cap = dataclasses.replace(cap, share_quantized=True)  # what one quantizes, the others may load
             for target in todo:
                 lowering = (lowering_key(target), family(spec.family).target_job)
                 if lowering in leaders:

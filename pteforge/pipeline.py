@@ -113,18 +113,21 @@ class _Job:
         return exported, plan, example
 
     def quantize(self, exported, plan, example):
-        from .stages.quantize import calibration_set, quantize
+        from .stages.quantize import calibration_set, quantize_shared
 
         if plan.quantizer is None and plan.quantize is None:
             return exported
+        shared = Path(self.capture.pt2_path).parent / "quantized" if self.capture.share_quantized else None
         try:
             batches, facts = calibration_set(self.spec, self.config)
-            exported = self.timed(Stage.QUANTIZE, lambda: quantize(exported, plan, batches, example))
+            exported, key = self.timed(Stage.QUANTIZE, lambda: quantize_shared(exported, plan, batches, example, shared))
         except Exception as exc:
             raise _StageFailed(Status.QUANTIZE_FAILED, exc) from exc
         how = "NNCF quantize_pt2e" if plan.quantize else type(plan.quantizer).__name__
         self.record.quantization = {"scheme": f"{self.primary.name} PT2E {self.target.precision.value} ({how})",
                                     "recipe": plan.recipe, "calibration": facts}
+        if key:  # the prepared program's fingerprint: targets with the same one share its quantization
+            self.record.quantization["prepared_program"] = key
         return exported
 
     def lower(self, exported, plan):

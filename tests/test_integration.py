@@ -48,6 +48,9 @@ def test_mobilenet_v3_small_every_backend_that_lowers_here(mobilenet_run):
         slug = target.replace(":", "_").replace("-weight", "weight")
         assert e["file"] == f"mobilenet/mobilenet_v3_small_{slug}.pte"
     assert entries["ethos-u55"]["precision"] == "int8" and entries["tosa"]["precision"] == "int8"
+    # TOSA's and Ethos-U55's quantizers prepare the same program here: quantized once
+    prepared = {t: entries[t]["quantization"]["prepared_program"] for t in ("ethos-u55", "tosa", "xnnpack:int8")}
+    assert prepared["ethos-u55"] == prepared["tosa"] != prepared["xnnpack:int8"], prepared
     for runnable in ("xnnpack", "portable", "openvino"):
         v = entries[runnable]["verification"]
         assert entries[runnable]["status"] == "VERIFIED" and v["passed"] and v["top1_agreement"] == 1.0

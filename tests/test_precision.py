@@ -139,3 +139,68 @@ def test_int8_dynamic_keeps_max_pool_in_xnnpack():
     [got] = program.load_method("forward").execute([x])
     want = model(x)
     assert 10 * torch.log10(want.pow(2).sum() / (got - want).pow(2).sum()) > 20  # dB
+
+
+def test_targets_whose_quantizers_prepare_the_same_program_quantize_it_once(tmp_path, monkeypatch):
+    """TOSA and Ethos-U85 prepare the same program for a conv net (their TOSA specs differ
+    in features it does not use): what the first quantized, the second loads instead of
+    calibrating and converting again, and its artifact is byte for byte what quantizing
+    on its own gives. Without sharing (one quantized target in the run) nothing is saved."""
+    import dataclasses
+
+    import torchao.quantization.pt2e.quantize_pt2e as pt2e
+
+    from pteforge.host import host
+    from pteforge.models.custom import factory_spec
+    from pteforge.pipeline import export_target
+    from pteforge.spec import ExportConfig, InputSpec, Target
+    from pteforge.stages.capture import capture
+
+    converted = []
+    real = pt2e.convert_pt2e
+    monkeypatch.setattr(pt2e, "convert_pt2e", lambda *a, **k: converted.append(1) or real(*a, **k))
+    spec = factory_spec("tiny_models:weighty", (InputSpec((1, 3, 16, 16)),), name="weighty")
+    config = ExportConfig(out_dir=tmp_path / "out", weights="none", calibration_samples=4, verify_inputs=1)
+    cap = capture(spec, config, tmp_path / "work")
+    store = tmp_path / "work" / "quantized"
+    shared = dataclasses.replace(cap, share_quantized=True)
+    tosa, u85 = (Target((name,), Precision.INT8) for name in ("tosa", "ethos-u85"))
+
+    first = export_target(shared, spec, tosa, config, host())
+    [saved] = store.glob("*.pt2")
+    assert len(converted) == 1
+    loaded = export_target(shared, spec, u85, config, host())
+    assert len(converted) == 1, "the second target loaded the program, it did not quantize again"
+    assert first.quantization["prepared_program"] == loaded.quantization["prepared_program"] == saved.stem
+    shutil.rmtree(store)
+    alone = export_target(cap, spec, u85, config, host())
+    assert len(converted) == 2 and not store.exists() and "prepared_program" not in alone.quantization
+    assert loaded.artifact.sha256 == alone.artifact.sha256
+
+
+def test_a_different_quantizer_configuration_or_calibration_is_another_fingerprint():
+    """The fingerprint covers each observer's configuration (dtype, scheme, ranges, the
+    derived bias qparams by code and closure), every tensor and the calibration inputs;
+    two prepares of the same configuration agree, whatever the objects' addresses."""
+    import torch
+    from executorch.backends.arm.quantizer import get_symmetric_quantization_config
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.util._factory import create_quantizer
+    from tiny_models import weighty
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+
+    from pteforge.stages.quantize import fingerprint
+
+    x = torch.rand(1, 3, 16, 16)
+    exported = torch.export.export(weighty().eval(), (x,))
+
+    def prepared(per_channel: bool):
+        quantizer = create_quantizer(TosaCompileSpec("TOSA-1.0+INT"))
+        quantizer.set_global(get_symmetric_quantization_config(is_per_channel=per_channel))
+        return prepare_pt2e(exported.module(check_guards=False), quantizer)
+
+    batches = [(x,), (x * 2,)]
+    key = fingerprint(prepared(True), batches)
+    assert key and fingerprint(prepared(True), batches) == key
+    assert fingerprint(prepared(False), batches) != key
+    assert fingerprint(prepared(True), [(x,), (x * 3,)]) != key

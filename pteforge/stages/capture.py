@@ -26,6 +26,8 @@ class Capture:
     # "backend:precision" -> .pt2 of the model after that backend's source transform
     # (torchao weight-only int4 must be applied to the eager model, before capture)
     variants: dict[str, str] = field(default_factory=dict)
+    # more than one target of this run quantizes it: each saves what it quantized for the others
+    share_quantized: bool = False
 
 
 def variant_key(backend: str, precision) -> str:
