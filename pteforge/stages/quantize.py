@@ -137,8 +137,10 @@ def _describe(value, names: dict, top: bool = False, depth: int = 0) -> str:
 
     if depth > 8:
         raise _Unstable
+
     def d(v):
         return _describe(v, names, depth=depth + 1)
+
     if value is None or isinstance(value, (bool, int, float, str, bytes, torch.dtype, torch.qscheme, torch.device,
                                            enum.Enum)):
         return repr(value)
@@ -171,10 +173,8 @@ def _describe(value, names: dict, top: bool = False, depth: int = 0) -> str:
     if isinstance(value, (types.FunctionType, types.MethodType)):
         if isinstance(value, types.MethodType):
             return f"method({d(value.__func__)},{d(value.__self__)})"
-        code = value.__code__
         cells = [c.cell_contents for c in value.__closure__ or ()]
-        body = hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()[:16]
-        return f"fn({value.__module__}.{value.__qualname__},{body},{d(cells)},{d(value.__defaults__)})"
+        return f"fn({value.__module__}.{value.__qualname__},{_code(value.__code__)},{d(cells)},{d(value.__defaults__)})"
     if isinstance(value, types.BuiltinFunctionType):
         return f"builtin({getattr(value, '__module__', '')}.{value.__qualname__})"
     if hasattr(value, "__dict__"):
@@ -183,6 +183,15 @@ def _describe(value, names: dict, top: bool = False, depth: int = 0) -> str:
     if " at 0x" in text or " object at " in text:
         raise _Unstable
     return f"{type(value).__qualname__}:{text}"
+
+
+def _code(code) -> str:
+    """A code object's bytecode and constants, nested functions' too (not their addresses)."""
+    import hashlib
+    import types
+
+    consts = [_code(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    return hashlib.sha256(code.co_code + repr(consts).encode()).hexdigest()[:16]
 
 
 def half_program(exported, example: tuple):
