@@ -114,7 +114,7 @@ def _set_threads(threads: int) -> None:
     """
     import sys
 
-    torch = sys.modules.get("torch")  # preloaded by the fork server; never imported just for this
+    torch = sys.modules.get("torch")  # preloaded by the fork server (imported by a Ray task's job anyway)
     if torch is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
 
