@@ -35,12 +35,13 @@ def _run_job(job: Job, board):
     import importlib
 
     import ray
+    import torch  # noqa: F401 - every job is torch work: its threads are set before it starts
 
-    from .workers import _set_threads
+    from .workers import set_threads
 
     # the CPUs Ray gave this task, as a local worker gets its share of the cores
     # (torch would spin a thread per core in every task on the node)
-    _set_threads(max(1, int(ray.get_runtime_context().get_assigned_resources().get("CPU", 1))))
+    set_threads(max(1, int(ray.get_runtime_context().get_assigned_resources().get("CPU", 1))))
     module, _, name = job.fn.partition(":")
     fn = getattr(importlib.import_module(module), name)
     return fn(*job.args, on_stage=lambda stage: board.set.remote(job.key, stage), **job.kwargs)

@@ -87,7 +87,7 @@ def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
         if job is None:
             return
         job, threads = job
-        _set_threads(threads)
+        set_threads(threads)
         module, _, name = job.fn.partition(":")
         fn = getattr(importlib.import_module(module), name)
 
@@ -105,7 +105,7 @@ def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
                 conn.send(("error", job.key, RuntimeError(f"{type(exc).__name__}: {exc}"), tb))
 
 
-def _set_threads(threads: int) -> None:
+def set_threads(threads: int) -> None:
     """Torch's intra-op threads for the next job: this worker's share of the cores.
 
     Two workers with a thread per core each would both spin on both cores: on 2 cores
@@ -114,7 +114,7 @@ def _set_threads(threads: int) -> None:
     """
     import sys
 
-    torch = sys.modules.get("torch")  # preloaded by the fork server (imported by a Ray task's job anyway)
+    torch = sys.modules.get("torch")  # preloaded by the fork server; never imported just for this
     if torch is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
 
