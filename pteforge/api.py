@@ -340,7 +340,8 @@ class _Run:
                 key = leaders[lowering] = f"{spec.name}/{target.name}"
                 self.names[key], same[key] = (spec.name, target.name), []
                 jobs[key] = (Job(key, family(spec.family).target_job, (cap, spec, target, self.config),
-                                 timeout=self.config.timeout), spec, cap, target, keys.get(target.name))
+                                 timeout=self.config.timeout, group=_memo_group(spec, target)),
+                             spec, cap, target, keys.get(target.name))
         ordered = schedule.order([(spec.name, target, cap.pt2_path, job) for job, spec, cap, target, _ in jobs.values()])
         for outcome in self.pool.run([job for *_, job in ordered]):
             _, spec, cap, target, cache_key = jobs[outcome.job.key]
@@ -367,6 +368,12 @@ class _Run:
         self.reporter.record(rec)
         self.fresh.append((cache_key, rec))
         self.records.append(rec)
+
+
+def _memo_group(spec: ModelSpec, target: Target) -> str | None:
+    """Targets in one group run on one worker, one after another (``Backend.memo_group``)."""
+    group = default_registry().get(target.backends[0]).memo_group
+    return f"{spec.name}:{target.precision.value}:{group}" if group else None
 
 
 def check_run(models: list[ModelSpec], config: ExportConfig) -> None:

@@ -94,17 +94,18 @@ class _Job:
     def load(self):
         import torch
 
+        from .stages import memo
         from .stages.capture import variant_key
 
         precision = self.target.precision
         pt2 = self.capture.variants.get(variant_key(self.primary.name, precision), self.capture.pt2_path)
-        exported = self.timed(Stage.LOAD, lambda: torch.export.load(pt2))
+        exported = self.timed(Stage.LOAD, lambda: memo.tag(torch.export.load(pt2), _file_identity(pt2)))
         example = tuple(torch.load(self.capture.reference_path, weights_only=True)["inputs"][0])
         try:
             if precision not in self.primary.precisions:
                 raise ValueError(f"{self.primary.name} takes {precision.value} for language models only (--gemma, --llm)")
             plan = self.primary.plan(precision)
-            exported = self.primary.prepare(exported, precision, example)
+            exported = memo.tag(self.primary.prepare(exported, precision, example), memo.source_of(exported))
         except Exception as exc:
             raise _StageFailed(Status.LOWER_FAILED, exc) from exc
         if pt2 != self.capture.pt2_path:
@@ -196,6 +197,12 @@ class _Job:
             record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}
         record.artifact = Artifact(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
                                    delegation=delegation)
+
+
+def _file_identity(path) -> str:
+    """Where a program was loaded from, as the steps shared in a worker know it (stages/memo.py)."""
+    st = Path(path).stat()
+    return f"file {Path(path).resolve()} {st.st_size} {st.st_mtime_ns}"
 
 
 def lowering_key(target: Target) -> tuple:

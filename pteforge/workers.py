@@ -32,6 +32,9 @@ class Job:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     timeout: float = 1200.0
+    # Jobs of one group run on one worker, one after another: the later ones reuse what
+    # the first kept in that worker's memory (stages/memo.py).
+    group: str | None = None
 
 
 @dataclass
@@ -146,6 +149,7 @@ class WorkerPool:
         self.ctx = _context()
         self.idle: list[_Worker] = []
         self.busy: list[_Worker] = []
+        self.owners: dict[str, _Worker] = {}  # group -> the worker that ran its first job
 
     def __enter__(self):
         return self
@@ -166,8 +170,37 @@ class WorkerPool:
             w.kill()
         self.idle, self.busy = [], []
 
-    def _worker(self) -> _Worker:
-        return self.idle.pop() if self.idle else _Worker(self.ctx, self.quiet)
+    def _next(self, pending: deque) -> tuple[Job, _Worker]:
+        """The next job to start, in order, and its worker.
+
+        A job of a group goes to the worker that ran the group's first job; while that
+        worker is busy, the next job that does not wait for it starts instead. When every
+        job left waits for a busy worker, a free one takes the first, so no core idles.
+        """
+        waiting = {id(self.owners[j.group]) for j in pending if j.group in self.owners}
+        for i, job in enumerate(pending):
+            owner = self.owners.get(job.group) if job.group else None
+            if owner is not None and owner in self.busy:
+                continue
+            del pending[i]
+            if owner is not None and owner in self.idle:
+                self.idle.remove(owner)
+                return job, owner
+            w = self._worker(avoid=waiting)
+            if job.group:
+                self.owners[job.group] = w  # the first of its group, or its owner died
+            return job, w
+        return pending.popleft(), self._worker(avoid=waiting)
+
+    def _worker(self, avoid: set = frozenset()) -> _Worker:
+        """An idle worker, preferring one no waiting group needs, or a new one."""
+        free = [w for w in self.idle if id(w) not in avoid]
+        if free:
+            self.idle.remove(free[0])
+            return free[0]
+        if self.idle and len(self.idle) + len(self.busy) >= self.size:
+            return self.idle.pop()
+        return _Worker(self.ctx, self.quiet)
 
     def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
         pending = deque(jobs)
@@ -175,8 +208,7 @@ class WorkerPool:
             while pending and len(self.busy) < self.size:
                 # the cores shared by the jobs that will run side by side
                 threads = max(1, (os.cpu_count() or 1) // min(self.size, len(self.busy) + len(pending)))
-                job = pending.popleft()
-                w = self._worker()
+                job, w = self._next(pending)
                 w.job, w.deadline = job, time.monotonic() + job.timeout
                 try:
                     w.conn.send((job, threads))

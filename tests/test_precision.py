@@ -143,9 +143,11 @@ def test_int8_dynamic_keeps_max_pool_in_xnnpack():
 
 def test_targets_whose_quantizers_prepare_the_same_program_quantize_it_once(tmp_path, monkeypatch):
     """TOSA and Ethos-U85 prepare the same program for a conv net (their TOSA specs differ
-    in features it does not use): what the first quantized, the second loads instead of
-    calibrating and converting again, and its artifact is byte for byte what quantizing
-    on its own gives. Without sharing (one quantized target in the run) nothing is saved."""
+    in features it does not use): what the first quantized, the second takes instead of
+    calibrating and converting again, with the edge program the first made from it (one
+    worker, stages/memo.py), and its artifact is byte for byte what quantizing and
+    lowering on its own gives. Without sharing (one quantized target in the run) nothing
+    is saved."""
     import dataclasses
 
     import torchao.quantization.pt2e.quantize_pt2e as pt2e
@@ -154,6 +156,7 @@ def test_targets_whose_quantizers_prepare_the_same_program_quantize_it_once(tmp_
     from pteforge.models.custom import factory_spec
     from pteforge.pipeline import export_target
     from pteforge.spec import ExportConfig, InputSpec, Target
+    from pteforge.stages import memo
     from pteforge.stages.capture import capture
 
     converted = []
@@ -169,8 +172,11 @@ def test_targets_whose_quantizers_prepare_the_same_program_quantize_it_once(tmp_
     first = export_target(shared, spec, tosa, config, host())
     [saved] = store.glob("*.pt2")
     assert len(converted) == 1
+    before = memo.stats.copy()
     loaded = export_target(shared, spec, u85, config, host())
     assert len(converted) == 1, "the second target loaded the program, it did not quantize again"
+    assert memo.stats["edge hit"] == before["edge hit"] + 1, "and took the first one's edge program"
+    assert memo.stats["decompose miss"] == before["decompose miss"]
     assert first.quantization["prepared_program"] == loaded.quantization["prepared_program"] == saved.stem
     shutil.rmtree(store)
     alone = export_target(cap, spec, u85, config, host())

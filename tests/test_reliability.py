@@ -111,6 +111,24 @@ def test_workers_side_by_side_share_the_cores():
     assert together == [max(1, cores // 2)] * 4 and alone == [cores]
 
 
+def test_jobs_of_a_group_run_on_one_worker_and_no_core_idles():
+    """Jobs of one group follow the worker that ran the first (what it kept in memory is
+    reused) while other jobs take the other worker; when only jobs waiting for a busy
+    worker are left, a free worker takes one rather than idle."""
+    from pteforge.workers import Job, WorkerPool
+
+    def job(key, seconds, group=None):
+        return Job(key, "tiny_models:pid_after", (seconds,), group=group)
+
+    with WorkerPool(2) as pool:
+        jobs = [job("a1", 0.3, "a"), job("a2", 0.2, "a"), job("a3", 0.2, "a"), *(job(f"x{i}", 1.0) for i in range(3))]
+        pids = {o.job.key: o.value for o in pool.run(jobs)}
+        assert pids["a1"] == pids["a2"] == pids["a3"] != pids["x0"], "the group on one worker, x0 beside it"
+        t0 = time.monotonic()
+        pids = {o.job.key: o.value for o in pool.run([job("b1", 2.0, "b"), job("b2", 0.1, "b")])}
+        assert pids["b1"] != pids["b2"] and time.monotonic() - t0 < 3.5, "b2 did not wait for b1's worker"
+
+
 def test_ctrl_c_stops_promptly_and_keeps_what_finished(tmp_path):
     out = tmp_path / "out"
     proc = popen_cli("export", "--mobilenet", "--weights", "none", "--backends", "portable", "xnnpack", "vulkan",

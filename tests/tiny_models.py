@@ -137,3 +137,11 @@ def sized(width=8, classes=10, *, bias=True):
 def torch_threads(on_stage=None) -> int:
     """A worker job (``tiny_models:torch_threads``): the intra-op threads torch would use."""
     return torch.get_num_threads()
+
+
+def pid_after(seconds: float, on_stage=None) -> int:
+    """A worker job (``tiny_models:pid_after``): which worker ran it, after ``seconds``."""
+    import time
+
+    time.sleep(seconds)
+    return os.getpid()

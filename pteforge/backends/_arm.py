@@ -20,6 +20,7 @@ class ArmBackend(Backend):
     """
 
     cost = 1.1  # TOSA lowering: mobilenet_v3_small fp32 10.2 s, XNNPACK's 9.2 s
+    memo_group = "arm"  # TOSA, Ethos-U55 and U85 int8 quantize and convert mobilenet_v3_small alike
 
     recipe_names: dict[Precision, str] = {}
 

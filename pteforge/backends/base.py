@@ -154,6 +154,11 @@ class Backend:
     # mobilenet_v3_small, two jobs side by side on 2 cores): the scheduler's guess for
     # starting the longest jobs first, until a run has measured them (pteforge.schedule)
     cost: ClassVar[float] = 1.0
+    # Targets of one model and precision whose first backends name the same group run on
+    # one worker, one after another: the later ones take the quantized and edge programs
+    # the first made from that worker's memory (stages/memo.py). For backends whose
+    # quantizers and partitioners usually agree on both (Arm's TOSA-based ones).
+    memo_group: ClassVar[str | None] = None
     # Example partitioner code for the docs ("Using <backend>").
     code_sample: ClassVar[str] = ""
 

@@ -93,8 +93,10 @@ def _lazy_class(base):
 
 @contextlib.contextmanager
 def fast_fx():
-    """``shared_provenance`` and ``lazy_codegen`` together: what every lowering runs under."""
-    with shared_provenance(), lazy_codegen():
+    """``shared_provenance``, ``lazy_codegen`` and ``memo.sharing``: what every lowering runs under."""
+    from .memo import sharing
+
+    with shared_provenance(), lazy_codegen(), sharing():
         yield
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from ..models.synthetic import make_inputs
 from ..spec import ExportConfig, ModelSpec
+from . import memo
+from .describe import Unstable, describe
 
 
 def calibration_set(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple], dict]:
@@ -52,8 +54,9 @@ def quantize_shared(exported, plan, batches: list[tuple], example: tuple, shared
 
     ``shared``: a directory every target of this model's run sees. A target whose
     quantizer prepares a program already quantized there (same ``fingerprint``) loads
-    it instead of calibrating and converting again; one that quantizes saves its result
-    there. Nothing waits: two targets preparing the same program side by side each
+    it instead of calibrating and converting again, or takes it from this worker's
+    memory (``memo.kept``) when this worker made or loaded it; one that quantizes saves
+    its result there. Nothing waits: two targets preparing the same program side by side each
     quantize it (waiting would leave a core idle for as long as quantizing takes).
     Either way the program is the same (tested: the same .pte bytes).
 
@@ -70,12 +73,20 @@ def quantize_shared(exported, plan, batches: list[tuple], example: tuple, shared
     prepared = prepare_pt2e(module, plan.quantizer)
     key = fingerprint(prepared, batches) if shared is not None else None
     path = shared / f"{key}.pt2" if key else None
-    if path is not None and path.is_file():
-        return torch.export.load(str(path)), key
+    source = f"quantized {key}" if key else None
+    if source is not None:
+        quantized = memo.kept(source)  # this worker quantized it for another target
+        if quantized is None and path.is_file():
+            quantized = torch.export.load(str(path))
+            memo.keep(source, quantized)
+        if quantized is not None:
+            return memo.tag(quantized, source), key
     with torch.no_grad():
         for batch in batches:
             prepared(*batch)
-    quantized = torch.export.export(convert_pt2e(prepared), example)
+    quantized = memo.tag(torch.export.export(convert_pt2e(prepared), example), source)
+    if source is not None:
+        memo.keep(source, quantized)
     if path is not None:
         from filelock import FileLock, Timeout
 
@@ -91,10 +102,6 @@ def quantize_shared(exported, plan, batches: list[tuple], example: tuple, shared
         except Timeout:
             pass
     return quantized, key
-
-
-class _Unstable(Exception):
-    """A value without a stable description (an object known only by its address)."""
 
 
 def fingerprint(prepared, batches: list[tuple]) -> str | None:
@@ -114,84 +121,12 @@ def fingerprint(prepared, batches: list[tuple]) -> str | None:
     h = hashlib.sha256()
     try:
         for name, mod in prepared.named_modules():
-            h.update(f"\n{name}:{_describe(mod, names, top=True)}".encode())
+            h.update(f"\n{name}:{describe(mod, names, top=True)}".encode())
         for batch in batches:
-            h.update(_describe(list(batch), names).encode())
-    except _Unstable:
+            h.update(describe(list(batch), names).encode())
+    except Unstable:
         return None
     return h.hexdigest()[:20]
-
-
-_SKIP = ("_modules", "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-         "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks",
-         "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called")
-
-
-def _describe(value, names: dict, top: bool = False, depth: int = 0) -> str:
-    import enum
-    import functools
-    import hashlib
-    import types
-
-    import torch
-
-    if depth > 8:
-        raise _Unstable
-
-    def d(v):
-        return _describe(v, names, depth=depth + 1)
-
-    if value is None or isinstance(value, (bool, int, float, str, bytes, torch.dtype, torch.qscheme, torch.device,
-                                           enum.Enum)):
-        return repr(value)
-    if isinstance(value, torch.Tensor):
-        try:
-            # a copy: numpy() makes the storage it sees non-resizable, and observers resize theirs
-            raw = value.detach().cpu().clone().reshape(-1).view(torch.uint8).numpy().tobytes()
-        except (RuntimeError, TypeError):  # a quantized or sparse tensor
-            raise _Unstable from None
-        return f"T({value.dtype},{tuple(value.shape)},{hashlib.sha256(raw).hexdigest()[:16]})"
-    if isinstance(value, torch.nn.Module):
-        if not top:
-            if id(value) not in names:
-                raise _Unstable
-            return f"<{names[id(value)]}>"  # described where it sits in the module tree
-        if isinstance(value, torch.fx.GraphModule):  # its code and its tensors (weights, constants)
-            tensors = {k: v for k, v in vars(value).items() if isinstance(v, torch.Tensor)}
-            return f"GraphModule({value.code},{d(dict(value._parameters))},{d(dict(value._buffers))},{d(tensors)})"
-        attrs = {k: v for k, v in vars(value).items() if k not in _SKIP and k != "training"}
-        return f"{type(value).__module__}.{type(value).__qualname__}{d(attrs)}"
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(d(v) for v in value) if isinstance(value, (set, frozenset)) else [d(v) for v in value]
-        return f"{type(value).__name__}[{','.join(items)}]"
-    if isinstance(value, dict):
-        return "{" + ",".join(sorted(f"{d(k)}:{d(v)}" for k, v in value.items())) + "}"
-    if isinstance(value, functools.partial):
-        return f"partial({d(value.func)},{d(value.args)},{d(value.keywords)})"
-    if isinstance(value, type):
-        return f"{value.__module__}.{value.__qualname__}"
-    if isinstance(value, (types.FunctionType, types.MethodType)):
-        if isinstance(value, types.MethodType):
-            return f"method({d(value.__func__)},{d(value.__self__)})"
-        cells = [c.cell_contents for c in value.__closure__ or ()]
-        return f"fn({value.__module__}.{value.__qualname__},{_code(value.__code__)},{d(cells)},{d(value.__defaults__)})"
-    if isinstance(value, types.BuiltinFunctionType):
-        return f"builtin({getattr(value, '__module__', '')}.{value.__qualname__})"
-    if hasattr(value, "__dict__"):
-        return f"{type(value).__module__}.{type(value).__qualname__}{d(vars(value))}"
-    text = repr(value)
-    if " at 0x" in text or " object at " in text:
-        raise _Unstable
-    return f"{type(value).__qualname__}:{text}"
-
-
-def _code(code) -> str:
-    """A code object's bytecode and constants, nested functions' too (not their addresses)."""
-    import hashlib
-    import types
-
-    consts = [_code(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
-    return hashlib.sha256(code.co_code + repr(consts).encode()).hexdigest()[:16]
 
 
 def half_program(exported, example: tuple):

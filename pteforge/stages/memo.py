@@ -1,0 +1,208 @@
+"""The steps lowerings repeat, done once per worker process for the same program.
+
+``to_edge_transform_and_lower`` re-traces its input up to three times
+(``run_decompositions``) and converts it to the edge dialect before any partitioner
+lowers anything. Targets of one model repeat those steps on the same program: the
+Arm int8 targets (TOSA, Ethos-U55, Ethos-U85) start from one quantized program and
+make the same edge program (7 of their 14 s each on mobilenet_v3_small), and every
+fp32 target starts with the same functionalizing ``run_decompositions({})``.
+
+Both steps are pure functions of what they read, so inside ``sharing()`` each result
+is kept under a key of all of it: the program (``program_key``: where it came from,
+its graph code, each node's metadata, its tensors and signature) and the call's
+arguments (the decomposition table op by op, the edge config, the ops to preserve).
+A later call with the same key gets a copy of the kept result instead. Only programs
+the pipeline ``tag``\\s (the capture, a quantized program) and those made from them
+take part; a program holding anything but tensors and graphs is never shared.
+
+The quantized programs are kept here too (``keep``/``kept``), by the fingerprint of
+what was prepared, so a second target of the same worker loads nothing from disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import hashlib
+from collections import Counter, OrderedDict
+
+from .describe import Unstable, describe
+
+_TAG = "_pteforge_source"
+# What a worker keeps, by the size of the programs' tensors: a mobilenet_v3_small program
+# is 2.5-10 MB, ~40 results of its default run; a bigger program may push the others out.
+BUDGET = 512 * 2**20
+_kept: OrderedDict[str, tuple] = OrderedDict()  # key -> (program, its bytes, objects the key names by identity)
+stats: Counter[str] = Counter()  # "decompose hit", "edge miss", ...: what this process shared
+# Provenance, for debugging: only debug handles read it, by the oldest ancestor's name.
+_PROVENANCE = {"from_node", "stack_trace"}
+
+
+def tag(program, source: str | None):
+    """Mark ``program`` as made from ``source`` (a content key): its steps may be shared."""
+    if source is not None:
+        setattr(program, _TAG, source)
+    return program
+
+
+def source_of(program) -> str | None:
+    return getattr(program, _TAG, None)
+
+
+def keep(key: str, program, pinned: list = ()) -> None:
+    """Keep a copy of ``program`` under ``key`` (the least recently used go first)."""
+    size = _size(program)
+    if size > BUDGET // 2:
+        return
+    _kept[key] = (_copy(program), size, list(pinned))
+    _kept.move_to_end(key)
+    while sum(entry[1] for entry in _kept.values()) > BUDGET:
+        _kept.popitem(last=False)
+
+
+def _size(program) -> int:
+    import torch
+
+    values = {**program.state_dict, **program.constants}.values()
+    return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
+
+
+def kept(key: str):
+    """A copy of the program kept under ``key``, or None."""
+    if key not in _kept:
+        return None
+    _kept.move_to_end(key)
+    return _copy(_kept[key][0])
+
+
+def _copy(program):
+    """A copy sharing nothing a pass may change in place: ``deepcopy`` gives each node a
+    new metadata dict, but its values (``custom``, module stacks) stay shared."""
+    import torch
+
+    program = copy.deepcopy(program)
+    for module in program.graph_module.modules():
+        if isinstance(module, torch.fx.GraphModule):
+            for node in module.graph.nodes:
+                for k, v in node.meta.items():
+                    if k not in ("val", "from_node") and isinstance(v, (dict, list)):
+                        node.meta[k] = copy.deepcopy(v)
+    return program
+
+
+def program_key(program) -> str | None:
+    """A tagged program's key: its source, graph code, node metadata, tensors and
+    signature; None when untagged or holding an attribute that is neither."""
+    source = source_of(program)
+    if source is None:
+        return None
+    import torch
+
+    h = hashlib.sha256(source.encode())
+    for name, module in program.graph_module.named_modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            return None  # e.g. a lowered delegate: not described here
+        h.update(f"{name}\n{module.graph.python_code('self').src}".encode())
+        for node in module.graph.nodes:
+            if node.op == "get_attr" and not isinstance(getattr(module, node.target, None),
+                                                        (torch.Tensor, torch.fx.GraphModule)):
+                return None
+            meta = sorted((k, _meta_repr(k, v)) for k, v in node.meta.items() if k not in _PROVENANCE)
+            h.update(f"{node.name} {_ancestor(node)} {meta}\n".encode())
+    h.update(f"{program.graph_signature}\n{program.range_constraints}\n".encode())
+    for name, value in sorted({**program.state_dict, **program.constants}.items()):
+        h.update(name.encode())
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous()
+            h.update(f"{t.dtype}{tuple(t.shape)}".encode())
+            h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        else:
+            h.update(repr(value).encode())
+    return h.hexdigest()
+
+
+def _meta_repr(key: str, value) -> str:
+    if key == "custom" and isinstance(value, dict):
+        # Tracing through a torch._dynamo.disable'd function marks the node it came from
+        # (``_torchdynamo_disable*``), in place: bookkeeping of the trace, not of the program.
+        value = {k: v for k, v in value.items() if not str(k).startswith("_torchdynamo_disable")}
+    return repr(value)
+
+
+def _ancestor(node) -> str:
+    """The name of the node ``node`` came from in the captured graph (its debug handle's group)."""
+    chain = node.meta.get("from_node")
+    source = chain[-1] if chain else None
+    while source is not None and source.from_node:
+        source = source.from_node[-1]
+    return getattr(source, "name", "")
+
+
+def _shared(step: str, key: str | None, source: str | None, call, pinned: list = ()):
+    """``call()``, or a copy of what an earlier call with ``key`` made; tagged with ``source``."""
+    if key is None:
+        return call()
+    result = kept(key)
+    stats[f"{step} {'miss' if result is None else 'hit'}"] += 1
+    if result is not None:
+        return tag(result, source)
+    result = tag(call(), source)
+    keep(key, result, pinned)
+    return result
+
+
+def _table_key(table, pinned: list) -> str:
+    """The decomposition table, op by op: each function by its code and closure (the
+    table is rebuilt for every call, with new closures), or else by its identity, kept
+    alive in ``pinned`` for as long as a key names it."""
+    if table is None:
+        return "default"
+    entries = []
+    for op, fn in table.items():
+        try:
+            entries.append(f"{op}={describe(fn)}")
+        except Unstable:
+            pinned.append(fn)
+            entries.append(f"{op}=object@{id(fn)}")
+    return ";".join(sorted(entries))
+
+
+def _digest(*parts) -> str:
+    return hashlib.sha256(" ".join(map(str, parts)).encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def sharing():
+    """Inside, ``run_decompositions`` and the edge dialect conversion of tagged programs
+    are shared by key (see the module's docstring)."""
+    from executorch.exir.program import _program
+    from torch.export import ExportedProgram
+
+    run_decompositions = ExportedProgram.run_decompositions
+    generate_edge_program = _program._generate_edge_program
+
+    @functools.wraps(run_decompositions)
+    def decompose(self, decomp_table=None, decompose_custom_triton_ops=False):
+        key, pinned = program_key(self), []
+        if key is not None:
+            key = _digest("decompose", key, decompose_custom_triton_ops, _table_key(decomp_table, pinned))
+        return _shared("decompose", key, source_of(self), lambda: run_decompositions(self, decomp_table, decompose_custom_triton_ops),
+                       pinned)
+
+    @functools.wraps(generate_edge_program)
+    def edge(config, program, core_aten_ops_exception_list=None, preserve_ops=None):
+        key = program_key(program)
+        if key is not None:
+            ops = [sorted(map(str, o or [])) for o in (core_aten_ops_exception_list, preserve_ops)]
+            key = _digest("edge", key, repr(config), ops)
+        return _shared("edge", key, source_of(program),
+                       lambda: generate_edge_program(config, program, core_aten_ops_exception_list, preserve_ops))
+
+    ExportedProgram.run_decompositions = decompose
+    _program._generate_edge_program = edge
+    try:
+        yield
+    finally:
+        ExportedProgram.run_decompositions = run_decompositions
+        _program._generate_edge_program = generate_edge_program

@@ -1,0 +1,53 @@
+"""Steps shared inside one worker (pteforge/stages/memo.py): a result is reused only for
+the same program (source, code, metadata, tensors) and the same call."""
+
+import torch
+from tiny_models import TinyNet
+
+from pteforge.stages import memo
+
+
+def exported():
+    torch.manual_seed(0)
+    return torch.export.export(TinyNet().eval(), (torch.rand(1, 3, 8, 8),))
+
+
+def test_the_same_call_on_the_same_program_is_done_once():
+    program = memo.tag(exported(), "test same")
+    with memo.sharing():
+        before = memo.stats.copy()
+        first = program.run_decompositions({})
+        again = program.run_decompositions({})
+        assert memo.stats["decompose hit"] == before["decompose hit"] + 1
+    assert first is not again and again.graph_module.code == first.graph_module.code
+    assert memo.source_of(again) == "test same", "what is made from a tagged program may be shared too"
+    for made in (first, again):  # a pass writing into the metadata of its own program, in place
+        next(n for n in made.graph.nodes if n.op == "call_function").meta["nn_module_stack"]["changed"] = True
+    with memo.sharing():
+        third = program.run_decompositions({})
+    assert all("changed" not in n.meta.get("nn_module_stack", {}) for n in third.graph.nodes), "copies share nothing"
+
+
+def test_another_program_or_call_is_not_shared():
+    program = memo.tag(exported(), "test other")
+    with memo.sharing():
+        program.run_decompositions({})
+        hits = memo.stats["decompose hit"]
+        program.run_decompositions()  # the default table: another call
+        with torch.no_grad():
+            next(iter(program.state_dict.values())).add_(1.0)  # a weight changed in place
+        program.run_decompositions({})
+        memo.tag(exported(), "test elsewhere").run_decompositions({})  # the same graph from another source
+        untagged = memo.stats.copy()
+        exported().run_decompositions({})
+        assert memo.stats == untagged, "an untagged program takes no part"
+    assert memo.stats["decompose hit"] == hits
+
+
+def test_programs_holding_other_objects_have_no_key():
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    lowered = to_edge_transform_and_lower(exported(), partitioner=[XnnpackPartitioner()]).exported_program()
+    assert memo.program_key(memo.tag(lowered, "test delegate")) is None, "a delegate is not described"
+    assert memo.program_key(memo.tag(exported(), "test plain")) is not None
