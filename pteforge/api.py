@@ -205,17 +205,18 @@ def export(
         from .workers import start_fork_server
 
         start_fork_server()  # its imports (~10 s) overlap the labels' (torchvision); not started when all came from the cache
-    needs = {m.family: m.labels for m in [*(build_catalog() if write_labels else []), *models] if m.labels}
-    labels = write_label_files(out, needs, config.base_url)
-    run.sink = sink = _ManifestSink(out, config, labels, set(plan.references))
-    if labels and not models:
-        sink.merge([], None)
-
     run_id = uuid.uuid4().hex[:12]
     os.environ[RUN_ID_ENV] = run_id  # temp-file names of this run; workers inherit it
     try:
+        # Ray's cluster starts before the labels are written: its workers import torch and
+        # ExecuTorch meanwhile (the local pool's fork server has been doing so since above)
         with _pool(config, len(plan.targets) * len(models), run.on_stage) as pool, tempfile.TemporaryDirectory(
                 prefix="pteforge-", dir=os.environ.get("PTEFORGE_WORK_DIR")) as work:  # shared by every Ray node
+            needs = {m.family: m.labels for m in [*(build_catalog() if write_labels else []), *models] if m.labels}
+            labels = write_label_files(out, needs, config.base_url)
+            run.sink = sink = _ManifestSink(out, config, labels, set(plan.references))
+            if labels and not models:
+                sink.merge([], None)
             run.pool, run.work = pool, Path(work)
             run.all(models)
             choices = _measure(out, run.records, plan, models, config, reporter, pool, time.monotonic() - started) if models else []
@@ -236,7 +237,7 @@ def _pool(config: ExportConfig, jobs: int, on_stage):
         from .ray_pool import RayPool
 
         return RayPool(config.ray_address, size=config.jobs, quiet=not config.debug, on_stage=on_stage,
-                       resources=_ray_resources)
+                       resources=_ray_resources, jobs=jobs)
     return WorkerPool(config.jobs or default_size(jobs), quiet=not config.debug, on_stage=on_stage)
 
 

@@ -10,6 +10,11 @@
   ``INFRA_RETRIES`` times;
 - routing: a job asks for the Ray resources its backends declare (``Backend.ray_resources``,
   e.g. Core ML asks for ``macos``), so it runs on a node that has the SDK;
+- groups: the jobs of a group (``Job.group``, the Arm int8 targets of a model) run as one
+  streaming task, one after another in one worker, which yields each result as it finishes:
+  the later ones reuse what the first kept in that worker (stages/memo.py), as they do on
+  the local pool. A crash fails the job that was running; the ones after it then run as
+  tasks of their own; a timeout likewise;
 - Ctrl-C cancels every task still running, then stops the run;
 - progress: the reporter hears of each job as it starts and finishes.
 
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 from .errors import UsageError
 from .workers import Job, Outcome
@@ -47,6 +53,55 @@ def _run_job(job: Job, board):
     return fn(*job.args, on_stage=lambda stage: board.set.remote(job.key, stage), **job.kwargs)
 
 
+def _run_chain(jobs: list[Job], board):
+    """The body of a group's streaming Ray task: its jobs one after another in one worker,
+    yielding (key, "ok", value, None) or (key, "error", exception, traceback) for each as
+    it finishes, so the driver has each result as soon as it is there."""
+    import pickle
+    import traceback
+
+    for job in jobs:
+        try:
+            yield job.key, "ok", _run_job(job, board), None
+        except Exception as exc:  # noqa: BLE001 - the job's failure, not the task's
+            tb = traceback.format_exc()
+            try:
+                pickle.dumps(exc)
+            except Exception:  # an unpicklable exception: its text
+                exc = RuntimeError(f"{type(exc).__name__}: {exc}")
+            yield job.key, "error", exc, tb
+
+
+@dataclass
+class _Unit:
+    """What one Ray task runs: a job, or a group's jobs still to come (the first is running)."""
+
+    jobs: list[Job]
+    deadline: float  # of the first
+    tries: int = 0
+
+
+def _units(jobs: Iterable[Job]) -> list[list[Job]]:
+    """Each job alone, except a group's jobs together (at its first job's place)."""
+    units: list[list[Job]] = []
+    groups: dict[str, list[Job]] = {}
+    for job in jobs:
+        if job.group in groups:
+            groups[job.group].append(job)
+            continue
+        units.append([job])
+        if job.group:
+            groups[job.group] = units[-1]
+    return units
+
+
+def _preload() -> None:
+    """A task importing what every job needs, into the worker that runs it."""
+    from .workers import preload
+
+    preload()
+
+
 class _Board:
     """A Ray actor: the stage each job last reported, read by the driver."""
 
@@ -63,10 +118,12 @@ class _Board:
 
 
 class RayPool:
-    """Run jobs as Ray tasks on the cluster at ``address`` (None: a local one)."""
+    """Run jobs as Ray tasks on the cluster at ``address`` (None: a local one); ``jobs``:
+    how many the run has, for starting its workers ahead."""
 
     def __init__(self, address: str | None = None, size: int | None = None, quiet: bool = True,
-                 on_stage: Callable[[str, str], None] | None = None, resources: Callable[[Job], dict] | None = None):
+                 on_stage: Callable[[str, str], None] | None = None, resources: Callable[[Job], dict] | None = None,
+                 jobs: int = 1):
         import os
 
         # Workers use this interpreter and its environment as it is; Ray's `uv run`
@@ -94,7 +151,14 @@ class RayPool:
                 raise UsageError(f"cannot {where}: {str(exc).splitlines()[0][:160]}",
                                  fix="give --ray-address HOST:PORT of a running cluster (ray start --head), or omit it for a local one") from None
         self.task = ray.remote(max_retries=0, num_cpus=1)(_run_job)
+        self.chain = ray.remote(max_retries=0, num_cpus=1)(_run_chain)
         self.board = ray.remote(num_cpus=0)(_Board).remote()
+        # Ray starts workers on demand and keeps them for the next task: a task per CPU the
+        # run can use starts them now, each importing torch and ExecuTorch (as the local fork
+        # server does) while the driver writes the labels and submits the captures.
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        preload = ray.remote(num_cpus=1)(_preload)
+        self.warming = [preload.remote() for _ in range(max(0, min(jobs, size or cpus, cpus)))]
 
     def __enter__(self):
         return self
@@ -106,8 +170,15 @@ class RayPool:
         if self.started_here and self.ray.is_initialized():
             self.ray.shutdown()
 
-    def _submit(self, job: Job):
-        return self.task.options(resources=self.resources(job) or None).remote(job, self.board)
+    def _submit(self, jobs: list[Job], tries: int = 0) -> tuple:
+        """One task for a job, or a streaming task for a group's jobs one after another (they
+        reuse what the first kept in its worker, as on the local pool): (ref, _Unit)."""
+        resources = {k: v for job in jobs for k, v in self.resources(job).items()} or None
+        if len(jobs) == 1:
+            ref = self.task.options(resources=resources).remote(jobs[0], self.board)
+        else:
+            ref = self.chain.options(resources=resources).remote(jobs, self.board)
+        return ref, _Unit(jobs, time.monotonic() + jobs[0].timeout, tries)
 
     def _progress(self) -> None:
         for key, stage in self.ray.get(self.board.changes.remote()).items():
@@ -115,43 +186,82 @@ class RayPool:
 
     def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
         ray = self.ray
-        running: dict = {}  # ObjectRef -> (job, deadline, tries)
-        for job in jobs:
-            running[self._submit(job)] = (job, time.monotonic() + job.timeout, 0)
+        running: dict = {}  # ObjectRef or ObjectRefGenerator -> _Unit
+        for unit in _units(jobs):
+            ref, state = self._submit(unit)
+            running[ref] = state
         try:
             while running:
-                soonest = min(deadline for _, deadline, _ in running.values())
+                soonest = min(u.deadline for u in running.values())
                 done, _ = ray.wait(list(running), num_returns=1, timeout=min(1.0, max(0.0, soonest - time.monotonic())))
                 self._progress()
                 if not done:
                     yield from self._expired(running)
                     continue
                 ref = done[0]
-                job, deadline, tries = running.pop(ref)
-                outcome = self._outcome(job, ref)
-                if outcome is None and tries < INFRA_RETRIES:  # infrastructure: run it again
-                    running[self._submit(job)] = (job, time.monotonic() + job.timeout, tries + 1)
+                unit = running.pop(ref)
+                if len(unit.jobs) > 1 or isinstance(ref, ray.ObjectRefGenerator):
+                    yield from self._chain_step(ref, unit, running)
                     continue
-                yield outcome or Outcome(job, crash=f"the Ray cluster failed it {tries + 1} times (node or object lost)")
+                outcome = self._outcome(unit.jobs[0], lambda: ray.get(ref))
+                if outcome is None and unit.tries < INFRA_RETRIES:  # infrastructure: run it again
+                    again, state = self._submit(unit.jobs, unit.tries + 1)
+                    running[again] = state
+                    continue
+                yield outcome or self._lost(unit)
         except BaseException:  # Ctrl-C, or the consumer stopped: nothing keeps running
             for ref in running:
                 ray.cancel(ref, force=True)
             raise
 
+    def _chain_step(self, gen, unit: "_Unit", running: dict) -> Iterator[Outcome]:
+        """The next result of a group's task; when its worker died, that job fails and the
+        ones after it run as tasks of their own (an infrastructure failure retries them all)."""
+        job = unit.jobs[0]
+        try:
+            outcome = self._outcome(job, lambda: self.ray.get(next(gen)))
+        except StopIteration:
+            return
+        if outcome is None:
+            if unit.tries < INFRA_RETRIES:
+                again, state = self._submit(unit.jobs, unit.tries + 1)
+                running[again] = state
+            else:
+                yield self._lost(unit)
+            return
+        if outcome.ok:  # what the job itself gave: a value, or the error it raised
+            _, kind, value, tb = outcome.value
+            outcome = Outcome(job, value=value) if kind == "ok" else Outcome(job, error=value, traceback=tb)
+            if unit.jobs[1:]:
+                running[gen] = _Unit(unit.jobs[1:], time.monotonic() + unit.jobs[1].timeout, unit.tries)
+        else:
+            for rest in unit.jobs[1:]:
+                ref, state = self._submit([rest])
+                running[ref] = state
+        yield outcome
+
+    @staticmethod
+    def _lost(unit: "_Unit") -> Outcome:
+        return Outcome(unit.jobs[0], crash=f"the Ray cluster failed it {unit.tries + 1} times (node or object lost)")
+
     def _expired(self, running: dict) -> Iterator[Outcome]:
         now = time.monotonic()
-        for ref, (job, deadline, _) in list(running.items()):
-            if now >= deadline:
+        for ref, unit in list(running.items()):
+            if now >= unit.deadline:
                 self.ray.cancel(ref, force=True)
                 del running[ref]
+                job, *rest = unit.jobs
+                for other in rest:  # a group's later jobs, not started: tasks of their own
+                    again, state = self._submit([other])
+                    running[again] = state
                 yield Outcome(job, crash=f"timed out after {job.timeout:.0f} s (--timeout)")
 
-    def _outcome(self, job: Job, ref) -> Outcome | None:
-        """The job's outcome; None for an infrastructure failure worth retrying."""
+    def _outcome(self, job: Job, get: Callable) -> Outcome | None:
+        """The job's outcome from ``get()``; None for an infrastructure failure worth retrying."""
         from ray import exceptions as rx
 
         try:
-            return Outcome(job, value=self.ray.get(ref))
+            return Outcome(job, value=get())
         except rx.RayTaskError as exc:  # the job raised: its own exception, as the local pool gives it
             cause = exc.as_instanceof_cause() if hasattr(exc, "as_instanceof_cause") else exc
             original = getattr(exc, "cause", None)

@@ -10,6 +10,7 @@ the parent (PR_SET_PDEATHSIG), so a killed run leaves no orphan writing files.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing as mp
 import os
@@ -120,6 +121,23 @@ def set_threads(threads: int) -> None:
     torch = sys.modules.get("torch")  # preloaded by the fork server; never imported just for this
     if torch is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Numbers that end up in an artifact or the manifest (``--weights none``'s BatchNorm
+    statistics, the eager references, calibration) are computed on one torch thread: a
+    job's share of the cores changes with what runs beside it and where (2 alone, 1 beside
+    another job or in a Ray task), and a reduction split across threads rounds otherwise
+    (mobilenet_v3_small's BatchNorm statistics differed in the last bits, so did every .pte)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 class _Worker:
@@ -261,6 +279,12 @@ class WorkerPool:
 # Set by ExecuTorch's pybindings at import so its OpenVINO backend finds libopenvino_c.
 PRELOAD_ENV = ("OPENVINO_LIB_PATH",)
 PRELOAD = ["torch", "executorch.exir", "executorch.runtime", "pteforge.pipeline", "pteforge.stages.capture"]
+
+
+def preload() -> None:
+    """What the fork server imports, imported here: the setup hook of each Ray worker."""
+    for module in PRELOAD:
+        importlib.import_module(module)
 
 
 def _context():

@@ -210,3 +210,39 @@ def test_a_different_quantizer_configuration_or_calibration_is_another_fingerpri
     assert key and fingerprint(prepared(True), batches) == key
     assert fingerprint(prepared(False), batches) != key
     assert fingerprint(prepared(True), [(x,), (x * 3,)]) != key
+
+
+def test_what_a_capture_and_a_quantization_compute_does_not_depend_on_the_threads(tmp_path):
+    """A job's torch threads are its share of the cores (1 beside another job, 2 alone,
+    1 in a Ray task): BatchNorm statistics (``--weights none``), eager references and
+    calibration must come out bit for bit the same whatever the share, or the same seeded
+    export gives other bytes alone, in a full run, or on Ray. (mobilenet_v3_small: its
+    BatchNorm statistics differed between 2 threads and 1; a tiny net's did not.)"""
+    import torch
+
+    from pteforge.backends import default_registry
+    from pteforge.models.catalog import build_catalog
+    from pteforge.spec import ExportConfig
+    from pteforge.stages.capture import capture
+    from pteforge.stages.quantize import quantize
+
+    spec = next(s for s in build_catalog() if s.name == "mobilenet_v3_small")
+    config = ExportConfig(out_dir=tmp_path / "out", weights="none", verify_inputs=0)
+    plan = default_registry().get("tosa").plan(Precision.INT8)
+    runs = []
+    before = torch.get_num_threads()
+    try:
+        for threads in (2, 1):
+            torch.set_num_threads(threads)
+            cap = capture(spec, config, tmp_path / f"work{threads}")
+            program = torch.export.load(cap.pt2_path)
+            reference = torch.load(cap.reference_path, weights_only=True)
+            example = tuple(reference["inputs"][0])
+            quantized = quantize(program, plan, [example], example)
+            runs.append((program.state_dict, reference["outputs"], {**quantized.state_dict, **quantized.constants}))
+    finally:
+        torch.set_num_threads(before)
+    (weights2, outputs2, quantized2), (weights1, outputs1, quantized1) = runs
+    assert [k for k in weights2 if not torch.equal(weights2[k], weights1[k])] == [], "BatchNorm statistics"
+    assert all(torch.equal(a, b) for x, y in zip(outputs2, outputs1) for a, b in zip(x, y)), "eager references"
+    assert [k for k in quantized2 if not torch.equal(quantized2[k], quantized1[k])] == [], "quantized weights, scales"

@@ -104,6 +104,30 @@ def test_ctrl_c_cancels_the_ray_tasks(tmp_path):
     assert not [p for p in workers if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], "no task keeps running"
 
 
+@pytest.mark.slow
+def test_on_ray_a_group_runs_in_one_worker_and_a_crash_in_it_fails_one_job(monkeypatch):
+    """As on the local pool, a group's jobs run one after another in one worker (what the
+    first kept is reused); each result comes as it finishes; a job that kills the worker
+    fails alone, and the ones after it still run."""
+    from conftest import TESTS
+
+    from pteforge.ray_pool import RayPool
+    from pteforge.workers import Job
+
+    monkeypatch.setenv("PYTHONPATH", str(TESTS))  # tiny_models, for the cluster's workers
+
+    def job(key, group=None, fn="pid_after", args=(0.2,)):
+        return Job(key, f"tiny_models:{fn}", args, group=group)
+
+    jobs = [job("a1", "a"), job("b1", "b"), job("a2", "a", args=(3.0,)), job("b2", "b", "dies", ()), job("b3", "b")]
+    with RayPool(size=2, jobs=2) as pool:
+        order = [(o.job.key, o) for o in pool.run(jobs)]
+    got = dict(order)
+    assert got["a1"].value == got["a2"].value, "a's jobs in one worker"
+    assert [k for k, _ in order].index("a1") < [k for k, _ in order].index("a2") and "a1" != order[-1][0]
+    assert got["b1"].ok and got["b3"].ok and "died" in got["b2"].crash, "b2's crash failed b2 alone"
+
+
 def test_jobs_route_to_the_nodes_with_their_sdk_when_the_cluster_has_them():
     from pteforge.api import _ray_resources
     from pteforge.spec import ExportConfig

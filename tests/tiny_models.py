@@ -145,3 +145,10 @@ def pid_after(seconds: float, on_stage=None) -> int:
 
     time.sleep(seconds)
     return os.getpid()
+
+
+def dies(on_stage=None) -> None:
+    """A worker job (``tiny_models:dies``) whose process segfaults."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGSEGV)

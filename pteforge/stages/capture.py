@@ -76,6 +76,13 @@ def capture(
     ``variants`` are (backend, precision) pairs whose backend transforms the eager
     model before capture; each is captured once more, after its transform.
     """
+    from ..workers import one_thread
+
+    with one_thread():
+        return _capture(spec, config, work_dir, model, variants)
+
+
+def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, variants: tuple) -> Capture:
     import torch
 
     from ..io import check_writable_tmp

@@ -50,6 +50,13 @@ def quantize(exported, plan, batches: list[tuple], example: tuple):
 
 
 def quantize_shared(exported, plan, batches: list[tuple], example: tuple, shared: Path | None):
+    from ..workers import one_thread
+
+    with one_thread():  # the calibration's numbers, whatever this job's share of the cores
+        return _quantize_shared(exported, plan, batches, example, shared)
+
+
+def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, shared: Path | None):
     """``quantize``, once per prepared program: (the quantized program, its fingerprint or None).
 
     ``shared``: a directory every target of this model's run sees. A target whose
