@@ -51,3 +51,18 @@ def test_programs_holding_other_objects_have_no_key():
     lowered = to_edge_transform_and_lower(exported(), partitioner=[XnnpackPartitioner()]).exported_program()
     assert memo.program_key(memo.tag(lowered, "test delegate")) is None, "a delegate is not described"
     assert memo.program_key(memo.tag(exported(), "test plain")) is not None
+
+
+def test_a_program_with_tensor_subclass_weights_is_not_shared_and_still_lowers():
+    """torchao's int4 weights (Core ML's int4-weight) are tensor subclasses: not described
+    here, so not shared, and their lowering is not disturbed."""
+    from tiny_models import weighty
+
+    from pteforge.spec import Precision
+    from pteforge.stages.capture import transformed_capture
+
+    example = (torch.rand(1, 3, 16, 16),)
+    program = memo.tag(transformed_capture(weighty().eval(), "coreml", Precision("int4-weight"), example), "test int4")
+    assert memo.program_key(program) is None
+    with memo.sharing():
+        assert program.run_decompositions({}) is not None

@@ -93,27 +93,42 @@ def _copy(program):
 
 def program_key(program) -> str | None:
     """A tagged program's key: its source, graph code, node metadata, tensors and
-    signature; None when untagged or holding an attribute that is neither."""
-    source = source_of(program)
-    if source is None:
+    signature; None (not shared) when untagged, or holding what is not described here:
+    an attribute that is neither tensor nor graph, a tensor subclass (torchao's int4
+    weights), a quantized or sparse tensor."""
+    if source_of(program) is None:
         return None
+    try:
+        return _program_key(program)
+    except _NotDescribed:
+        return None
+
+
+class _NotDescribed(Exception):
+    pass
+
+
+def _program_key(program) -> str:
     import torch
 
-    h = hashlib.sha256(source.encode())
+    h = hashlib.sha256(source_of(program).encode())
     for name, module in program.graph_module.named_modules():
         if not isinstance(module, torch.fx.GraphModule):
-            return None  # e.g. a lowered delegate: not described here
+            raise _NotDescribed  # e.g. a lowered delegate
         h.update(f"{name}\n{module.graph.python_code('self').src}".encode())
         for node in module.graph.nodes:
             if node.op == "get_attr" and not isinstance(getattr(module, node.target, None),
                                                         (torch.Tensor, torch.fx.GraphModule)):
-                return None
+                raise _NotDescribed
             meta = sorted((k, _meta_repr(k, v)) for k, v in node.meta.items() if k not in _PROVENANCE)
             h.update(f"{node.name} {_ancestor(node)} {meta}\n".encode())
     h.update(f"{program.graph_signature}\n{program.range_constraints}\n".encode())
     for name, value in sorted({**program.state_dict, **program.constants}.items()):
         h.update(name.encode())
         if isinstance(value, torch.Tensor):
+            if type(value) not in (torch.Tensor, torch.nn.Parameter) or value.layout != torch.strided \
+                    or value.is_quantized:
+                raise _NotDescribed
             t = value.detach().cpu().contiguous()
             h.update(f"{t.dtype}{tuple(t.shape)}".encode())
             h.update(t.view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
