@@ -200,7 +200,7 @@ class RayPool:
                     continue
                 ref = done[0]
                 unit = running.pop(ref)
-                if len(unit.jobs) > 1 or isinstance(ref, ray.ObjectRefGenerator):
+                if isinstance(ref, ray.ObjectRefGenerator):  # a group's task
                     yield from self._chain_step(ref, unit, running)
                     continue
                 outcome = self._outcome(unit.jobs[0], lambda: ray.get(ref))

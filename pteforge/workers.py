@@ -282,7 +282,7 @@ PRELOAD = ["torch", "executorch.exir", "executorch.runtime", "pteforge.pipeline"
 
 
 def preload() -> None:
-    """What the fork server imports, imported here: the setup hook of each Ray worker."""
+    """What the fork server imports, imported in this process (a Ray worker's first task)."""
     for module in PRELOAD:
         importlib.import_module(module)
 

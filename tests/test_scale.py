@@ -119,12 +119,13 @@ def test_on_ray_a_group_runs_in_one_worker_and_a_crash_in_it_fails_one_job(monke
     def job(key, group=None, fn="pid_after", args=(0.2,)):
         return Job(key, f"tiny_models:{fn}", args, group=group)
 
-    jobs = [job("a1", "a"), job("b1", "b"), job("a2", "a", args=(3.0,)), job("b2", "b", "dies", ()), job("b3", "b")]
+    jobs = [job("a1", "a"), job("b1", "b"), job("a2", "a"), job("a3", "a", args=(3.0,)), job("b2", "b", "dies", ()),
+            job("b3", "b")]
     with RayPool(size=2, jobs=2) as pool:
         order = [(o.job.key, o) for o in pool.run(jobs)]
     got = dict(order)
-    assert got["a1"].value == got["a2"].value, "a's jobs in one worker"
-    assert [k for k, _ in order].index("a1") < [k for k, _ in order].index("a2") and "a1" != order[-1][0]
+    assert got["a1"].value == got["a2"].value == got["a3"].value, "a's jobs in one worker"
+    assert [k for k, _ in order].index("a2") < [k for k, _ in order].index("a3") and "a2" != order[-1][0]
     assert got["b1"].ok and got["b3"].ok and "died" in got["b2"].crash, "b2's crash failed b2 alone"
 
 

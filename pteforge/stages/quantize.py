@@ -50,13 +50,6 @@ def quantize(exported, plan, batches: list[tuple], example: tuple):
 
 
 def quantize_shared(exported, plan, batches: list[tuple], example: tuple, shared: Path | None):
-    from ..workers import one_thread
-
-    with one_thread():  # the calibration's numbers, whatever this job's share of the cores
-        return _quantize_shared(exported, plan, batches, example, shared)
-
-
-def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, shared: Path | None):
     """``quantize``, once per prepared program: (the quantized program, its fingerprint or None).
 
     ``shared``: a directory every target of this model's run sees. A target whose
@@ -70,6 +63,13 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
     ``module(check_guards=False)``: under torch 2.13 the Arm quantizer fails on the
     guard nodes that ``module()`` inserts.
     """
+    from ..workers import one_thread
+
+    with one_thread():  # the calibration's numbers, whatever this job's share of the cores
+        return _quantize_shared(exported, plan, batches, example, shared)
+
+
+def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, shared: Path | None):
     import torch
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
