@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -204,29 +205,32 @@ def export(
     if run.pending and config.executor == "local":
         from .workers import start_fork_server
 
-        start_fork_server()  # its imports (~10 s) overlap the labels' (torchvision); not started when all came from the cache
+        start_fork_server()  # its imports (~4 s) overlap the labels' and the pool's start; not started when all came from the cache
     run_id = uuid.uuid4().hex[:12]
     os.environ[RUN_ID_ENV] = run_id  # temp-file names of this run; workers inherit it
+    needs = {m.family: m.labels for m in [*(build_catalog() if write_labels else []), *models] if m.labels}
     try:
-        # Ray's cluster starts before the labels are written: its workers import torch and
-        # ExecuTorch meanwhile (the local pool's fork server has been doing so since above)
-        with _pool(config, len(plan.targets) * len(models), run.on_stage) as pool, tempfile.TemporaryDirectory(
-                prefix="pteforge-", dir=os.environ.get("PTEFORGE_WORK_DIR")) as work:  # shared by every Ray node
-            needs = {m.family: m.labels for m in [*(build_catalog() if write_labels else []), *models] if m.labels}
-            labels = write_label_files(out, needs, config.base_url)
-            run.sink = sink = _ManifestSink(out, config, labels, set(plan.references))
-            if labels and not models:
-                sink.merge([], None)
-            run.pool, run.work = pool, Path(work)
-            run.all(models)
-            choices = _measure(out, run.records, plan, models, config, reporter, pool, time.monotonic() - started) if models else []
+        # Label names come from the families' libraries (torchvision: ~2.5 s of imports): read
+        # in a thread, beside the pool's start (Ray's cluster, the workers' imports) and the
+        # captures, and needed only when the first row is merged.
+        with ThreadPoolExecutor(1, thread_name_prefix="pteforge-labels") as side:
+            labels = side.submit(write_label_files, out, needs, config.base_url)
+            with _pool(config, len(plan.targets) * len(models), run.on_stage) as pool, tempfile.TemporaryDirectory(
+                    prefix="pteforge-", dir=os.environ.get("PTEFORGE_WORK_DIR")) as work:  # shared by every Ray node
+                run.sink = sink = _ManifestSink(out, config, labels, set(plan.references))
+                if needs and not models:
+                    sink.merge([], None)
+                run.pool, run.work = pool, Path(work)
+                run.all(models)
+                choices = _measure(out, run.records, plan, models, config, reporter, pool, time.monotonic() - started) if models else []
+                sink.labels  # noqa: B018 - a failure to write them is the run's, even with no row to merge
     except BaseException:
         remove_run_temporaries(out, run_id)
         raise
     if models:
         _store(run.fresh)
         write_run_reports(out, run.records, plan, config)
-    return RunResult(run.records, plan.unavailable, sink.path if (models or labels) else None, choices)
+    return RunResult(run.records, plan.unavailable, sink.path if (models or needs) else None, choices)
 
 
 def _pool(config: ExportConfig, jobs: int, on_stage):
@@ -542,12 +546,17 @@ def write_run_reports(out: Path, records: list[Record], plan: TargetPlan, config
 class _ManifestSink:
     """Merges finished rows into ``<out>/index.json`` as they come."""
 
-    def __init__(self, out: Path, config: ExportConfig, labels, references: set[str]):
+    def __init__(self, out: Path, config: ExportConfig, labels: Future, references: set[str]):
         from .report.manifest import MANIFEST_NAME
 
-        self.out, self.config, self.labels = out, config, labels
+        self.out, self.config, self._labels = out, config, labels
         self.references = references  # targets added only to measure reduced precisions against
         self.path = out / MANIFEST_NAME
+
+    @property
+    def labels(self) -> dict:
+        """The labels files' entries, once written (``write_label_files``)."""
+        return self._labels.result()
 
     def merge(self, records: list[Record], spec: ModelSpec | None) -> None:
         from .report.entries import labels_entries, manifest_entries

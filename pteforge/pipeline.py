@@ -99,7 +99,7 @@ class _Job:
 
         precision = self.target.precision
         pt2 = self.capture.variants.get(variant_key(self.primary.name, precision), self.capture.pt2_path)
-        exported = self.timed(Stage.LOAD, lambda: memo.tag(torch.export.load(pt2), _file_identity(pt2)))
+        exported = self.timed(Stage.LOAD, lambda: memo.load(pt2, _file_identity(pt2)))
         example = tuple(torch.load(self.capture.reference_path, weights_only=True)["inputs"][0])
         try:
             if precision not in self.primary.precisions:

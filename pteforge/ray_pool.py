@@ -153,12 +153,9 @@ class RayPool:
         self.task = ray.remote(max_retries=0, num_cpus=1)(_run_job)
         self.chain = ray.remote(max_retries=0, num_cpus=1)(_run_chain)
         self.board = ray.remote(num_cpus=0)(_Board).remote()
-        # Ray starts workers on demand and keeps them for the next task: a task per CPU the
-        # run can use starts them now, each importing torch and ExecuTorch (as the local fork
-        # server does) while the driver writes the labels and submits the captures.
         cpus = int(ray.cluster_resources().get("CPU", 1))
-        preload = ray.remote(num_cpus=1)(_preload)
-        self.warming = [preload.remote() for _ in range(max(0, min(jobs, size or cpus, cpus)))]
+        self.to_warm = max(0, min(jobs, size or cpus, cpus))  # workers to start with the first jobs
+        self.warming: list = []
 
     def __enter__(self):
         return self
@@ -190,6 +187,7 @@ class RayPool:
         for unit in _units(jobs):
             ref, state = self._submit(unit)
             running[ref] = state
+        self._warm(len(running))
         try:
             while running:
                 soonest = min(u.deadline for u in running.values())
@@ -213,6 +211,16 @@ class RayPool:
             for ref in running:
                 ray.cancel(ref, force=True)
             raise
+
+    def _warm(self, busy: int) -> None:
+        """Ray starts workers on demand and keeps them for the next task: with the run's first
+        tasks (the captures, which take a worker each at once), a task per CPU left starts
+        the workers the target jobs will need, each importing torch and ExecuTorch (as the
+        local fork server does) while the captures run."""
+        if self.to_warm:
+            preload = self.ray.remote(num_cpus=1)(_preload)
+            self.warming = [preload.remote() for _ in range(self.to_warm - min(busy, self.to_warm))]
+            self.to_warm = 0
 
     def _chain_step(self, gen, unit: "_Unit", running: dict) -> Iterator[Outcome]:
         """The next result of a group's task; when its worker died, that job fails and the

@@ -66,3 +66,42 @@ def test_a_program_with_tensor_subclass_weights_is_not_shared_and_still_lowers()
     assert memo.program_key(program) is None
     with memo.sharing():
         assert program.run_decompositions({}) is not None
+
+
+def test_a_capture_file_is_read_once_per_worker_and_each_job_gets_its_own_copy(tmp_path):
+    from pteforge.pipeline import _file_identity
+
+    path = tmp_path / "capture.pt2"
+    torch.export.save(exported(), path)
+    source = _file_identity(path)
+    before = memo.stats.copy()
+    first, again = memo.load(path, source), memo.load(path, source)
+    assert (memo.stats["load miss"], memo.stats["load hit"]) == (before["load miss"] + 1, before["load hit"] + 1)
+    assert first is not again and again.graph_module.code == first.graph_module.code
+    assert memo.source_of(again) == source
+    with torch.no_grad():
+        next(iter(first.state_dict.values())).add_(1.0)  # a job changing its program in place
+    third = memo.load(path, source)
+    assert torch.equal(next(iter(third.state_dict.values())), next(iter(again.state_dict.values())))
+    torch.export.save(exported(), path)  # the file written again: another identity, read again
+    memo.load(path, _file_identity(path))
+    assert memo.stats["load miss"] == before["load miss"] + 2
+
+
+def test_vulkan_makes_its_pattern_graphs_once_per_process(monkeypatch, tmp_path):
+    """ExecuTorch 1.5.1 registers the Vulkan RoPE pattern functions before their lru_cache
+    wraps them: the partitioner and the fusion pass each made them again, every lowering."""
+    from executorch.backends.vulkan.patterns import fusable_patterns
+
+    from pteforge.backends import default_registry
+
+    made = []
+    for name, entry in fusable_patterns.items():
+        if entry.get_graphs_fn is not None:
+            fn = getattr(entry.get_graphs_fn, "__wrapped__", entry.get_graphs_fn)
+            monkeypatch.setattr(entry, "get_graphs_fn", lambda fn=fn, name=name: made.append(name) or fn())
+    vulkan = default_registry().get("vulkan")
+    for _ in range(2):
+        program = vulkan.lower(exported(), vulkan.plan(vulkan.default_precision), []).to_executorch()
+        assert program.buffer
+    assert made and sorted(made) == sorted(set(made)), f"each pattern made once, not {made}"

@@ -15,8 +15,9 @@ A later call with the same key gets a copy of the kept result instead. Only prog
 the pipeline ``tag``\\s (the capture, a quantized program) and those made from them
 take part; a program holding anything but tensors and graphs is never shared.
 
-The quantized programs are kept here too (``keep``/``kept``), by the fingerprint of
-what was prepared, so a second target of the same worker loads nothing from disk.
+The loaded captures and the quantized programs are kept here too (``load``,
+``keep``/``kept``), by file and by the fingerprint of what was prepared, so a second
+target of the same worker reads nothing from disk.
 """
 
 from __future__ import annotations
@@ -59,6 +60,20 @@ def keep(key: str, program, pinned: list = ()) -> None:
     _kept.move_to_end(key)
     while sum(entry[1] for entry in _kept.values()) > BUDGET:
         _kept.popitem(last=False)
+
+
+def load(path, source: str):
+    """``torch.export.load(path)``, tagged with ``source`` (the file's identity): read once
+    per worker, a copy for each later job (0.24 s -> 0.015 s for mobilenet_v3_small)."""
+    import torch
+
+    key = f"load {source}"
+    program = kept(key)
+    stats["load " + ("miss" if program is None else "hit")] += 1
+    if program is None:
+        program = torch.export.load(path)
+        keep(key, program)
+    return tag(program, source)
 
 
 def _size(program) -> int:
