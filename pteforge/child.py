@@ -114,7 +114,7 @@ def _bench(req: dict) -> dict:
     t0 = time.perf_counter()
     method = _load(req["path"]).load_method("forward")
     load_ms = (time.perf_counter() - t0) * 1000
-    stats = measure(lambda: method.execute(inputs), req.get("runs", 20), req.get("warmup", 3))
+    stats = measure(lambda: method.execute(inputs), req.get("runs", 20), req.get("warmup", 3), req.get("budget_s"))
     return {
         "load_ms": load_ms,
         **stats,

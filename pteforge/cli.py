@@ -83,7 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--verify-inputs", type=int, default=3, metavar="N",
                      help="seeded inputs besides the example input used to verify (default 3)")
     out.add_argument("--bench-runs", type=int, default=10, metavar="N",
-                     help="timed runs after warm-up of each artifact that runs here, for its p50 (default 10; 0: none)")
+                     help="timed runs after warm-up of each artifact that runs here, for its p50 (default 10, "
+                          "fewer for one slower than 0.1 s a run, at least 5; 0: none)")
     out.add_argument("--tolerance", type=float, default=None, metavar="DB",
                      help="minimum SQNR in dB against eager (default depends on precision)")
     out.add_argument("--base-url", default=None, metavar="URL", help="make remoteUrl absolute under URL")

@@ -4,7 +4,9 @@ Every latency pteforge shows (terminal summary, EXPORT_SUMMARY.md, report.html) 
 of these numbers or one from ``pteforge bench``: measured in a process that runs
 artifacts (here a worker of the run's pool, forked with ExecuTorch's runtime already
 imported, torch on one thread as in :mod:`pteforge.child`), after warm-up runs, one
-artifact at a time while no other job runs. Nothing else is shown as a latency.
+artifact at a time while no other job runs. Nothing else is shown as a latency. A
+program slower than ``SECONDS_PER_RUN`` gets fewer timed runs (at least
+``timing.MIN_RUNS``); its ``runs`` says how many.
 
 Timing is skipped, with the reason in the entry's ``bench``, when its estimated cost
 (from the verification runs) would exceed ``MAX_FRACTION`` of the export's wall time;
@@ -22,6 +24,10 @@ from .result import Record, Status
 DEFAULT_RUNS = 10  # timed runs per artifact in an export (pteforge bench: 20)
 WARMUP = 3
 COMPARISON_RUNS = 20  # pairs compared against each other get more runs
+# An export's timed runs of one artifact take about this per run asked for: a program slower
+# than 100 ms a run (the portable fp32 mobilenet_v3_small: 176 ms) gets fewer, at least
+# timing.MIN_RUNS, and its ``runs`` says so (pteforge bench always does all of them).
+SECONDS_PER_RUN = 0.1
 MAX_FRACTION = 0.25  # of the export's wall time
 
 
@@ -34,7 +40,7 @@ def timing_plan(records: list[Record], needed: list[Record], export_seconds: flo
     for rec in records:
         if id(rec) in chosen or rec.status is not Status.VERIFIED or rec.artifact is None or rec.latency is not None:
             continue
-        cost = estimated_seconds(rec, runs + WARMUP + 1)
+        cost = estimated_seconds(rec, runs)
         if runs <= 0:
             rec.latency = {"skipped": "timing turned off (--bench-runs 0)"}
         elif spent + cost > budget:
@@ -47,12 +53,16 @@ def timing_plan(records: list[Record], needed: list[Record], export_seconds: flo
 
 
 def estimated_seconds(rec: Record, runs: int) -> float:
-    """What timing ``rec`` will cost: its verification's time per inference × runs."""
+    """What timing ``rec`` will cost: its verification's time per inference × the first
+    run, the warm-up and the timed runs (within their budget, ``SECONDS_PER_RUN``)."""
+    from .timing import MIN_RUNS
+
     v = rec.verification
     if v is None or "verify" not in rec.timings:
         return 0.0
-    inferences = max(1, v.inputs + ((v.images or {}).get("images") or 0))
-    return rec.timings["verify"] / inferences * runs
+    pace = rec.timings["verify"] / max(1, v.inputs + ((v.images or {}).get("images") or 0))
+    timed = min(runs * pace, max(MIN_RUNS * pace, runs * SECONDS_PER_RUN))
+    return (1 + WARMUP) * pace + timed
 
 
 def time_artifacts(items: list[tuple[str, int]], warmup: int = WARMUP, on_stage=None) -> dict[str, dict]:
@@ -78,7 +88,8 @@ def time_artifacts(items: list[tuple[str, int]], warmup: int = WARMUP, on_stage=
                     continue
                 inputs = Path(tmp) / "in.pt"
                 torch.save([seeded_inputs(info["inputs"], 0)], inputs)
-                numbers = _bench({"path": path, "inputs": str(inputs), "runs": runs, "warmup": warmup})
+                numbers = _bench({"path": path, "inputs": str(inputs), "runs": runs, "warmup": warmup,
+                                  "budget_s": runs * SECONDS_PER_RUN})
                 out[path] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in numbers.items()} | {"warmup": warmup}
     finally:
         torch.set_num_threads(threads)

@@ -7,13 +7,24 @@ import time
 from collections.abc import Callable
 
 
-def measure(run: Callable[[], object], runs: int, warmup: int) -> dict:
-    """First run, then ``warmup`` untimed runs, then ``runs`` timed ones: milliseconds."""
+MIN_RUNS = 5  # a time budget never leaves fewer timed runs than this
+
+
+def measure(run: Callable[[], object], runs: int, warmup: int, budget_s: float | None = None) -> dict:
+    """First run, then ``warmup`` untimed runs, then ``runs`` timed ones: milliseconds.
+
+    ``budget_s``: the timed runs' time, by the warm-up's pace; a slower program gets fewer
+    (never fewer than ``MIN_RUNS``), and ``runs`` says how many there were.
+    """
     t0 = time.perf_counter()
     run()
     first = (time.perf_counter() - t0) * 1000
+    t0 = time.perf_counter()
     for _ in range(warmup):
         run()
+    if budget_s is not None and warmup:
+        pace = (time.perf_counter() - t0) / warmup
+        runs = min(runs, max(MIN_RUNS, int(budget_s / pace)))
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()

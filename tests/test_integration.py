@@ -78,8 +78,10 @@ def test_int8_on_xnnpack_verifies_on_a_catalog_model(mobilenet_run):
     assert "latency" not in entries["coreml"]["relative"], "Core ML cannot be timed here"
     assert entries["ethos-u55"]["relative"]["fp32"] == "mobilenet_v3_small_portable.pte"
     assert "latency" not in entries["ethos-u55"]["relative"]
-    assert entries["portable"]["bench"]["p50_ms"] > 0 and entries["portable"]["bench"]["runs"] == 10, (
+    bench = entries["portable"]["bench"]
+    assert bench["p50_ms"] > 0 and 5 <= bench["runs"] <= 10, (
         "timed as every artifact that runs here is (a short run), not as a reference of device-only int8")
+    assert bench["runs"] == 10 or bench["p50_ms"] > 80, "fewer timed runs only for a program slower than ~0.1 s"
 
 
 def test_mobilenet_manifest_is_what_the_app_reads(mobilenet_run):

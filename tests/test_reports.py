@@ -41,6 +41,22 @@ def test_each_run_writes_the_reports(run):
     assert "## Load order per platform" in md and "## Numerics against eager PyTorch" in md
 
 
+def test_a_slow_program_gets_fewer_timed_runs_within_its_budget_and_says_so():
+    """An export times each artifact in about 0.1 s per run asked for: a slower program gets
+    fewer timed runs, never fewer than timing.MIN_RUNS, and ``runs`` is how many there were."""
+    import time
+
+    from pteforge.timing import MIN_RUNS, measure
+
+    calls = []
+    slow = measure(lambda: calls.append(time.sleep(0.03)), runs=10, warmup=2, budget_s=0.1)
+    assert slow["runs"] == MIN_RUNS == len(calls) - 1 - 2
+    assert slow["p50_ms"] >= 30
+    assert measure(lambda: None, runs=10, warmup=2, budget_s=0.1)["runs"] == 10, "a fast one gets them all"
+    assert measure(lambda: time.sleep(0.03), runs=10, warmup=2)["runs"] == 10, "no budget: pteforge bench"
+    assert measure(lambda: time.sleep(0.03), runs=3, warmup=1, budget_s=0.01)["runs"] == 3, "never more than asked"
+
+
 def test_bench_measures_what_runs_here_and_records_it(capsys, run):
     code, stdout, _ = cli(capsys, "bench", run, "--runs", "5", "--compare", "eager")
     assert code == ExitStatus.OK
