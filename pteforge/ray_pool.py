@@ -141,11 +141,15 @@ class RayPool:
         if self.started_here:
             from .workers import PRELOAD_ENV
 
+            # A cluster's workers get pteforge's variables (the run id, the cache, ...) as a
+            # runtime env; a local cluster's inherit this process's environment, and leaving
+            # its runtime env empty lets the first tasks take the workers Ray starts with it
+            # (a runtime env makes Ray start others: ~0.5 s before each first task).
             env = {k: v for k, v in os.environ.items() if k.startswith(("PTEFORGE", "YOLO_")) or k in PRELOAD_ENV}
             try:
                 ray.init(address=address, num_cpus=size if address is None else None, log_to_driver=not quiet,
                          include_dashboard=False, configure_logging=not quiet, logging_level="ERROR",
-                         runtime_env={"env_vars": env} if env else None)
+                         runtime_env={"env_vars": env} if env and address else None)
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 where = f"reach the Ray cluster at {address}" if address else "start a local Ray cluster"
                 raise UsageError(f"cannot {where}: {str(exc).splitlines()[0][:160]}",

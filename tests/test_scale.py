@@ -61,15 +61,18 @@ def _without_run_facts(manifest: dict) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_ray_gives_the_same_manifest_as_the_local_pool(tmp_path):
+def test_ray_gives_the_same_manifest_as_the_local_pool(tmp_path, monkeypatch):
     runs = {}
     for executor in ("local", "ray"):
         out = tmp_path / executor
+        monkeypatch.setenv("PTEFORGE_TEST_PROBE", str(tmp_path / f"probe-{executor}"))
         proc = run_cli(*TINY, "--backends", "xnnpack", "portable", "xnnpack:int8", "--no-cache", "--executor", executor,
                        "--out", out)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "tiny › xnnpack: lowering" in proc.stderr, "progress as tasks run"
         runs[executor] = json.loads((out / "index.json").read_text())
+        run_id = (tmp_path / f"probe-{executor}").read_text()
+        assert len(run_id) == 12, "a task sees pteforge's variables: the user's (the probe) and the run's (its id)"
     local, ray_ = (_without_run_facts(runs[k]) for k in ("local", "ray"))
     assert [e["hash"] for e in local] == [e["hash"] for e in ray_], "the same bytes"
     assert local == ray_
