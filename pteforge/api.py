@@ -185,20 +185,12 @@ def export(
     import os
     import uuid
 
-    from .io import RUN_ID_ENV, check_output_dir, remove_run_temporaries
-    from .report.manifest import MANIFEST_NAME, load_manifest
-
-    reporter = reporter or SilentReporter()
-    check_run(models, config)
-    out = Path(config.out_dir)
-    check_output_dir(out)
-    existing = load_manifest(out / MANIFEST_NAME)  # refuse a broken manifest before any work
-    if existing is not None:
-        _check_against(existing, models, out)
-
+    from .io import RUN_ID_ENV, remove_run_temporaries
     from .models.catalog import build_catalog
     from .report.entries import write_label_files
 
+    reporter = reporter or SilentReporter()
+    out = _checked_out(models, config)
     started = time.monotonic()
     run = _Run(plan, config, reporter)
     run.look_up(models)
@@ -231,6 +223,21 @@ def export(
         _store(run.fresh)
         write_run_reports(out, run.records, plan, config)
     return RunResult(run.records, plan.unavailable, sink.path if (models or needs) else None, choices)
+
+
+def _checked_out(models: list[ModelSpec], config: ExportConfig) -> Path:
+    """The output directory, once the run's options, the directory and the manifest already
+    in it (a broken one is refused before any work) have been checked."""
+    from .io import check_output_dir
+    from .report.manifest import MANIFEST_NAME, load_manifest
+
+    check_run(models, config)
+    out = Path(config.out_dir)
+    check_output_dir(out)
+    existing = load_manifest(out / MANIFEST_NAME)
+    if existing is not None:
+        _check_against(existing, models, out)
+    return out
 
 
 def _pool(config: ExportConfig, jobs: int, on_stage):
