@@ -44,6 +44,28 @@ def test_another_program_or_call_is_not_shared():
     assert memo.stats["decompose hit"] == hits
 
 
+def test_the_empty_table_on_what_run_decompositions_made_gives_it_back_untraced():
+    """ExecuTorch functionalizes every program it lowers (``run_decompositions({})``); on
+    what ``run_decompositions`` made, unchanged since, that is the program itself. After
+    a change in place, it is traced again."""
+    program = memo.tag(exported(), "test again")
+    with memo.sharing():
+        decomposed = program.run_decompositions()
+        before = memo.stats["decompose again"]
+        again = decomposed.run_decompositions({})
+        assert memo.stats["decompose again"] == before + 1
+        assert again is not decomposed and memo.source_of(again) == "test again"
+        relu = next(n for n in decomposed.graph.nodes if n.target == torch.ops.aten.relu.default)
+        relu.target = torch.ops.aten.relu_.default  # a pass changing the graph in place
+        traced = decomposed.run_decompositions({})
+        assert memo.stats["decompose again"] == before + 1
+    assert torch.ops.aten.relu_.default not in {n.target for n in traced.graph.nodes}, "functionalized again"
+    relu.target = torch.ops.aten.relu.default
+    assert again.graph_module.code == decomposed.run_decompositions({}).graph_module.code, "what tracing gives"
+    x = torch.rand(1, 3, 8, 8)
+    torch.testing.assert_close(again.module()(x), program.module()(x))
+
+
 def test_programs_holding_other_objects_have_no_key():
     from executorch.exir import to_edge_transform_and_lower
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner

@@ -588,3 +588,43 @@ def test_lazy_codegen_makes_the_same_tosa_program():
     with fast_fx():
         lazy = lowered()
     assert lazy == plain
+
+
+class InPlace(torch.nn.Module):
+    """In-place ops: torch.export keeps them until a program is functionalized; one whose
+    functional form is in the table (``unsqueeze_``) is only seen after that."""
+
+    def __init__(self, unsqueeze: bool):
+        super().__init__()
+        self.conv, self.unsqueeze = torch.nn.Conv2d(3, 8, 3, padding=1), unsqueeze
+
+    def forward(self, x):
+        y = torch.nn.functional.hardswish(self.conv(x), inplace=True)
+        y.add_(1.0)
+        if self.unsqueeze:
+            y = y.flatten(1).clone()
+            y.unsqueeze_(0)
+        return torch.nn.functional.relu(y, inplace=True)
+
+
+@pytest.mark.parametrize("case", ["in place, taken by no rewrite", "in place, unsqueeze_", *CASES])
+def test_a_program_no_rewrite_takes_is_not_traced_again(case):
+    """``_rewritten`` asks each rewrite on the op's fake values before re-tracing; the
+    answer must be what re-tracing shows: a program no rewrite takes comes out of the
+    table as it comes out of the empty table (so it is left as it is), and one a
+    rewrite takes comes out changed."""
+    from pteforge.stages import rewrite
+
+    if case in CASES:
+        make, shapes, _ = CASES[case]
+        model, inputs = make().eval(), _seeded(shapes, 0)
+    else:
+        model, inputs = InPlace(unsqueeze="unsqueeze" in case).eval(), (torch.randn(1, 3, 8, 8),)
+    exported = torch.export.export(model, inputs)
+    for table in (rewrite._table(), rewrite._late_table()):
+        changed = exported.run_decompositions(table).graph_module.code != exported.run_decompositions({}).graph_module.code
+        assert rewrite._applies(exported, table) == changed
+        if not changed:
+            assert rewrite._rewritten(exported, table) is exported
+    if case.startswith("in place"):
+        assert rewrite._applies(exported, rewrite._table()) == ("unsqueeze" in case)
