@@ -35,7 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     ex = sub.add_parser("export", parents=[common], help="export models to .pte, one per target (default command)")
     ex.add_argument("-c", "--config", default=None, metavar="FILE",
                     help="read the export's options from a pteforge.toml, or [tool.pteforge] of a pyproject.toml; "
-                         "flags override the file")
+                         "flags override the file. Without -c: the nearest pteforge.toml, or pyproject.toml "
+                         "with [tool.pteforge], from here up to the project's root")
+    ex.add_argument("--no-config", action="store_true", help="read no config file, not even one found here")
     sel = ex.add_argument_group("models")
     for fam in families():  # one flag per task family: --mobilenet, --yolo, --yolo-pose, ...
         if fam.models:
@@ -180,7 +182,7 @@ def _with_config(parser, given, argv: list[str]):
 def _normalise_argv(argv: list[str]) -> list[str]:
     """``pteforge`` alone and ``pteforge --mobilenet`` mean ``pteforge export ...``."""
     if not argv:
-        return ["export", "--all"]
+        return ["export"]  # every everyday catalog model, or what a config file found here names
     if argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
         return argv
     if argv[0] == "--debug" and len(argv) > 1 and argv[1] in COMMANDS:
@@ -205,6 +207,13 @@ def main(argv: list[str] | None = None) -> int:
 
     ui = Renderer()
     try:
+        if args.command == "export" and args.config is None and not args.no_config:
+            from .config import discover
+
+            found = discover(Path.cwd())
+            if found is not None:
+                ui.note(f"export options from {found} (flags override them; --no-config to ignore the file)")
+                args.config = str(found)
         if getattr(args, "config", None):
             args = _with_config(parser, args, argv)
         return _run(args, ui, debug)

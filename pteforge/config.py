@@ -2,7 +2,8 @@
 
 The file holds the same options as the command line, under the flags' names
 (``base-url`` or ``base_url``), at its top level — or under ``[tool.pteforge]`` in a
-``pyproject.toml``. Flags given on the command line override the file. An unknown key
+``pyproject.toml``. Without ``-c``, the nearest such file is read (``discover``), and
+the run says so. Flags given on the command line override the file. An unknown key
 or a value of the wrong type is one error line naming the key and its line.
 """
 
@@ -68,6 +69,26 @@ def export_file() -> type[BaseModel]:
 
     words = {fam.word.replace("-", "_"): (list[str] | bool | None, None) for fam in families() if fam.models}
     return create_model("ExportFile", __base__=ExportOptions, **words)
+
+
+def discover(start: Path) -> Path | None:
+    """The config file ``pteforge export`` reads without ``-c``, as ruff and pytest find
+    theirs: the nearest ``pteforge.toml``, or ``pyproject.toml`` with a ``[tool.pteforge]``
+    table, from ``start`` up to the project's root (the first directory holding a
+    ``pyproject.toml`` or ``.git``)."""
+    for directory in (start, *start.parents):
+        if (directory / "pteforge.toml").is_file():
+            return directory / "pteforge.toml"
+        pyproject = directory / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                has_table = "pteforge" in tomllib.loads(pyproject.read_text()).get("tool", {})
+            except (OSError, tomllib.TOMLDecodeError):
+                has_table = "[tool.pteforge]" in pyproject.read_text(errors="replace")  # load_config names the error
+            return pyproject if has_table else None
+        if (directory / ".git").exists():
+            return None
+    return None
 
 
 def load_config(path: Path) -> dict[str, Any]:

@@ -68,6 +68,11 @@ class Renderer:
 
         self.err.print(f"[bold yellow]warning:[/bold yellow] {escape(line)}", markup=True)
 
+    def note(self, line: str) -> None:
+        from rich.markup import escape
+
+        self.err.print(f"[dim]{escape(line)}[/dim]", markup=True)
+
     def traceback(self) -> None:
         self.err.print_exception(show_locals=False)
 

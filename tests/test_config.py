@@ -83,3 +83,39 @@ def test_the_example_config_names_the_apps_whole_catalogue():
     assert {s.family for s in specs} == set(APP_CATEGORIES) - {"gemma"}, "every category the app shows"
     assert "# gemma = true" in (ROOT / "examples" / "pteforge.toml").read_text()
     assert values["backends"] == ["xnnpack", "coreml", "mps", "vulkan"], "the seed's backends"
+
+
+def test_without_c_the_nearest_config_is_read_and_the_run_says_so(capsys, tmp_path, monkeypatch):
+    """As ruff and pytest find theirs: from here up to the project's root; --no-config reads none."""
+    project = tmp_path / "app"
+    (project / "lib" / "deep").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(f'[project]\nname = "app"\n\n[tool.pteforge]\n{CONFIG}out = "{tmp_path / "o"}"\n')
+    monkeypatch.chdir(project / "lib" / "deep")
+    code, _, err = cli(capsys, "export", "--backends", "portable")
+    assert code == ExitStatus.OK, err
+    assert f"export options from {project / 'pyproject.toml'}" in err
+    [e] = json.loads((tmp_path / "o" / "index.json").read_text())["models"]
+    assert e["target"] == "portable" and e["source"] == "tiny_models:sized(classes=3)"
+
+    (project / "lib" / "pteforge.toml").write_text('seed = "seven"\n')  # nearer, and wrong
+    code, _, err = cli(capsys, "export", "--backends", "portable")
+    assert code == ExitStatus.USAGE
+    assert f"{project / 'lib' / 'pteforge.toml'}:1: seed has a wrong value" in error_lines(err)[0]
+    code, _, err = cli(capsys, "export", "--no-config", "--model", "tiny_models:tiny", "--input-shape", "1,3,8,8",
+                       "--weights", "none", "--backends", "portable", "--bench-runs", "0", "--out", tmp_path / "flags")
+    assert code == ExitStatus.OK, err
+    assert "export options from" not in err and (tmp_path / "flags" / "index.json").is_file()
+
+
+def test_the_search_stops_at_the_projects_root(tmp_path):
+    from pteforge.config import discover
+
+    (tmp_path / "pteforge.toml").write_text("seed = 1\n")
+    (tmp_path / "other" / "src").mkdir(parents=True)
+    assert discover(tmp_path / "other" / "src") == tmp_path / "pteforge.toml"
+    (tmp_path / "other" / "pyproject.toml").write_text('[project]\nname = "other"\n')  # a root without the table
+    assert discover(tmp_path / "other" / "src") is None
+    (tmp_path / "other" / "pyproject.toml").write_text('[project]\nname = "other"\n[tool.pteforge]\nseed = 2\n')
+    assert discover(tmp_path / "other" / "src") == tmp_path / "other" / "pyproject.toml"
+    (tmp_path / "git" / ".git").mkdir(parents=True)
+    assert discover(tmp_path / "git") is None
