@@ -227,7 +227,8 @@ def sharing():
 
     @functools.wraps(run_decompositions)
     def decompose(self, decomp_table=None, decompose_custom_triton_ops=False):
-        if decomp_table is not None and not decomp_table and getattr(self, _DECOMPOSED, None) == _structure(self):
+        made = getattr(self, _DECOMPOSED, None)
+        if made is not None and decomp_table is not None and not decomp_table and made == _structure(self):
             # the empty table on what run_decompositions made, unchanged since: the same program
             stats["decompose again"] += 1
             return _decomposed(tag(_copy(self), source_of(self)))

@@ -94,7 +94,8 @@ def _applies(exported, table) -> bool:
     from torch.utils import _pytree as pytree
 
     names = {op._schema.name for op in table}
-    for node in exported.graph.nodes:
+    graphs = [m.graph for m in exported.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]  # and branches
+    for node in (n for graph in graphs for n in graph.nodes):
         schema = getattr(node.target, "_schema", None)
         if schema is not None and schema.is_mutable and schema.name.rstrip("_") in names:
             return True  # functionalizing ``squeeze_`` makes a ``squeeze`` the table may take
