@@ -4,6 +4,7 @@ the same program (source, code, metadata, tensors) and the same call."""
 import torch
 from tiny_models import TinyNet
 
+from pteforge.spec import Precision
 from pteforge.stages import memo
 
 
@@ -127,3 +128,46 @@ def test_vulkan_makes_its_pattern_graphs_once_per_process(monkeypatch, tmp_path)
         program = vulkan.lower(exported(), vulkan.plan(vulkan.default_precision), []).to_executorch()
         assert program.buffer
     assert made and sorted(made) == sorted(set(made)), f"each pattern made once, not {made}"
+
+
+class Upsample(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        return torch.nn.functional.interpolate(self.conv(x), scale_factor=2, mode="bilinear", align_corners=False)
+
+
+def test_xnnpack_makes_its_pattern_graphs_only_for_a_program_that_may_hold_one(monkeypatch, tmp_path):
+    """XNNPACK's bilinear and attention patterns (~2 s in each process) are made once on a
+    machine to learn their operators (kept in the cache directory); after that a program
+    without those operators is lowered without them, to the same bytes, and one with them
+    still gets its pattern converted."""
+    from executorch.backends.xnnpack.partition.graphs import bilinear_2d, sdpa
+    from executorch.devtools.backend_debug import get_delegation_info
+
+    from pteforge.backends import default_registry
+
+    monkeypatch.setenv("PTEFORGE_CACHE_DIR", str(tmp_path))
+    xnnpack = default_registry().get("xnnpack")
+    plan = xnnpack.plan(Precision.FP32)
+    makers = (bilinear_2d._get_bilinear_2d_graphs, sdpa.get_graphs)
+
+    def lowered(make_model, shape):
+        for make in makers:
+            make.cache_clear()
+        torch.manual_seed(0)
+        program = torch.export.export(make_model().eval(), (torch.rand(*shape),))
+        edge = xnnpack.lower(program, plan, [])
+        return edge, edge.to_executorch().buffer, [make.cache_info().currsize for make in makers]
+
+    _, first, made = lowered(TinyNet, (1, 3, 8, 8))
+    assert made == [1, 1] and len(list((tmp_path / "patterns").glob("*.json"))) == 2, "made, and their operators kept"
+    _, again, made = lowered(TinyNet, (1, 3, 8, 8))
+    assert made == [0, 0] and again == first
+    edge, _, made = lowered(Upsample, (1, 3, 8, 8))
+    assert made[0] == 1
+    info = get_delegation_info(edge.exported_program().graph_module)
+    assert info.num_delegated_subgraphs == 1 and not any(
+        n.non_delegated for op, n in info.delegation_by_operator.items() if op != "getitem"), "the upsampling inside XNNPACK"

@@ -1,0 +1,92 @@
+"""Pattern graphs a backend's pass matches programs against, built only where one can match.
+
+XNNPACK's lowering converts bilinear upsampling and attention subgraphs it recognises by
+matching them against small pattern programs, which ExecuTorch builds (``torch.export``
+and ``to_edge`` of tiny models) the first time a process lowers anything to XNNPACK:
+~2 s of every process on this machine (six patterns), for every model, though most
+models have neither subgraph. A match needs every operator of the pattern in the
+program (``SubgraphMatcher`` compares the targets of call nodes), so the operators each
+pattern holds, kept on disk once they are known, say when no pattern can match: then the
+pass runs with no patterns, which is what it would have done after finding no match.
+
+The operators are kept per pattern set under a key of the ExecuTorch and torch versions
+and the pattern modules' source, in the cache directory (``PTEFORGE_CACHE_DIR``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+
+def op_names(graph_module) -> set[str]:
+    """The targets of the call nodes of ``graph_module`` and its submodules, as text."""
+    import torch
+
+    return {str(getattr(n.target, "_op", n.target)) for m in graph_module.modules() if isinstance(m, torch.fx.GraphModule)
+            for n in m.graph.nodes if n.op == "call_function"}
+
+
+def needed(module, build: Callable[[], list]) -> list[frozenset[str]]:
+    """The operators of each pattern graph ``build()`` makes (``module`` defines them): read
+    from the cache directory, or from the built graphs, then written there."""
+    path = _path(module)
+    try:
+        return [frozenset(ops) for ops in json.loads(path.read_text())]
+    except (OSError, ValueError, TypeError):
+        pass
+    ops = [sorted(op_names(graph)) for graph in build()]
+    from ..io import write_atomic
+
+    try:
+        write_atomic(path, json.dumps(ops))
+    except OSError:
+        pass  # a read-only cache: built again next time
+    return [frozenset(o) for o in ops]
+
+
+def _path(module) -> Path:
+    import executorch
+    import torch
+
+    from ..cache import cache_root
+
+    source = Path(module.__file__).read_bytes()
+    version = getattr(executorch, "__version__", "?")
+    key = hashlib.sha256(b"\0".join([version.encode(), torch.__version__.encode(), source])).hexdigest()[:24]
+    return cache_root() / "patterns" / f"{module.__name__}-{key}.json"
+
+
+@contextlib.contextmanager
+def only_where_they_can_match(passes):
+    """Inside, each pass of ``passes`` — (pass class, the module of its patterns, the name
+    of the module's function that returns them, the type of what it returns) — runs with
+    no patterns on a program that lacks an operator of every one of them."""
+    saved = []
+    for cls, module, getter, empty in passes:
+        saved.append((cls, cls.call))
+        cls.call = _guarded(cls.call, module, getter, empty)
+    try:
+        yield
+    finally:
+        for cls, call in saved:
+            cls.call = call
+
+
+def _guarded(call, module, getter: str, empty):
+    def guarded(self, graph_module):
+        patterns = needed(module, lambda: list(getattr(module, getter)()))
+        have = op_names(graph_module)
+        if any(ops <= have for ops in patterns):
+            return call(self, graph_module)
+        real = getattr(module, getter)
+        setattr(module, getter, empty)  # list() or dict(): no patterns
+        try:
+            return call(self, graph_module)
+        finally:
+            setattr(module, getter, real)
+
+    return guarded
