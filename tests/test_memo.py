@@ -171,3 +171,38 @@ def test_xnnpack_makes_its_pattern_graphs_only_for_a_program_that_may_hold_one(m
     info = get_delegation_info(edge.exported_program().graph_module)
     assert info.num_delegated_subgraphs == 1 and not any(
         n.non_delegated for op, n in info.delegation_by_operator.items() if op != "getitem"), "the upsampling inside XNNPACK"
+
+
+def test_vulkan_makes_its_rope_patterns_only_for_a_program_that_may_hold_one(monkeypatch, tmp_path):
+    """As XNNPACK's: after the patterns' operators are known (kept in the cache directory),
+    a program without them is lowered without making them, to the same bytes, and the RoPE
+    module the pattern comes from still has it made (and matched by the partitioner)."""
+    import functools
+
+    from executorch.backends.vulkan.patterns import fusable_patterns
+    from executorch.backends.vulkan.patterns.rope import RotaryEmbeddingPattern
+
+    from pteforge.backends import default_registry
+
+    monkeypatch.setenv("PTEFORGE_CACHE_DIR", str(tmp_path))
+    made = []
+    for name, entry in fusable_patterns.items():
+        if entry.get_graphs_fn is not None:
+            fn = getattr(entry.get_graphs_fn, "__wrapped__", entry.get_graphs_fn)
+            monkeypatch.setattr(entry, "get_graphs_fn", functools.cache(lambda fn=fn, name=name: made.append(name) or fn()))
+    vulkan = default_registry().get("vulkan")
+
+    def lowered(program):
+        for entry in fusable_patterns.values():
+            if entry.get_graphs_fn is not None:
+                entry.get_graphs_fn.cache_clear()
+        made.clear()
+        return vulkan.lower(program, vulkan.plan(vulkan.default_precision), []).to_executorch().buffer
+
+    first = lowered(exported())
+    assert sorted(made) == ["export_llama_rope", "hf_rope"], "made once, to learn their operators"
+    assert lowered(exported()) == first and made == []
+    rope = torch.export.export(RotaryEmbeddingPattern(), (torch.randn(1, 1, 4, 32), torch.randn(1, 1, 2, 32),
+                                                          torch.randn(1, 16), torch.randn(1, 16)))
+    lowered(rope)
+    assert "export_llama_rope" in made and "hf_rope" not in made

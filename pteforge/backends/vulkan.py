@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+
 from ..spec import Precision
 from .base import Backend, Docs
 
@@ -37,6 +39,37 @@ partitioner = [VulkanPartitioner()]  # {"force_fp16": True} for fp16"""
         _pattern_graphs_once()
         options = {"force_fp16": True} if precision is Precision.FP16 else {}
         return [VulkanPartitioner(options)]
+
+    def lower(self, exported, plan, rest):
+        with _patterns_where_they_can_match():
+            return super().lower(exported, plan, rest)
+
+
+@contextlib.contextmanager
+def _patterns_where_they_can_match():
+    """The RoPE pattern graphs (~1.5 s to make in each process) made only for a program
+    holding every operator of one of them (see stages/patterns.py): the partitioner and
+    the fusion pass match the others, and the detectors, as they are."""
+    import inspect
+
+    from executorch.backends.vulkan import patterns as vk
+
+    from ..stages.patterns import can_match, replaced
+
+    def only_matching(real):
+        def call(*args):  # (graph_module) or (exported_program, graph_module)
+            with contextlib.ExitStack() as stack:
+                for name, entry in vk.fusable_patterns.items():
+                    make = entry.get_graphs_fn
+                    if make is not None and not can_match(args[-1], inspect.getmodule(inspect.unwrap(make)), make, name):
+                        stack.enter_context(replaced(entry, "get_graphs_fn", list))
+                return real(*args)
+
+        return call
+
+    with replaced(vk, "get_all_fusable_subgraphs", only_matching(vk.get_all_fusable_subgraphs)), \
+            replaced(vk, "replace_all_fusable_subgraphs", only_matching(vk.replace_all_fusable_subgraphs)):
+        yield
 
 
 def _pattern_graphs_once() -> None:

@@ -30,10 +30,17 @@ def op_names(graph_module) -> set[str]:
             for n in m.graph.nodes if n.op == "call_function"}
 
 
-def needed(module, build: Callable[[], list]) -> list[frozenset[str]]:
-    """The operators of each pattern graph ``build()`` makes (``module`` defines them): read
-    from the cache directory, or from the built graphs, then written there."""
-    path = _path(module)
+def can_match(graph_module, module, build: Callable[[], list], name: str = "") -> bool:
+    """Whether one of the pattern graphs ``build()`` makes (``module`` defines them) may
+    match in ``graph_module``: it has every operator of one of them."""
+    have = op_names(graph_module)
+    return any(ops <= have for ops in needed(module, build, name))
+
+
+def needed(module, build: Callable[[], list], name: str = "") -> list[frozenset[str]]:
+    """The operators of each pattern graph ``build()`` makes: read from the cache
+    directory, or from the built graphs, then written there."""
+    path = _path(module, name)
     try:
         return [frozenset(ops) for ops in json.loads(path.read_text())]
     except (OSError, ValueError, TypeError):
@@ -48,7 +55,7 @@ def needed(module, build: Callable[[], list]) -> list[frozenset[str]]:
     return [frozenset(o) for o in ops]
 
 
-def _path(module) -> Path:
+def _path(module, name: str) -> Path:
     import executorch
     import torch
 
@@ -57,7 +64,18 @@ def _path(module) -> Path:
     source = Path(module.__file__).read_bytes()
     version = getattr(executorch, "__version__", "?")
     key = hashlib.sha256(b"\0".join([version.encode(), torch.__version__.encode(), source])).hexdigest()[:24]
-    return cache_root() / "patterns" / f"{module.__name__}-{key}.json"
+    return cache_root() / "patterns" / f"{module.__name__}{'.' + name if name else ''}-{key}.json"
+
+
+@contextlib.contextmanager
+def replaced(obj, attr: str, value):
+    """``obj.attr`` is ``value`` inside."""
+    real = getattr(obj, attr)
+    setattr(obj, attr, value)
+    try:
+        yield
+    finally:
+        setattr(obj, attr, real)
 
 
 @contextlib.contextmanager
@@ -65,28 +83,17 @@ def only_where_they_can_match(passes):
     """Inside, each pass of ``passes`` — (pass class, the module of its patterns, the name
     of the module's function that returns them, the type of what it returns) — runs with
     no patterns on a program that lacks an operator of every one of them."""
-    saved = []
-    for cls, module, getter, empty in passes:
-        saved.append((cls, cls.call))
-        cls.call = _guarded(cls.call, module, getter, empty)
-    try:
+    with contextlib.ExitStack() as stack:
+        for cls, module, getter, empty in passes:
+            stack.enter_context(replaced(cls, "call", _guarded(cls.call, module, getter, empty)))
         yield
-    finally:
-        for cls, call in saved:
-            cls.call = call
 
 
 def _guarded(call, module, getter: str, empty):
     def guarded(self, graph_module):
-        patterns = needed(module, lambda: list(getattr(module, getter)()))
-        have = op_names(graph_module)
-        if any(ops <= have for ops in patterns):
+        if can_match(graph_module, module, lambda: list(getattr(module, getter)())):
             return call(self, graph_module)
-        real = getattr(module, getter)
-        setattr(module, getter, empty)  # list() or dict(): no patterns
-        try:
+        with replaced(module, getter, empty):  # list() or dict(): no patterns
             return call(self, graph_module)
-        finally:
-            setattr(module, getter, real)
 
     return guarded
