@@ -206,3 +206,20 @@ def test_vulkan_makes_its_rope_patterns_only_for_a_program_that_may_hold_one(mon
                                                           torch.randn(1, 16), torch.randn(1, 16)))
     lowered(rope)
     assert "export_llama_rope" in made and "hf_rope" not in made
+
+
+def test_a_damaged_record_of_pattern_operators_is_learned_again(monkeypatch, tmp_path):
+    """A truncated or rewritten file must never make a pattern look impossible."""
+    from executorch.backends.xnnpack.partition.graphs import bilinear_2d
+
+    from pteforge.stages import patterns
+
+    monkeypatch.setenv("PTEFORGE_CACHE_DIR", str(tmp_path))
+    build = lambda: list(bilinear_2d.get_graphs_dict())  # noqa: E731
+    learned = patterns.needed(bilinear_2d, build)
+    assert learned and all("aten.upsample_bilinear2d.vec" in ops for ops in learned)
+    [path] = (tmp_path / "patterns").glob("*.json")
+    for damaged in ('["x"]', '{"a": 1}', "[[", "[]", '[["a", 3]]'):
+        path.write_text(damaged)
+        assert patterns.needed(bilinear_2d, build) == learned, damaged
+    assert patterns.can_match(torch.fx.symbolic_trace(torch.nn.ReLU()), None, build), "no module to key by: made"

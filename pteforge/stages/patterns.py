@@ -1,10 +1,10 @@
 """Pattern graphs a backend's pass matches programs against, built only where one can match.
 
-XNNPACK's lowering converts bilinear upsampling and attention subgraphs it recognises by
-matching them against small pattern programs, which ExecuTorch builds (``torch.export``
-and ``to_edge`` of tiny models) the first time a process lowers anything to XNNPACK:
-~2 s of every process on this machine (six patterns), for every model, though most
-models have neither subgraph. A match needs every operator of the pattern in the
+XNNPACK's lowering converts bilinear upsampling and attention subgraphs, and Vulkan's
+fuses RoPE, by matching the program against small pattern programs, which ExecuTorch
+builds (``torch.export`` and ``to_edge`` of tiny models) the first time a process lowers
+to that backend: ~2 s (XNNPACK's six) and ~1.5 s (Vulkan's three) of every process on
+this machine, for every model, though most models hold none of them. A match needs every operator of the pattern in the
 program (``SubgraphMatcher`` compares the targets of call nodes), so the operators each
 pattern holds, kept on disk once they are known, say when no pattern can match: then the
 pass runs with no patterns, which is what it would have done after finding no match.
@@ -33,8 +33,14 @@ def op_names(graph_module) -> set[str]:
 def can_match(graph_module, module, build: Callable[[], list], name: str = "") -> bool:
     """Whether one of the pattern graphs ``build()`` makes (``module`` defines them) may
     match in ``graph_module``: it has every operator of one of them."""
+    if getattr(module, "__file__", None) is None:
+        return True  # no source to key the operators by: make them, as the pass would
+    try:
+        patterns = needed(module, build, name)
+    except Exception:  # noqa: BLE001 - the pass makes them itself and says what failed
+        return True
     have = op_names(graph_module)
-    return any(ops <= have for ops in needed(module, build, name))
+    return any(ops <= have for ops in patterns)
 
 
 def needed(module, build: Callable[[], list], name: str = "") -> list[frozenset[str]]:
@@ -42,9 +48,13 @@ def needed(module, build: Callable[[], list], name: str = "") -> list[frozenset[
     directory, or from the built graphs, then written there."""
     path = _path(module, name)
     try:
-        return [frozenset(ops) for ops in json.loads(path.read_text())]
-    except (OSError, ValueError, TypeError):
-        pass
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = None
+    if isinstance(kept, list) and kept and all(isinstance(ops, list) and ops and all(isinstance(op, str) for op in ops)
+                                               for ops in kept):
+        return [frozenset(ops) for ops in kept]
+    # none kept, or a damaged file: learned again from the graphs
     ops = [sorted(op_names(graph)) for graph in build()]
     from ..io import write_atomic
 
@@ -56,13 +66,14 @@ def needed(module, build: Callable[[], list], name: str = "") -> list[frozenset[
 
 
 def _path(module, name: str) -> Path:
-    import executorch
+    from importlib.metadata import version as installed
+
     import torch
 
     from ..cache import cache_root
 
     source = Path(module.__file__).read_bytes()
-    version = getattr(executorch, "__version__", "?")
+    version = installed("executorch")
     key = hashlib.sha256(b"\0".join([version.encode(), torch.__version__.encode(), source])).hexdigest()[:24]
     return cache_root() / "patterns" / f"{module.__name__}{'.' + name if name else ''}-{key}.json"
 
