@@ -82,9 +82,13 @@ def discover(start: Path) -> Path | None:
         pyproject = directory / "pyproject.toml"
         if pyproject.is_file():
             try:
-                has_table = "pteforge" in tomllib.loads(pyproject.read_text()).get("tool", {})
-            except (OSError, tomllib.TOMLDecodeError):
-                has_table = "[tool.pteforge]" in pyproject.read_text(errors="replace")  # load_config names the error
+                text = pyproject.read_text()
+            except (OSError, UnicodeDecodeError):
+                return None  # not a file pteforge could read its options from
+            try:
+                has_table = "pteforge" in tomllib.loads(text).get("tool", {})
+            except tomllib.TOMLDecodeError:
+                has_table = "[tool.pteforge]" in text  # load_config names the error and its line
             return pyproject if has_table else None
         if (directory / ".git").exists():
             return None
@@ -99,7 +103,7 @@ def load_config(path: Path) -> dict[str, Any]:
         data = tomllib.loads(text)
     except OSError as exc:
         raise UsageError(f"-c {path}: {exc.strerror}", fix="give the path of a pteforge.toml or pyproject.toml") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not valid TOML ({exc})", fix="fix the TOML syntax at that line") from None
     table, prefix = data, ""
     if path.name == "pyproject.toml":

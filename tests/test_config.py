@@ -119,3 +119,17 @@ def test_the_search_stops_at_the_projects_root(tmp_path):
     assert discover(tmp_path / "other" / "src") == tmp_path / "other" / "pyproject.toml"
     (tmp_path / "git" / ".git").mkdir(parents=True)
     assert discover(tmp_path / "git") is None
+
+
+def test_a_file_that_is_not_text_is_one_error_and_never_found(capsys, tmp_path):
+    (tmp_path / "pteforge.toml").write_bytes(b"seed = \xff\xfe\n")
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml")
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert "pteforge.toml: not valid TOML" in line, line
+
+    from pteforge.config import discover
+
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "pyproject.toml").write_bytes(b"[tool.pteforge]\nseed = \xff\n")
+    assert discover(tmp_path / "app") is None, "not a file pteforge could read options from: the project's root all the same"
