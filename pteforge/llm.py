@@ -509,9 +509,10 @@ def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: 
         "enable_dynamic_shape": backend.llm_dynamic_shapes,
     }
     partitioners = backend.llm_partitioners(precision)
-    edge = timed(Stage.LOWER, lambda: to_edge_transform_and_lower(
-        backend.llm_prepare(exported), partitioner=partitioners, constant_methods=methods,
-        compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True)))
+    with backend.lowering_context():
+        edge = timed(Stage.LOWER, lambda: to_edge_transform_and_lower(
+            backend.llm_prepare(exported), partitioner=partitioners, constant_methods=methods,
+            compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True)))
     delegation = delegation_of(edge.exported_program().graph_module)
     config = ExecutorchBackendConfig(extract_delegate_segments=True, do_quant_fusion_and_const_prop=True,
                                      memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False))

@@ -6,6 +6,7 @@ from tiny_models import TinyNet
 
 from pteforge.spec import Precision
 from pteforge.stages import memo
+from pteforge.stages.lower import lower
 
 
 def exported():
@@ -125,7 +126,7 @@ def test_vulkan_makes_its_pattern_graphs_once_per_process(monkeypatch, tmp_path)
             monkeypatch.setattr(entry, "get_graphs_fn", lambda fn=fn, name=name: made.append(name) or fn())
     vulkan = default_registry().get("vulkan")
     for _ in range(2):
-        program = vulkan.lower(exported(), vulkan.plan(vulkan.default_precision), []).to_executorch()
+        program = lower(exported(), [vulkan], vulkan.default_precision, vulkan.plan(vulkan.default_precision)).to_executorch()
         assert program.buffer
     assert made and sorted(made) == sorted(set(made)), f"each pattern made once, not {made}"
 
@@ -159,7 +160,7 @@ def test_xnnpack_makes_its_pattern_graphs_only_for_a_program_that_may_hold_one(m
             make.cache_clear()
         torch.manual_seed(0)
         program = torch.export.export(make_model().eval(), (torch.rand(*shape),))
-        edge = xnnpack.lower(program, plan, [])
+        edge = lower(program, [xnnpack], Precision.FP32, plan)
         return edge, edge.to_executorch().buffer, [make.cache_info().currsize for make in makers]
 
     _, first, made = lowered(TinyNet, (1, 3, 8, 8))
@@ -197,7 +198,7 @@ def test_vulkan_makes_its_rope_patterns_only_for_a_program_that_may_hold_one(mon
             if entry.get_graphs_fn is not None:
                 entry.get_graphs_fn.cache_clear()
         made.clear()
-        return vulkan.lower(program, vulkan.plan(vulkan.default_precision), []).to_executorch().buffer
+        return lower(program, [vulkan], vulkan.default_precision, vulkan.plan(vulkan.default_precision)).to_executorch().buffer
 
     first = lowered(exported())
     assert sorted(made) == ["export_llama_rope", "hf_rope"], "made once, to learn their operators"
@@ -223,3 +224,36 @@ def test_a_damaged_record_of_pattern_operators_is_learned_again(monkeypatch, tmp
         path.write_text(damaged)
         assert patterns.needed(bilinear_2d, build) == learned, damaged
     assert patterns.can_match(torch.fx.symbolic_trace(torch.nn.ReLU()), None, build), "no module to key by: made"
+
+
+class RoundsBothWays(torch.nn.Module):
+    """Vulkan leaves floor and ceil to the next backend of the chain."""
+
+    def forward(self, x):
+        return torch.floor(x) + torch.ceil(x)
+
+
+def test_a_backend_later_in_the_chain_makes_its_patterns_only_where_they_can_match_too(monkeypatch, tmp_path):
+    """vulkan+xnnpack: what Vulkan leaves goes to XNNPACK, whose passes run inside the
+    lowering Vulkan drives; WebGPU lowers with Vulkan's partitioner."""
+    from executorch.backends.vulkan.patterns import fusable_patterns
+    from executorch.backends.xnnpack.partition.graphs import bilinear_2d
+
+    from pteforge.backends import default_registry
+
+    monkeypatch.setenv("PTEFORGE_CACHE_DIR", str(tmp_path))
+    registry = default_registry()
+    program = torch.export.export(RoundsBothWays(), (torch.randn(1, 3, 8, 8),))
+    made = []
+    for chain in (["vulkan", "xnnpack"], ["vulkan", "xnnpack"], ["webgpu"]):
+        bilinear_2d._get_bilinear_2d_graphs.cache_clear()
+        for entry in fusable_patterns.values():
+            if hasattr(entry.get_graphs_fn, "cache_clear"):
+                entry.get_graphs_fn.cache_clear()
+        backends = [registry.get(name) for name in chain]
+        edge = lower(program, backends, Precision.FP32, backends[0].plan(Precision.FP32))
+        assert edge.to_executorch().buffer
+        made.append(bilinear_2d._get_bilinear_2d_graphs.cache_info().currsize + sum(
+            entry.get_graphs_fn.cache_info().currsize for entry in fusable_patterns.values() if entry.get_graphs_fn is not None))
+    assert made[0] == 3, "XNNPACK's (a dict of them) and Vulkan's two sets, made once to learn their operators"
+    assert made[1:] == [0, 0], made

@@ -28,10 +28,14 @@ Contract
 * ``lower(...)`` turns an ExportedProgram into an ``EdgeProgramManager``; the
   default calls ``to_edge_transform_and_lower`` with the plan's partitioners
   first and then those of the rest of the chain, in priority order.
+  ``lowering_context()`` is what a lowering runs inside for every backend of the
+  chain, first or later (XNNPACK's and Vulkan's pattern graphs, made only where
+  one can match).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -224,6 +228,12 @@ class Backend:
     def prepare(self, exported: "ExportedProgram", precision: Precision, example: tuple) -> "ExportedProgram":
         """Rewrite the captured program for ``precision`` before lowering (default: as is)."""
         return exported
+
+    def lowering_context(self):
+        """What a lowering with this backend's partitioner runs inside, first in its chain or
+        not (default: nothing; XNNPACK and Vulkan: their pattern graphs only where one can
+        match, stages/patterns.py)."""
+        return contextlib.nullcontext()
 
     def lower(self, exported: "ExportedProgram", plan: Plan, rest: list[Any]) -> Any:
         from executorch.exir import to_edge_transform_and_lower

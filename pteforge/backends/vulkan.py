@@ -36,25 +36,26 @@ partitioner = [VulkanPartitioner()]  # {"force_fp16": True} for fp16"""
     def partitioners(self, precision):
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 
-        _pattern_graphs_once()
         options = {"force_fp16": True} if precision is Precision.FP16 else {}
         return [VulkanPartitioner(options)]
 
-    def lower(self, exported, plan, rest):
-        with _patterns_where_they_can_match():
-            return super().lower(exported, plan, rest)
+    def lowering_context(self):
+        return patterns_where_they_can_match()
 
 
 @contextlib.contextmanager
-def _patterns_where_they_can_match():
-    """The RoPE pattern graphs (~1.5 s to make in each process) made only for a program
-    holding every operator of one of them (see stages/patterns.py): the partitioner and
-    the fusion pass match the others, and the detectors, as they are."""
+def patterns_where_they_can_match():
+    """Each RoPE pattern graph made once per process (``_pattern_graphs_once``), and only
+    for a program holding every operator of one of them (~1.5 s of each process; see
+    stages/patterns.py): the partitioner and the fusion pass match the others, and the
+    detectors, as they are. WebGPU lowers with Vulkan's partitioner, inside this too."""
     import inspect
 
     from executorch.backends.vulkan import patterns as vk
 
     from ..stages.patterns import can_match, replaced
+
+    _pattern_graphs_once()
 
     def only_matching(real):
         def call(*args):  # (graph_module) or (exported_program, graph_module)

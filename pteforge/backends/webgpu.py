@@ -34,6 +34,11 @@ partitioner = [WebGPUPartitioner()]"""
         # the plan is the same: a WebGPU program is the fp32 Vulkan program.
         return ("vulkan", precision.value)
 
+    def lowering_context(self):
+        from .vulkan import patterns_where_they_can_match
+
+        return patterns_where_they_can_match()
+
     def partitioners(self, precision):
         from executorch.backends.webgpu.partitioner import WebGPUPartitioner
 

@@ -119,20 +119,23 @@ partitioner = [XnnpackPartitioner()]"""
         # its RMSNorms inside the XNNPACK program, not cutting it in two each (Gemma 3 270M: 109 of them)
         return means_as_linears(exported)
 
-    def lower(self, exported, plan, rest):
+    def lowering_context(self):
         from executorch.backends.xnnpack._passes.convert_to_sdpa import ConvertToSDPAPass
         from executorch.backends.xnnpack._passes.convert_to_upsample_bilinear2d import ConvertToUpsampleBilinear2d
         from executorch.backends.xnnpack.partition.graphs import bilinear_2d, sdpa
 
         from ..stages.patterns import only_where_they_can_match
-        from ..stages.rewrite import xnnpack_friendly
 
         # its bilinear-upsampling and attention pattern graphs (~2 s to make in each
         # process) made only for a program that may hold one (see stages/patterns.py)
         passes = [(ConvertToUpsampleBilinear2d, bilinear_2d, "get_graphs_dict", dict), (ConvertToSDPAPass, sdpa, "get_graphs", list)]
-        with only_where_they_can_match(passes):
-            # after quantization: adaptive pooling, LayerNorm and RMSNorm (see xnnpack_friendly)
-            return super().lower(xnnpack_friendly(exported, late=True), plan, rest)
+        return only_where_they_can_match(passes)
+
+    def lower(self, exported, plan, rest):
+        from ..stages.rewrite import xnnpack_friendly
+
+        # after quantization: adaptive pooling, LayerNorm and RMSNorm (see xnnpack_friendly)
+        return super().lower(xnnpack_friendly(exported, late=True), plan, rest)
 
     def prepare(self, exported, precision, example):
         from ..stages.rewrite import xnnpack_friendly

@@ -109,7 +109,10 @@ def lower(exported, chain, precision, plan):
     later backend that does not take the target's precision lowers at its default.
     """
     rest = zip(chain[1:], chain_precisions(chain, precision)[1:])
-    return chain[0].lower(exported, plan, [p for b, at in rest for p in b.partitioners(at)])
+    with contextlib.ExitStack() as inside:
+        for backend in chain:
+            inside.enter_context(backend.lowering_context())
+        return chain[0].lower(exported, plan, [p for b, at in rest for p in b.partitioners(at)])
 
 
 def chain_precisions(chain, precision) -> list:
