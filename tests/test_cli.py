@@ -278,6 +278,17 @@ def test_factory_with_several_inputs_and_dtypes(capsys, out):
     assert e["inputShapes"] == [[2, 5], [1]] and e["status"] == "VERIFIED"
 
 
+@pytest.mark.parametrize("how", ["dict", "namedtuple", "mixed"])
+def test_structured_outputs_are_compared_in_the_programs_order(capsys, out, how):
+    """The program returns a model's tensors in torch's pytree order (a dict's insertion
+    order); a namedtuple or an int in the output does not stop the capture or the bundle."""
+    code, _, err = cli(capsys, "export", "--model", f"tiny_models:structured('{how}')", "--input-shape", "1,3,8,8",
+                       "--weights", "none", "--backends", "portable", "--bundle", "--out", out)
+    assert code == ExitStatus.OK, err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60, e
+
+
 @pytest.mark.parametrize(
     "cli_args, api_call",
     [

@@ -114,6 +114,33 @@ def two_inputs():
     return TwoInputs()
 
 
+class StructuredOutputs(torch.nn.Module):
+    """Returns more than one tensor, structured: a dict whose insertion order is not its
+    sorted order ("logits" after "features" would sort first), a namedtuple, an int, None."""
+
+    Pair = __import__("collections").namedtuple("Pair", ["wide", "narrow"])
+
+    def __init__(self, how: str):
+        super().__init__()
+        self.how = how
+        self.conv = torch.nn.Conv2d(3, 6, 3)
+        self.fc = torch.nn.Linear(6, 2)
+
+    def forward(self, x):
+        features = self.conv(x).mean((2, 3))
+        logits = self.fc(features)
+        if self.how == "dict":
+            return {"logits": logits, "features": features}
+        if self.how == "namedtuple":
+            return self.Pair(features, logits)
+        return logits, 3, None, [features]
+
+
+def structured(how="dict"):
+    torch.manual_seed(0)
+    return StructuredOutputs(how)
+
+
 def not_a_module():
     return {"weights": [1, 2, 3]}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,8 +98,7 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     inputs = reference_inputs(spec, config)
     t0 = time.perf_counter()
     try:
-        with torch.no_grad():
-            exported = torch.export.export(model, inputs[0])
+        exported = export_model(model, inputs[0])
     except Exception as exc:
         raise CaptureError(summarize_export_error(exc), fix="see https://pytorch.org/docs/stable/export.html") from exc
     timings[Stage.CAPTURE.value] = time.perf_counter() - t0
@@ -142,8 +142,55 @@ def transformed_capture(model, backend: str, precision, example: tuple):
     config = default_registry().get(backend).source_transform(precision)
     variant = copy.deepcopy(model)
     quantize_(variant, config.ao_base_config, config.filter_fn)
+    return export_model(variant, example)
+
+
+_PLAIN_CONTAINERS = (tuple, list, dict, OrderedDict)
+
+
+def export_model(model, example: tuple):
+    """``torch.export`` of ``model``; a model that returns more than tensors in lists,
+    tuples and dicts (a namedtuple, a dataclass such as a Hugging Face ``ModelOutput``, an
+    int, None) is captured as returning the tuple of its tensors, in pytree order.
+
+    An ExecuTorch program returns a flat list anyway; but a namedtuple or a registered
+    class in the output's structure cannot be saved without its type registered, or
+    loaded where it is not imported, and a bundled program takes only tensor outputs.
+    The eager reference (``flatten_outputs``) is the same tensors in the same order."""
+    import torch
+
     with torch.no_grad():
-        return torch.export.export(variant, example)
+        exported = torch.export.export(model, example)
+        if _tensors_in_plain_containers(exported):
+            return exported
+
+        class TensorOutputs(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, *args):
+                return tuple(flatten_outputs_live(self.model(*args)))
+
+        return torch.export.export(TensorOutputs(), example)
+
+
+def _tensors_in_plain_containers(exported) -> bool:
+    import torch
+
+    def plain(spec) -> bool:
+        return spec.is_leaf() or (spec.type in _PLAIN_CONTAINERS and all(plain(c) for c in spec.children()))
+
+    outputs = exported.graph.output_node().args[0]
+    return plain(exported.call_spec.out_spec) and all(isinstance(o, torch.fx.Node) for o in outputs)
+
+
+def flatten_outputs_live(out) -> list:
+    """The tensors of ``out`` in pytree order, as they are (for tracing)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
 def validation_images(spec: ModelSpec, model) -> dict:
@@ -163,12 +210,16 @@ def validation_images(spec: ModelSpec, model) -> dict:
 
 
 def flatten_outputs(out) -> list:
+    """The tensors of a model's output, in the order its exported program returns them:
+    torch's pytree order (a dict's insertion order, a ModelOutput's fields), which is the
+    order ``torch.export`` flattens outputs in. Values that are not tensors are left out,
+    as ``tensor_outputs`` leaves them out of a program's outputs."""
+    return [t.detach().clone() for t in flatten_outputs_live(out)]
+
+
+def tensor_outputs(values) -> list:
+    """The tensors of what a program's method returned (it also returns ints, floats,
+    bools and None that the model returned)."""
     import torch
 
-    if isinstance(out, torch.Tensor):
-        return [out.detach().clone()]
-    if isinstance(out, (list, tuple)):
-        return [t for o in out for t in flatten_outputs(o)]
-    if isinstance(out, dict):
-        return [t for k in sorted(out) for t in flatten_outputs(out[k])]
-    return []
+    return [v for v in values if isinstance(v, torch.Tensor)]

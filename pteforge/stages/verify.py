@@ -61,10 +61,11 @@ def run_program(data: bytes, inputs: list[list]) -> list[list]:
     from executorch.runtime import Verification as LoadVerification
 
     from ..host import load_runtime
+    from .capture import tensor_outputs
 
     program = load_runtime().load_program(data, verification=LoadVerification.InternalConsistency)
     method = program.load_method("forward")
-    return [list(method.execute(list(x))) for x in inputs]
+    return [tensor_outputs(method.execute(list(x))) for x in inputs]
 
 
 def verify_outputs(
