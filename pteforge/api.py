@@ -197,7 +197,7 @@ def export(
     if run.pending and config.executor == "local":
         from .workers import start_fork_server
 
-        start_fork_server()  # its imports (~4 s) overlap the labels' and the pool's start; not started when all came from the cache
+        start_fork_server(quiet=not config.debug)  # its imports (~4 s) overlap the labels' and the pool's start; not started when all came from the cache
     run_id = uuid.uuid4().hex[:12]
     os.environ[RUN_ID_ENV] = run_id  # temp-file names of this run; workers inherit it
     needs = {m.family: m.labels for m in [*(build_catalog() if write_labels else []), *models] if m.labels}

@@ -70,19 +70,7 @@ def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
         del os.environ[key]
     os.environ.update(env)
     if quiet:
-        import logging
-        import warnings
-
-        warnings.filterwarnings("ignore")
-        logging.basicConfig(level=logging.WARNING)
-        logging.getLogger().setLevel(logging.WARNING)
-        # Native libraries and SDK tools (cpuinfo, coremltools' progress bars, Vela's
-        # reports) write straight to the terminal; results and errors come back
-        # through the pipe, and --debug shows everything.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        os.close(devnull)
+        silence()
     while True:
         try:
             job = conn.recv()
@@ -107,6 +95,23 @@ def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
                 conn.send(("error", job.key, exc, tb))
             except Exception:  # an unpicklable exception: send its text
                 conn.send(("error", job.key, RuntimeError(f"{type(exc).__name__}: {exc}"), tb))
+
+
+def silence() -> None:
+    """No library chatter from this process: warnings ignored, logging above INFO only, and
+    its stdout and stderr to /dev/null. Native libraries and SDK tools (cpuinfo,
+    coremltools' progress bars, Vela's reports) write straight to the terminal; a
+    worker's results and errors come back through its pipe, and --debug shows everything."""
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger().setLevel(logging.WARNING)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
 
 
 def set_threads(threads: int) -> None:
@@ -164,7 +169,7 @@ class WorkerPool:
         self.size = max(1, size)
         self.quiet = quiet
         self.on_stage = on_stage or (lambda key, stage: None)
-        self.ctx = _context()
+        self.ctx = _context(quiet)
         self.idle: list[_Worker] = []
         self.busy: list[_Worker] = []
         self.owners: dict[str, _Worker] = {}  # group -> the worker that ran its first job
@@ -287,18 +292,21 @@ def preload() -> None:
         importlib.import_module(module)
 
 
-def _context():
+def _context(quiet: bool = True):
+    """The fork server's context. ``quiet``: its first import silences it (``silence``), as
+    the workers are: ``import executorch.exir`` logs a torch warning to the terminal. The
+    process's first pool or ``start_fork_server`` starts it; later ones share it."""
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    ctx.set_forkserver_preload((["pteforge.silent"] if quiet else []) + PRELOAD)
     return ctx
 
 
-def start_fork_server() -> None:
+def start_fork_server(quiet: bool = True) -> None:
     """Start the fork server now and return at once: its imports (~10 s of torch and
     ExecuTorch) then overlap what the caller does before its first job."""
     from multiprocessing import forkserver
 
-    _context()
+    _context(quiet)
     forkserver.ensure_running()
 
 

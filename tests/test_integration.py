@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 
 import pytest
 from conftest import run_cli
@@ -57,6 +58,10 @@ def test_mobilenet_v3_small_every_backend_that_lowers_here(mobilenet_run):
     for device_only in ("coreml", "vulkan", "ethos-u55", "tosa"):
         assert entries[device_only]["status"] == "NOT_RUNNABLE_HERE"
     assert entries["openvino"]["verification"]["runtime_precision"] in ("fp32", "bf16")
+    # the terminal shows pteforge's lines only: no library's log lines or warnings (the fork
+    # server's imports logged a torch warning), without --debug
+    chatter = [ln for ln in proc.stderr.splitlines() if re.match(r"[WIE]\d{4} |.*Warning", ln)]
+    assert not chatter, chatter
 
 
 def test_int8_on_xnnpack_verifies_on_a_catalog_model(mobilenet_run):
