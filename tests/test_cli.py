@@ -278,6 +278,15 @@ def test_factory_with_several_inputs_and_dtypes(capsys, out):
     assert e["inputShapes"] == [[2, 5], [1]] and e["status"] == "VERIFIED"
 
 
+@pytest.mark.parametrize("shapes", [["2,5"], ["2,5", "1", "1"]], ids=["one-too-few", "one-too-many"])
+def test_a_wrong_number_of_inputs_says_to_give_one_shape_per_input(capsys, out, shapes):
+    args = [a for s in shapes for a in ("--input-shape", s)]
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:two_inputs", *args, "--weights", "none",
+                          "--backends", "portable", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED
+    assert "CAPTURE_FAILED" in stdout and "give one --input-shape (and --input-dtype) per input" in stdout, stdout
+
+
 @pytest.mark.parametrize("how", ["dict", "namedtuple", "mixed"])
 def test_structured_outputs_are_compared_in_the_programs_order(capsys, out, how):
     """The program returns a model's tensors in torch's pytree order (a dict's insertion

@@ -7,6 +7,7 @@ so that every target lowers from the same capture, in this process or another.
 from __future__ import annotations
 
 import importlib
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -61,6 +62,8 @@ def summarize_export_error(exc: BaseException) -> str:
     hint = ""
     if "data" in text.lower() and "depend" in text.lower() or "control flow" in text.lower():
         hint = " — the model branches on tensor values; rewrite with torch.cond/torch.where or move the branch out of forward()"
+    elif isinstance(exc, TypeError) and re.search(r"missing .*required .*argument|positional argument", text):
+        hint = " — forward() takes another number of inputs: give one --input-shape (and --input-dtype) per input"
     return f"torch.export failed ({name}): {key[:240]}{hint}"
 
 
