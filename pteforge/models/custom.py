@@ -205,14 +205,29 @@ def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = ()) -> ModelSpec:
 
 
 def build_onnx(spec: ModelSpec, weights: str, seed: int):
-    """The ONNX graph as a PyTorch module (onnx2torch): what torch.export captures."""
+    """The ONNX graph as a PyTorch module (onnx2torch): what torch.export captures.
+
+    onnx2torch converts each operator at the versions it knows; a file saved at a newer
+    opset (torch 2.x's exporter writes 18-20, where ``Constant`` and the reductions
+    changed) is converted down with ONNX's own version converter, to the newest opset
+    onnx2torch takes, first. The reference stays ONNX Runtime on the original file."""
+    import onnx
     from onnx2torch import convert
 
-    try:
-        return convert(spec.path).eval()
-    except Exception as exc:
-        raise ModelError(f"onnx2torch cannot import '{spec.path}': {one_line(exc, 200)}",
-                         fix="re-export the ONNX file at a newer opset, or export the PyTorch model directly with --model") from None
+    model = onnx.load(spec.path)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    errors = []
+    for target in [opset, *(v for v in ONNX2TORCH_OPSETS if v < opset)]:
+        try:
+            return convert(model if target == opset else onnx.version_converter.convert_version(model, target)).eval()
+        except Exception as exc:  # noqa: BLE001 - onnx2torch raises what its converters raise
+            errors.append(f"at opset {target}: {one_line(exc, 160)}")
+    raise ModelError(f"onnx2torch cannot import '{spec.path}': {'; '.join(errors)}",
+                     fix="export the PyTorch model directly with --model, or re-export the ONNX file with the "
+                         "operators onnx2torch converts") from None
+
+
+ONNX2TORCH_OPSETS = (17, 13)  # opsets a newer file is converted down to, in turn
 
 
 class OnnxReference:

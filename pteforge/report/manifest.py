@@ -138,7 +138,7 @@ def load_manifest(path: Path) -> Manifest | None:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ManifestError(
             f"{path} is not valid JSON ({exc.__class__.__name__} at {getattr(exc, 'pos', '?')})",
-            fix=f"move {path} away (pteforge rebuilds it) or restore it from backup",
+            fix=f"move {path} away (pteforge export rebuilds it) or restore it from backup",
         ) from None
     try:
         manifest = Manifest.model_validate(raw)
@@ -147,7 +147,7 @@ def load_manifest(path: Path) -> Manifest | None:
         where = ".".join(str(p) for p in err["loc"])
         raise ManifestError(
             f"{path} is not a pteforge manifest: {where}: {err['msg']}",
-            fix=f"move {path} away (pteforge rebuilds it) or point --out elsewhere",
+            fix=f"move {path} away (pteforge export rebuilds it) or use another directory",
         ) from None
     check_paths(manifest, path)
     return manifest
