@@ -7,6 +7,7 @@ specs, a Record), so it can run in this process or in a worker process.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -181,7 +182,9 @@ class _Job:
             self.record.status = Status.VERIFIED
             return
         self.record.status = Status.MISMATCH
-        self.record.reason = (f"output differs from eager PyTorch: SQNR {v.sqnr_db:.1f} dB < "
+        self.record.reason = ("output differs from eager PyTorch: NaN or infinity in one of them where the other has a number"
+                              if math.isinf(v.max_abs_error) else
+                              f"output differs from eager PyTorch: SQNR {v.sqnr_db:.1f} dB < "
                               f"{v.threshold_sqnr_db:.1f} dB (max abs {v.max_abs_error:.3g})")
         self.record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
 

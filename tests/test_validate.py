@@ -127,3 +127,21 @@ def test_yolo_decoding_agrees_with_ultralytics_predictor():
     assert len(mine) == len(theirs)
     assert matched_fraction(theirs, mine, iou=0.99) == 1.0
     assert [d.cls for d in mine] == [d.cls for d in theirs]
+
+
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize("eager, program, passes", [
+    ([1.0, 2.0, 3.0, 4.0], [NAN] * 4, False),  # NaN compares false with everything: it passed as infinite SQNR
+    ([1.0, 2.0, 3.0, 4.0], [1.0, INF, 3.0, 4.0], False),
+    ([1.0, 2.0, NAN, -INF], [1.0, 2.0, NAN, -INF], True),  # eager's own NaN and -inf, matched
+    ([1.0, 2.0, NAN, -INF], [1.0, 2.0, 0.0, -INF], False),  # a number where eager has NaN
+    ([1.0, 2.0, NAN, -INF], [1.0, 2.0, NAN, INF], False),  # the other infinity
+])
+def test_nan_and_infinity_are_compared_as_they_are(eager, program, passes):
+    from pteforge.precision import Precision
+    from pteforge.stages.verify import verify_outputs
+
+    v = verify_outputs({"outputs": [[torch.tensor(eager)]]}, [[torch.tensor(program)]], Precision.FP32, None, "custom", None)
+    assert v.passed is passes and v.sqnr_db == (200.0 if passes else -INF), v

@@ -42,6 +42,13 @@ def compare(expected: list, actual: list) -> dict:
         a = a.detach().double().flatten()
         if e.shape != a.shape:
             raise ValueError(f"output shape {tuple(a.shape)} differs from eager {tuple(e.shape)}")
+        if nonfinite_differences(e, a):
+            # NaN or infinity where eager has none (or another): no number of dB says how far
+            # off that is, and NaN would slip through every comparison below.
+            worst.update(max_abs=math.inf, mean_abs=math.inf, sqnr=-math.inf, cosine=min(worst["cosine"], 0.0))
+            continue
+        finite = torch.isfinite(e)  # eager's own infinities and NaNs, matched exactly above
+        e, a = e[finite], a[finite]
         diff = e - a
         worst["max_abs"] = max(worst["max_abs"], float(diff.abs().max()) if diff.numel() else 0.0)
         worst["mean_abs"] = max(worst["mean_abs"], float(diff.abs().mean()) if diff.numel() else 0.0)
@@ -54,6 +61,15 @@ def compare(expected: list, actual: list) -> dict:
             cos = 1.0 if torch.equal(e, a) else 0.0
         worst["cosine"] = min(worst["cosine"], cos)
     return worst
+
+
+def nonfinite_differences(e, a) -> int:
+    """How many values are NaN or infinite in one of ``e`` and ``a`` and not the same in the other."""
+    import torch
+
+    e_bad, a_bad = ~torch.isfinite(e), ~torch.isfinite(a)
+    both = e_bad & a_bad
+    return int(((e_bad ^ a_bad) | (both & (e.nan_to_num() != a.nan_to_num()))).sum())
 
 
 def run_program(data: bytes, inputs: list[list]) -> list[list]:
