@@ -27,7 +27,7 @@ import os
 import time
 from pathlib import Path
 
-from .errors import CaptureError, UsageError, WeightsError, one_line
+from .errors import CaptureError, ModelError, UsageError, WeightsError, one_line
 from .result import Artifact, Record, Stage, Status
 from .spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig, InputSpec, ModelSpec, Precision, Target
 
@@ -151,7 +151,13 @@ def facts(config) -> dict:
     """What the runner and the manifest need: bos/eos ids, vocabulary size."""
     eos = config.eos_token_id
     eos = [eos] if isinstance(eos, int) else list(eos or [])
-    return {"vocabSize": int(config.vocab_size), "bosId": config.bos_token_id, "eosIds": eos}
+    vocab = int(config.vocab_size)
+    for key, ids in (("bos_token_id", [config.bos_token_id]), ("eos_token_id", eos)):
+        outside = [i for i in ids if i is not None and not 0 <= i < vocab]
+        if outside:  # a runner would feed or wait for a token the model does not have
+            raise ModelError(f"config.json's {key} {outside[0]} is outside the model's vocabulary (vocab_size {vocab})",
+                             fix=f"set {key} in config.json to the id of that token in the tokenizer")
+    return {"vocabSize": vocab, "bosId": config.bos_token_id, "eosIds": eos}
 
 
 def tokenizer_of(spec: ModelSpec):
@@ -168,11 +174,11 @@ def tokenizer_of(spec: ModelSpec):
 def text_ids(tokenizer, vocab: int, limit: int) -> tuple[list[int], str]:
     """The shipped text as token ids (its tokenizer, or UTF-8 bytes when there is none)."""
     text = PERPLEXITY_TEXT.read_text()
-    if tokenizer is not None:
-        ids, how = tokenizer(text, add_special_tokens=True)["input_ids"], "the model's tokenizer"
-    else:
-        ids, how = [3 + b % (vocab - 3) for b in text.encode()], "UTF-8 bytes as token ids (no tokenizer here)"
-    return ids[:limit], how
+    ids = tokenizer(text, add_special_tokens=True)["input_ids"] if tokenizer is not None else []
+    if len(ids) >= 2:
+        return ids[:limit], "the model's tokenizer"
+    why = "no tokenizer here" if tokenizer is None else f"its tokenizer gave {len(ids)} token(s) for the text"
+    return [3 + b % (vocab - 3) for b in text.encode()][:limit], f"UTF-8 bytes as token ids ({why})"
 
 
 # -- capture ------------------------------------------------------------------------------

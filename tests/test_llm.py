@@ -154,6 +154,30 @@ def test_an_llm_that_is_neither_a_directory_nor_an_id_is_a_usage_error(capsys, t
     assert "--llm nothing-here" in line and not (tmp_path / "o").exists()
 
 
+def test_a_special_token_outside_the_vocabulary_is_one_error_naming_it(capsys, tmp_path):
+    ckpt = tiny_checkpoint(tmp_path / "ckpt")
+    config = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").write_text(json.dumps({**config, "bos_token_id": 50256}))  # GPT-2's, in a 512-token model
+    code, _, err = cli(capsys, "export", "--llm", ckpt, "--weights", "none", "--max-seq-len", "32",
+                       "--backends", "xnnpack", "--out", tmp_path / "o")
+    assert code == ExitStatus.MODEL
+    [line] = error_lines(err)
+    assert "bos_token_id 50256 is outside the model's vocabulary (vocab_size 512)" in line
+
+
+def test_a_tokenizer_that_gives_no_tokens_falls_back_to_bytes_and_says_so():
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    from pteforge.llm import text_ids
+
+    empty = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE(vocab={}, merges=[])))
+    assert empty("the lighthouse keeper")["input_ids"] == []
+    ids, how = text_ids(empty, 512, 31)
+    assert len(ids) == 31 and all(3 <= i < 512 for i in ids)
+    assert how == "UTF-8 bytes as token ids (its tokenizer gave 0 token(s) for the text)"
+
+
 def test_validate_reruns_the_proof_against_the_rebuilt_eager_model(exported, capsys):
     _, _, out, _, _ = exported
     code, stdout, err = cli(capsys, "validate", "--models-dir", out)
