@@ -46,8 +46,15 @@ def artifacts_dir() -> Path:
     return cache_root() / "artifacts"
 
 
-@lru_cache(maxsize=None)
 def _file_sha(path: str) -> str:
+    """sha256 of a file, computed once per version of it: a file edited while this process
+    lives (a notebook calling ``pteforge.export`` again) is hashed again."""
+    st = os.stat(path)
+    return _sha_of(path, st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=None)
+def _sha_of(path: str, mtime_ns: int, size: int) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -71,13 +78,11 @@ def model_identity(spec: ModelSpec, weights: str, seed: int) -> dict:
     if spec.source in ("pt2", "onnx") and spec.path:
         ident[spec.source] = _file_sha(spec.path)
     elif spec.source == "factory":
-        module = spec.factory.partition(":")[0]
-        try:
-            found = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            found = None  # the capture reports the missing module
-        if found is not None and found.origin and os.path.isfile(found.origin):
-            ident["code"] = _file_sha(found.origin)
+        from .models.custom import factory_code, parse_factory
+
+        code = factory_code(parse_factory(spec.factory)[0])
+        if code is not None:
+            ident["code"] = _file_sha(code)
     if weights in ("pretrained", "none"):
         ident["weights"] = weights  # pretrained: pinned by the library versions in the key
         if weights == "none":

@@ -10,6 +10,7 @@ import contextlib
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .result import Record, Stage, Status
@@ -32,7 +33,7 @@ class Reporter:
             self.status.update(text)
         else:
             elapsed = time.perf_counter() - self.t0
-            self.console.print(f"[dim]{elapsed:7.1f}s[/dim] {text}", highlight=False)
+            self.console.print(f"[dim]{elapsed:7.1f}s[/dim] {escape(text)}", markup=True)
 
     def model_started(self, spec, index, total):
         self.prefixes[spec.name] = f"[{index}/{total}] {spec.name}"
@@ -55,22 +56,21 @@ class Reporter:
 
 class Renderer:
     def __init__(self):
-        self.out = Console(highlight=False, soft_wrap=True)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        # What we print holds the user's names, paths and the libraries' messages: no markup
+        # ("[tool.pteforge]" would vanish, "[/x]" raise) and no emoji codes (":x:" in
+        # "model.py:x: ..." became ❌) unless a line asks for markup and escapes its text.
+        self.out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
         if not self.out.is_terminal:  # logs and pipes: full rows, not 80 columns
             self.out.width = 180
 
     def error(self, line: str) -> None:
-        self.err.print(f"[bold red]error:[/bold red] {line}", markup=True)
+        self.err.print(f"[bold red]error:[/bold red] {escape(line)}", markup=True)
 
     def warn(self, line: str) -> None:
-        from rich.markup import escape
-
         self.err.print(f"[bold yellow]warning:[/bold yellow] {escape(line)}", markup=True)
 
     def note(self, line: str) -> None:
-        from rich.markup import escape
-
         self.err.print(f"[dim]{escape(line)}[/dim]", markup=True)
 
     def traceback(self) -> None:
@@ -109,7 +109,7 @@ class Renderer:
             requested = len(rows) + len(result.unavailable)
             good = [r for r in rows if r.status.ok]
             bad = [r for r in rows if not r.status.ok]
-            self.out.print(f"\n[bold]{spec.name}[/bold] ({spec.family}, {spec.task})")
+            self.out.print(f"\n[bold]{escape(spec.name)}[/bold] ({escape(spec.family)}, {escape(spec.task)})", markup=True)
             self.out.print(f"✅ Successfully exported {len(good)}/{requested} backends")
             for r in good:
                 self.out.print(f"   • {self._artifact_line(r)}")

@@ -126,3 +126,29 @@ def test_a_reexport_all_from_the_cache_starts_no_fork_server(tmp_path):
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env) for _ in range(2)]
     assert runs[0].stdout.strip().endswith("SERVER"), "the first run lowers in workers"
     assert "from the cache" in runs[1].stdout and runs[1].stdout.strip().endswith("NONE"), runs[1].stdout[-500:] + runs[1].stderr[-500:]
+
+
+def test_a_factory_in_a_py_file_by_its_path_and_its_code_in_the_key(capsys, tmp_path, monkeypatch):
+    """--model path/to/file.py:factory: imported from the file (its own imports from its
+    directory), recorded by its absolute path, and an edit to the file misses the cache."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "helpers.py").write_text("import torch\n\ndef head():\n    return torch.nn.Linear(4, 2)\n")
+    (src / "my_net.py").write_text("import torch\nfrom helpers import head\n\n"
+                                   "def build(width=4):\n    return torch.nn.Sequential(torch.nn.Linear(3, width), head())\n")
+    monkeypatch.chdir(tmp_path)
+    args = ["export", "--model", "src/my_net.py:build(4)", "--input-shape", "1,3", "--weights", "none",
+            "--backends", "portable", "--out", "out"]
+    assert main(args) == ExitStatus.OK
+    first = _entry(tmp_path / "out")
+    assert first["status"] == "VERIFIED" and first["source"] == f"{src / 'my_net.py'}:build(4)"
+    assert main(args) == ExitStatus.OK
+    assert _entry(tmp_path / "out")["cache"]["hit"] is True
+    with open(src / "my_net.py", "a") as f:
+        f.write("# edited\n")
+    assert main(args) == ExitStatus.OK
+    assert "cache" not in _entry(tmp_path / "out"), "the file's code is part of the key"
+    capsys.readouterr()
+    assert main(["export", "--model", "src/missing.py:x", "--input-shape", "1,3", "--out", "out"]) == ExitStatus.USAGE
+    [line] = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert "--model src/missing.py:x: no such file src/missing.py" in line, "printed as written (no :x: emoji)"

@@ -133,3 +133,12 @@ def test_a_file_that_is_not_text_is_one_error_and_never_found(capsys, tmp_path):
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "pyproject.toml").write_bytes(b"[tool.pteforge]\nseed = \xff\n")
     assert discover(tmp_path / "app") is None, "not a file pteforge could read options from: the project's root all the same"
+
+
+def test_an_error_naming_a_table_prints_its_brackets(capsys, tmp_path):
+    """Errors are printed as written: rich read "[tool.pteforge]" as a style tag and dropped it."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\n')
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "pyproject.toml")
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert line.endswith("pyproject.toml has no [tool.pteforge] table (fix: add [tool.pteforge] with the export options)")

@@ -1,9 +1,11 @@
-"""User models: ``package.module:factory`` or a ``torch.export.save`` file (.pt2)."""
+"""User models: ``package.module:factory``, ``path/to/file.py:factory``, or a
+``torch.export.save`` (.pt2) or ONNX file."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -12,19 +14,19 @@ from ..errors import ModelError, UsageError, one_line
 from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, InputSpec, ModelSpec
 
 
-_FACTORY_RE = re.compile(r"^\s*([A-Za-z_][\w.]*):([A-Za-z_]\w*)\s*(\((.*)\))?\s*$", re.S)
+_FACTORY_RE = re.compile(r"^\s*([A-Za-z_][\w.]*|[^:()]+?\.py):([A-Za-z_]\w*)\s*(\((.*)\))?\s*$", re.S)
 
 
 def parse_factory(ref: str) -> tuple[str, str, tuple, dict]:
-    """``package.module:factory`` or ``package.module:factory(3, num_classes=10, weights=None)``:
-    (module, function, args, kwargs). Arguments must be Python literals: they are read with
-    ``ast.literal_eval``, never executed."""
+    """``package.module:factory`` or ``package.module:factory(3, num_classes=10, weights=None)``
+    (the module may be a ``.py`` file's path): (module, function, args, kwargs). Arguments
+    must be Python literals: they are read with ``ast.literal_eval``, never executed."""
     m = _FACTORY_RE.match(ref)
     if not m:
         raise UsageError(
             f"malformed --model '{ref}'",
-            fix="write --model package.module:factory, optionally with literal arguments: "
-                "'pkg.mod:factory(num_classes=10, weights_backbone=None)', or --model file.pt2",
+            fix="write --model package.module:factory or path/to/file.py:factory, optionally with literal "
+                "arguments: 'pkg.mod:factory(num_classes=10, weights_backbone=None)', or --model file.pt2",
         )
     module, func, call = m.group(1), m.group(2), m.group(4)
     if call is None or not call.strip():
@@ -50,7 +52,12 @@ def factory_name(func: str, args: tuple) -> str:
 
 
 def factory_spec(ref: str, inputs: tuple[InputSpec, ...], name: str | None = None) -> ModelSpec:
-    _, func, args, _ = parse_factory(ref)
+    module, func, args, _ = parse_factory(ref)
+    if module.endswith(".py"):  # recorded by its absolute path: workers, validate and the cache find it
+        path = Path(module).expanduser()
+        if not path.is_file():
+            raise UsageError(f"--model {ref}: no such file {module}", fix="give the path of the .py file that defines the factory")
+        ref = str(path.resolve()) + ref.strip()[len(module):]
     if not inputs:
         raise UsageError(
             f"--model {ref} needs its input shape",
@@ -73,7 +80,7 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
     if "" not in sys.path and str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     try:
-        module = importlib.import_module(module_name)
+        module = import_factory_module(module_name)
     except Exception as exc:
         raise ModelError(
             f"cannot import '{module_name}' for --model {spec.factory}: {type(exc).__name__}: {exc}",
@@ -105,6 +112,42 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
 
         load_state_dict_file(model, weights)
     return model.eval()
+
+
+def import_factory_module(name: str):
+    """``package.module``, or a ``.py`` file by its path (imported once per process under a
+    name of its own; its directory goes on ``sys.path`` for the file's own imports)."""
+    if not name.endswith(".py"):
+        return importlib.import_module(name)
+    import hashlib
+
+    path = Path(name).resolve()
+    stem = re.sub(r"\W", "_", path.stem)
+    key = f"pteforge_user_{stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    if key in sys.modules:
+        return sys.modules[key]
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    found = importlib.util.spec_from_file_location(key, path)
+    module = importlib.util.module_from_spec(found)
+    sys.modules[key] = module
+    try:
+        found.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[key]
+        raise
+    return module
+
+
+def factory_code(name: str) -> str | None:
+    """The file that defines a factory's module, when there is one (for the cache key)."""
+    if name.endswith(".py"):
+        return name if Path(name).is_file() else None
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None  # the capture reports the missing module
+    return found.origin if found is not None and found.origin and Path(found.origin).is_file() else None
 
 
 def _normalise(model, spec: ModelSpec, seed: int) -> None:
