@@ -17,7 +17,6 @@ stored (a failure is retried next time). ``--no-cache`` skips the lookup;
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import shutil

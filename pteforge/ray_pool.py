@@ -13,8 +13,10 @@
 - groups: the jobs of a group (``Job.group``, the Arm int8 targets of a model) run as one
   streaming task, one after another in one worker, which yields each result as it finishes:
   the later ones reuse what the first kept in that worker (stages/memo.py), as they do on
-  the local pool. A crash fails the job that was running; the ones after it then run as
-  tasks of their own; a timeout likewise;
+  the local pool. When the group's worker dies, the job whose result was next and the
+  ones after it run again as tasks of their own, where a crash fails that job alone (the
+  death may have been a later job's); a timeout fails the job that was running and runs
+  the ones after it as tasks of their own;
 - Ctrl-C cancels every task still running, then stops the run;
 - progress: the reporter hears of each job as it starts and finishes.
 
@@ -227,8 +229,11 @@ class RayPool:
             self.to_warm = 0
 
     def _chain_step(self, gen, unit: "_Unit", running: dict) -> Iterator[Outcome]:
-        """The next result of a group's task; when its worker died, that job fails and the
-        ones after it run as tasks of their own (an infrastructure failure retries them all)."""
+        """The next result of a group's task. When its worker died, this job and the ones after
+        it run again, each as a task of its own, where a crash is that job's alone: the
+        death may be a later job's, with this one's result lost on its way (Ray reports a
+        streamed item asynchronously; seen once in CI). An infrastructure failure retries
+        the group."""
         job = unit.jobs[0]
         try:
             outcome = self._outcome(job, lambda: self.ray.get(next(gen)))
@@ -247,9 +252,10 @@ class RayPool:
             if unit.jobs[1:]:
                 running[gen] = _Unit(unit.jobs[1:], time.monotonic() + unit.jobs[1].timeout, unit.tries)
         else:
-            for rest in unit.jobs[1:]:
-                ref, state = self._submit([rest])
+            for each in unit.jobs:
+                ref, state = self._submit([each])
                 running[ref] = state
+            return
         yield outcome
 
     @staticmethod
