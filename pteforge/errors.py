@@ -81,10 +81,13 @@ _WHERE = re.compile(
 )
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal styling some libraries put in messages (torch.load's bold)
+
+
 def message_line(exc: BaseException, limit: int = 400) -> str:
     """An error's message as one line that keeps its cause: native location lines and
     traceback frames dropped, the remaining lines joined, cut at ``limit`` characters."""
-    lines = [line.strip() for line in str(exc).splitlines()]
+    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines()]
     kept = [line for line in lines if line and not _WHERE.match(line)]
     text = " ".join(kept) if kept else " ".join(line for line in lines if line)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

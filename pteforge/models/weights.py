@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 from pathlib import Path
 
 from ..errors import WeightsError, message_line
@@ -26,7 +27,10 @@ def load_state_dict_file(model, path: str) -> None:
     try:
         obj = torch.load(p, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        first = message_line(exc, 200)
+        raw = str(exc)  # torch's reason is its paragraph after two paragraphs of advice
+        _, found, rest = raw.partition("WeightsUnpickler error:")
+        reason = found + " " + rest.strip().split("\n\n")[0] if found else raw
+        first = message_line(ValueError(reason), 240)
         raise WeightsError(
             f"refused to load '{path}': it is not a plain state dict ({first})",
             fix="save the weights with torch.save(model.state_dict(), path); pickled objects are never executed",
