@@ -222,7 +222,8 @@ def export(
     if models:
         _store(run.fresh)
         write_run_reports(out, run.records, plan, config)
-    return RunResult(run.records, plan.unavailable, sink.path if (models or needs) else None, choices)
+    written = sink.path if (models or needs) and sink.path.exists() else None  # none when no row wrote anything
+    return RunResult(run.records, plan.unavailable, written, choices)
 
 
 def _checked_out(models: list[ModelSpec], config: ExportConfig) -> Path:

@@ -320,6 +320,8 @@ def _cmd_export(args, ui, debug: bool) -> int:
     ui.summary(result, models)
     if args.publish and result.manifest_path:
         _publish(ui, config.out_dir, args.publish, args.publish_version, args.publish_base_url)
+    elif args.publish:
+        ui.warn(f"nothing published to {args.publish}: the export wrote no manifest")
     return int(ExitStatus.OK if result.ok else ExitStatus.TARGETS_FAILED)
 
 

@@ -110,7 +110,10 @@ class Renderer:
             good = [r for r in rows if r.status.ok]
             bad = [r for r in rows if not r.status.ok]
             self.out.print(f"\n[bold]{escape(spec.name)}[/bold] ({escape(spec.family)}, {escape(spec.task)})", markup=True)
-            self.out.print(f"✅ Successfully exported {len(good)}/{requested} backends")
+            if good:
+                self.out.print(f"✅ Successfully exported {len(good)}/{requested} backends")
+            else:
+                self.out.print(f"❌ Exported 0/{requested} backends")
             for r in good:
                 self.out.print(f"   • {self._artifact_line(r)}")
             failed = len(bad) + len(result.unavailable)
@@ -127,6 +130,8 @@ class Renderer:
                     self.out.print(f"🎯 precision auto, {c['backend']}: {winner} — {c['why']}", highlight=False)
         if result.manifest_path:
             self.out.print(f"\nManifest: {result.manifest_path}")
+        elif result.records:
+            self.out.print("\nNo manifest written: no target produced an artifact (the reasons are above)")
 
     @staticmethod
     def _artifact_line(r: Record) -> str:

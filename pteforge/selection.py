@@ -56,6 +56,11 @@ def choose(manifest, model: str, platform: str | None, here, load: Loader) -> Se
         parse_platform(platform)
     mine = [e for e in man.models if e.base_model == model]
     if not mine:
+        failed = [e for e in man.failed if e.base_model == model]
+        if failed:  # the model was exported, and none of its artifacts is for an app
+            rows = ", ".join(f"{e.target}: {e.status}" for e in failed)
+            raise UsageError(f"the manifest holds no working artifact of {model}: every one failed ({rows})",
+                             fix="export it again for another backend or precision; EXPORT_SUMMARY.md says why each failed")
         names = sorted({e.base_model for e in man.models})
         raise UsageError(unknown_name_message("model", model, names), fix="pick a model the manifest holds")
     selection = Selection(model, platform)

@@ -423,3 +423,23 @@ def test_mutated_programs_never_crash_the_parent(tmp_path_factory, earlier, chil
             assert str(exc)  # a crash is that file's failure, described
             continue
         assert reply["ok"] or reply["error"]
+
+
+def test_a_run_where_every_target_fails_says_so_and_select_says_why(capsys, tmp_path):
+    """No ✅ for 0 of 1, no "Manifest: …" naming a file that was never written, and a model
+    whose every artifact failed is not an "unknown model" to select."""
+    out = tmp_path / "none"
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:data_dependent", "--input-shape", "1,4",
+                          "--weights", "none", "--backends", "portable", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED
+    assert "❌ Exported 0/1 backends" in stdout and "✅" not in stdout
+    assert "No manifest written: no target produced an artifact" in stdout and "Manifest:" not in stdout
+    assert not (out / "index.json").exists()
+
+    out = tmp_path / "mismatch"
+    code, stdout, _ = cli(capsys, *TINY, "--backends", "portable", "--tolerance", "500", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED and "MISMATCH" in stdout and f"Manifest: {out / 'index.json'}" in stdout
+    code, _, err = cli(capsys, "select", "tiny", "--manifest", out / "index.json")
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert "no working artifact of tiny: every one failed (portable: MISMATCH)" in line, line
