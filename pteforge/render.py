@@ -30,7 +30,7 @@ class Reporter:
 
     def _show(self, text: str) -> None:
         if self.status is not None:
-            self.status.update(text)
+            self.status.update(escape(text))  # a spinner reads markup whatever the console says
         else:
             elapsed = time.perf_counter() - self.t0
             self.console.print(f"[dim]{elapsed:7.1f}s[/dim] {escape(text)}", markup=True)
