@@ -12,6 +12,7 @@ import time
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from .result import Record, Stage, Status
 
@@ -30,7 +31,7 @@ class Reporter:
 
     def _show(self, text: str) -> None:
         if self.status is not None:
-            self.status.update(escape(text))  # a spinner reads markup whatever the console says
+            self.status.update(Text(text))  # as written: a spinner reads markup and emoji codes in a str
         else:
             elapsed = time.perf_counter() - self.t0
             self.console.print(f"[dim]{elapsed:7.1f}s[/dim] {escape(text)}", markup=True)
