@@ -109,6 +109,12 @@ def load_config(spec: ModelSpec):
     try:
         return AutoConfig.from_pretrained(spec.path)
     except Exception as exc:  # noqa: BLE001 -- offline, unknown id, gated repo: one line
+        if Path(spec.path).is_dir():  # a local checkpoint: its config.json is the problem, not the network
+            from transformers import __version__
+
+            raise ModelError(f"cannot read {Path(spec.path) / 'config.json'}: {one_line(exc, 240)}",
+                             fix=f"check its model_type and fields against transformers {__version__} "
+                                 "(a newer architecture needs a newer transformers)") from None
         raise WeightsError(f"cannot read the config of {spec.path}: {one_line(exc)[:160]}", fix=_offline_hint(spec)) from None
 
 

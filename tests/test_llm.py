@@ -165,6 +165,17 @@ def test_a_special_token_outside_the_vocabulary_is_one_error_naming_it(capsys, t
     assert "bos_token_id 50256 is outside the model's vocabulary (vocab_size 512)" in line
 
 
+def test_a_local_checkpoint_whose_config_transformers_cannot_read_names_the_file(capsys, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"model_type": "an_architecture_from_the_future", "vocab_size": 10}))
+    code, _, err = cli(capsys, "export", "--llm", ckpt, "--weights", "none", "--backends", "xnnpack", "--out", tmp_path / "o")
+    assert code == ExitStatus.MODEL
+    [line] = error_lines(err)
+    assert f"cannot read {ckpt / 'config.json'}" in line and "an_architecture_from_the_future" in line
+    assert "hf download" not in line and "a newer architecture needs a newer transformers" in line, line
+
+
 def test_a_tokenizer_that_gives_no_tokens_falls_back_to_bytes_and_says_so():
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
