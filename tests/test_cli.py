@@ -287,6 +287,18 @@ def test_a_wrong_number_of_inputs_says_to_give_one_shape_per_input(capsys, out, 
     assert "CAPTURE_FAILED" in stdout and "give one --input-shape (and --input-dtype) per input" in stdout, stdout
 
 
+def test_a_model_with_torch_cond_lowers_outside_its_branches_and_verifies(capsys, out):
+    """XNNPACK keeps `linear` whole, but partitions only outside cond branches: the branches'
+    linear was left neither decomposed nor delegated (LOWER_FAILED); and folding constants
+    in a program with branches made it compute wrong values (MISMATCH)."""
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:branches", "--input-shape", "1,4", "--weights", "none",
+                       "--verify-inputs", "7", "--backends", "xnnpack", "--out", out)
+    assert code == ExitStatus.OK, err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 100, e
+    assert 0 < e["delegation"]["percent"] < 100, "the first linear delegated, the branches on portable"
+
+
 @pytest.mark.parametrize("how", ["dict", "namedtuple", "mixed"])
 def test_structured_outputs_are_compared_in_the_programs_order(capsys, out, how):
     """The program returns a model's tensors in torch's pytree order (a dict's insertion

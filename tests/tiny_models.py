@@ -141,6 +141,24 @@ def structured(how="dict"):
     return StructuredOutputs(how)
 
 
+class Branches(torch.nn.Module):
+    """A linear layer, then torch.cond between two more that share weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Linear(4, 4)
+        self.head = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.first(x)
+        return torch.cond(y.sum() > 0, lambda y: self.head(y), lambda y: -self.head(y), (y,))
+
+
+def branches():
+    torch.manual_seed(0)
+    return Branches()
+
+
 def not_a_module():
     return {"weights": [1, 2, 3]}
 

@@ -109,10 +109,48 @@ def lower(exported, chain, precision, plan):
     later backend that does not take the target's precision lowers at its default.
     """
     rest = zip(chain[1:], chain_precisions(chain, precision)[1:])
+    others = [p for b, at in rest for p in b.partitioners(at)]
     with contextlib.ExitStack() as inside:
         for backend in chain:
             inside.enter_context(backend.lowering_context())
-        return chain[0].lower(exported, plan, [p for b, at in rest for p in b.partitioners(at)])
+        inside.enter_context(preserved_outside_branches(exported, [*plan.partitioners, *others]))
+        return chain[0].lower(exported, plan, others)
+
+
+@contextlib.contextmanager
+def preserved_outside_branches(exported, partitioners):
+    """Partitioners keep the operators they take whole (XNNPACK: ``linear``) out of
+    decomposition everywhere, but delegate only outside ``torch.cond``/``while_loop``
+    branches: an operator kept whole inside a branch was neither decomposed nor
+    delegated, and lowering failed ("aten.linear.default … was not decomposed or
+    delegated"). While ``partitioners`` lower ``exported``, they keep whole only the
+    operators that no branch holds; a program without branches is lowered as before."""
+    inside = ops_in_branches(exported.graph_module)
+    keeping = [p for p in partitioners if hasattr(p, "ops_to_not_decompose")] if inside else []
+    for p in keeping:
+        def outside(program, _original=p.ops_to_not_decompose):
+            ops, check = _original(program)
+            return [op for op in ops if op not in inside], check
+
+        p.ops_to_not_decompose = outside  # this instance, for this lowering
+    try:
+        yield
+    finally:
+        for p in keeping:
+            del p.ops_to_not_decompose
+
+
+def ops_in_branches(gm, inside: bool = False) -> set:
+    """The call_function targets in the subgraphs of ``gm`` (control-flow branches and bodies)."""
+    import torch
+
+    found = set()
+    for node in gm.graph.nodes:
+        if inside and node.op == "call_function":
+            found.add(node.target)
+        elif node.op == "get_attr" and isinstance(sub := getattr(gm, node.target, None), torch.fx.GraphModule):
+            found |= ops_in_branches(sub, True)
+    return found
 
 
 def chain_precisions(chain, precision) -> list:

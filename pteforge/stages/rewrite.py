@@ -154,6 +154,10 @@ def _fold(exported) -> bool:
     from executorch.exir.passes import constant_prop_pass as cp
     from torch.utils import _pytree as pytree
 
+    if any(isinstance(sub, torch.fx.GraphModule) for sub in exported.graph_module.children()):
+        # control flow (torch.cond, while_loop): after folding, the program's cond branches
+        # computed wrong values, and a program without them took no input at run time
+        return False
     # unlike ExecuTorch's default, `full` is folded too; aten or edge programs
     quant = {*cp._QUANT_PRIMITIVES_EDGE, *cp._QUANT_PRIMITIVES}
     consts = cp.get_constant_placeholder_dict(exported)
