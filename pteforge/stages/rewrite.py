@@ -155,8 +155,8 @@ def _fold(exported) -> bool:
     from torch.utils import _pytree as pytree
 
     if any(isinstance(sub, torch.fx.GraphModule) for sub in exported.graph_module.children()):
-        # control flow (torch.cond, while_loop): after folding, the program's cond branches
-        # computed wrong values, and a program without them took no input at run time
+        # control flow (torch.cond, while_loop): a program with branches, folded, computed
+        # wrong values (lowered for XNNPACK) or refused its input at run time (portable)
         return False
     # unlike ExecuTorch's default, `full` is folded too; aten or edge programs
     quant = {*cp._QUANT_PRIMITIVES_EDGE, *cp._QUANT_PRIMITIVES}
