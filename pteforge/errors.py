@@ -84,10 +84,32 @@ _WHERE = re.compile(
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal styling some libraries put in messages (torch.load's bold)
 
 
+# ExecuTorch's runtime errors (runtime/core/error.h) by code: its Python bindings give the code only
+_ET_ERRORS = {
+    0x01: "Internal", 0x02: "InvalidState", 0x03: "EndOfMethod", 0x04: "AlreadyLoaded",
+    0x10: "NotSupported", 0x11: "NotImplemented",
+    0x12: "InvalidArgument: a kernel refused its inputs (e.g. a shape or rank it does not take)",
+    0x13: "InvalidType", 0x14: "OperatorMissing: an operator is not in this runtime", 0x20: "NotFound",
+    0x21: "MemoryAllocationFailed", 0x22: "AccessFailed", 0x23: "InvalidProgram", 0x24: "InvalidExternalData",
+    0x25: "OutOfResources", 0x30: "DelegateInvalidCompatibility", 0x31: "DelegateMemoryAllocationFailed",
+    0x32: "DelegateInvalidHandle",
+}
+_ET_CODE = re.compile(r"(failed with error (?:code )?)(0x[0-9a-fA-F]+)")
+
+
+def _named_codes(text: str) -> str:
+    def name(m: re.Match) -> str:
+        known = _ET_ERRORS.get(int(m.group(2), 16))
+        return f"{m.group(0)} ({known})" if known else m.group(0)
+
+    return _ET_CODE.sub(name, text)
+
+
 def message_line(exc: BaseException, limit: int = 400) -> str:
     """An error's message as one line that keeps its cause: native location lines and
-    traceback frames dropped, the remaining lines joined, cut at ``limit`` characters."""
-    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines()]
+    traceback frames dropped, ExecuTorch's error codes named, the remaining lines joined,
+    cut at ``limit`` characters."""
+    lines = [line.strip() for line in _named_codes(_ANSI.sub("", str(exc))).splitlines()]
     kept = [line for line in lines if line and not _WHERE.match(line)]
     text = " ".join(kept) if kept else " ".join(line for line in lines if line)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

@@ -443,3 +443,11 @@ def test_a_run_where_every_target_fails_says_so_and_select_says_why(capsys, tmp_
     assert code == ExitStatus.USAGE
     [line] = error_lines(err)
     assert "no working artifact of tiny: every one failed (portable: MISMATCH)" in line, line
+
+
+def test_a_runtime_error_code_is_named(capsys, out):
+    """The runtime's Python bindings give "failed with error 0x12"; the row says what 0x12 is."""
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:conv3d", "--input-shape", "1,3,4,8,8",
+                          "--weights", "none", "--backends", "portable", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED
+    assert "RUN_FAILED" in stdout and "failed with error 0x12 (InvalidArgument: a kernel refused its inputs" in stdout, stdout

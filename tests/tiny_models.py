@@ -159,6 +159,12 @@ def branches():
     return Branches()
 
 
+def conv3d():
+    """A 3-D convolution: ExecuTorch 1.5.1's portable kernels take 1-D and 2-D only."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv3d(3, 4, 3), torch.nn.Flatten())
+
+
 def not_a_module():
     return {"weights": [1, 2, 3]}
 
