@@ -218,7 +218,7 @@ class ExportConfig:
         for flag, value, least in (("--verify-inputs", self.verify_inputs, 0), ("--bench-runs", self.bench_runs, 0),
                                    ("--calibration-samples", self.calibration_samples, 1), ("--jobs", self.jobs, 1)):
             if value is not None and value < least:
-                raise UsageError(f"{flag} must be >= {least} (got {value})", fix=f"give {flag} {max(least, 1)} or more")
+                raise UsageError(f"{flag} must be >= {least} (got {value})", fix=f"give {flag} {least} or more")
         if self.executor not in ("local", "ray"):
             raise UsageError(f"--executor {self.executor}: unknown executor", fix="use --executor local or --executor ray")
         if self.ray_address and self.executor != "ray":
