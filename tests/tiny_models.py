@@ -67,6 +67,12 @@ def weighty():
     return WeightyNet()
 
 
+def half():
+    """A model in half precision, taking and giving fp16 tensors."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).half()
+
+
 def tiny():
     if os.environ.get("TINY_BREAK"):  # same name, a model torch.export cannot capture
         return DataDependent()

@@ -229,6 +229,11 @@ class Backend:
         """Rewrite the captured program for ``precision`` before lowering (default: as is)."""
         return exported
 
+    def fit(self, exported: "ExportedProgram", partitioners: list[Any]) -> list[Any]:
+        """This backend's ``partitioners`` as ``exported`` needs them (default: as they are;
+        Core ML raises its deployment target for a program holding fp16 values)."""
+        return partitioners
+
     def lowering_context(self):
         """What a lowering with this backend's partitioner runs inside, first in its chain or
         not (default: nothing; XNNPACK and Vulkan: their pattern graphs only where one can

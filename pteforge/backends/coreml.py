@@ -32,7 +32,7 @@ class CoreML(Backend):
             "int8 static (PT2E, CoreMLQuantizer; iOS 17+), int8 weight-only (PT2E) and int4 weight-only (torchao, per channel, Linear/Embedding; iOS 18+).",
             "Neural Engine, GPU and CPU compute units.",
         ),
-        target_requirements=("iOS 15+ / macOS 12+ (minimum deployment target iOS15 here).",),
+        target_requirements=("iOS 15+ / macOS 12+ (minimum deployment target iOS15 here; iOS 16 for a model in fp16, whose inputs Core ML takes in fp16 from iOS 16).",),
         development_requirements=("coremltools>=9 (installed with executorch); lowers on Linux and macOS.",),
         cmake_targets=("coremldelegate",),
         build_flags=("-DEXECUTORCH_BUILD_COREML=ON",),
@@ -88,6 +88,35 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
 
     def partitioners(self, precision):
         return self.plan(precision).partitioners
+
+    def fit(self, exported, partitioners):
+        """Core ML takes fp16 inputs from iOS 16 (coremltools: "To use fp16 input, please set
+        minimum deployment target to iOS16+"): a program holding fp16 values (a model in
+        half precision) gets iOS 16 where its target was lower."""
+        import copy
+
+        import torch
+
+        ct = coremltools()
+        from executorch.backends.apple.coreml.compiler import CoreMLBackend
+        from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+        from executorch.exir.backend.partitioner import DelegationSpec
+
+        if not any(getattr(node.meta.get("val"), "dtype", None) == torch.float16
+                   for module in exported.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
+                   for node in module.graph.nodes):
+            return partitioners
+        fitted = []
+        for p in partitioners:
+            specs = p.delegation_spec.compile_specs if isinstance(p, CoreMLPartitioner) else None
+            current = CoreMLBackend.min_deployment_target_from_compile_specs(specs) if specs is not None else None
+            if specs is not None and (current is None or current < ct.target.iOS16):
+                spec = CoreMLBackend.generate_minimum_deployment_target_compile_spec(ct.target.iOS16)
+                p = copy.copy(p)
+                p.delegation_spec = DelegationSpec(p.delegation_spec.backend_id,
+                                                   [*(s for s in specs if s.key != spec.key), spec])
+            fitted.append(p)
+        return fitted
 
 
 def coremltools():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 from collections import Counter
 
@@ -109,7 +110,8 @@ def lower(exported, chain, precision, plan):
     later backend that does not take the target's precision lowers at its default.
     """
     rest = zip(chain[1:], chain_precisions(chain, precision)[1:])
-    others = [p for b, at in rest for p in b.partitioners(at)]
+    others = [p for b, at in rest for p in b.fit(exported, b.partitioners(at))]
+    plan = dataclasses.replace(plan, partitioners=chain[0].fit(exported, plan.partitioners))
     with contextlib.ExitStack() as inside:
         for backend in chain:
             inside.enter_context(backend.lowering_context())

@@ -126,6 +126,40 @@ def test_each_precision_lowers_with_its_delegate_and_shows_in_the_artifact(name,
         assert evidence.get("fp16_nodes", 0) > 0 or ratio < 0.7, f"no sign of fp16: {evidence}, {ratio:.2f}x size"
 
 
+@getattr(pytest.mark, marker_name("coreml"))
+def test_a_model_in_half_precision_lowers_to_core_ml(tmp_path):
+    """coremltools takes fp16 inputs from iOS 16 only: a model in half precision raises
+    Core ML's deployment target to iOS 16 (it failed: 'To use fp16 input, please set minimum
+    deployment target to iOS16+'), while an fp32 model keeps iOS 15."""
+    import coremltools as ct
+    from executorch.backends.apple.coreml.compiler import CoreMLBackend
+
+    from pteforge.models.custom import factory_spec
+    from pteforge.pipeline import export_target
+    from pteforge.spec import Precision
+    from pteforge.stages.capture import capture
+
+    coreml = default_registry().get("coreml")
+    if not coreml.lower_check().ok:
+        pytest.skip(coreml.lower_check().reason)
+    spec = factory_spec("tiny_models:half", (InputSpec((1, 8), "float16"),), name="half")
+    config = ExportConfig(out_dir=tmp_path / "out", weights="none", verify_inputs=1)
+    cap = capture(spec, config, tmp_path / "work")
+    record = export_target(cap, spec, Target(("coreml",), Precision.FP16), config, host())
+    assert record.artifact is not None, f"{record.status}: {record.reason}"
+    assert read_pte(record.artifact.path).delegates == ["CoreMLBackend"]
+
+    import torch
+
+    def target_of(program):
+        [partitioner] = coreml.fit(program, coreml.partitioners(Precision.FP16))
+        return CoreMLBackend.min_deployment_target_from_compile_specs(partitioner.delegation_spec.compile_specs)
+
+    model = torch.nn.Linear(8, 4)
+    assert target_of(torch.export.export(model, (torch.randn(1, 8),))) == ct.target.iOS15
+    assert target_of(torch.export.export(model.half(), (torch.randn(1, 8).half(),))) == ct.target.iOS16
+
+
 _ALL = list(default_registry())
 SAME_LOWERING = [
     pytest.param(a.name, b.name, p, id=f"{a.name}={b.name}:{p.value}")
