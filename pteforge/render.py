@@ -163,6 +163,8 @@ class Renderer:
             proof = f"verified: {describe(r.generation)}"
         if r.latency and r.latency.get("p50_ms") is not None:
             proof += f"; p50 {r.latency['p50_ms']:.3g} ms ({r.latency.get('runs')} runs after warm-up)"
+        elif r.latency and r.latency.get("skipped") and r.status is Status.VERIFIED:
+            proof += f"; not timed: {r.latency['skipped']}"
         if r.cache:
             proof += f" (from the cache: made {r.cache['created'][:19].replace('T', ' ')} UTC in {r.cache['original_seconds']:.0f} s)"
         if r.same_program_as:

@@ -101,9 +101,10 @@ def test_without_c_the_nearest_config_is_read_and_the_run_says_so(capsys, tmp_pa
     code, _, err = cli(capsys, "export", "--backends", "portable")
     assert code == ExitStatus.USAGE
     assert f"{project / 'lib' / 'pteforge.toml'}:1: seed has a wrong value" in error_lines(err)[0]
-    code, _, err = cli(capsys, "export", "--no-config", "--model", "tiny_models:tiny", "--input-shape", "1,3,8,8",
-                       "--weights", "none", "--backends", "portable", "--bench-runs", "0", "--out", tmp_path / "flags")
+    code, out, err = cli(capsys, "export", "--no-config", "--model", "tiny_models:tiny", "--input-shape", "1,3,8,8",
+                         "--weights", "none", "--backends", "portable", "--bench-runs", "0", "--out", tmp_path / "flags")
     assert code == ExitStatus.OK, err
+    assert "verified: SQNR" in out and "not timed: timing turned off (--bench-runs 0)" in out, "and why it has no p50"
     assert "export options from" not in err and (tmp_path / "flags" / "index.json").is_file()
 
 
