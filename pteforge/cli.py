@@ -58,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     sel.add_argument("--labels", action="store_true",
                      help=f"write every family's labels file ({', '.join(sorted({f.labels_file for f in families() if f.labels_file}))})")
     tg = ex.add_argument_group("targets")
-    tg.add_argument("--target", choices=[*PLATFORMS, "all"], default=None,
+    tg.add_argument("--target", "--platform", dest="target", choices=[*PLATFORMS, "all"], default=None,
                     help=f"a platform's backends in seed 004's priority order ({describe()})")
     tg.add_argument("--backends", nargs="+", metavar="TARGET",
                     help="targets: BACKEND[+BACKEND...][:PRECISION], e.g. xnnpack coreml vulkan+xnnpack xnnpack:int8; "
@@ -170,7 +170,7 @@ def _with_config(parser, given, argv: list[str]):
     a flag on the command line wins over the file (a repeated flag replaces its list)."""
     from .config import load_config
 
-    values = load_config(Path(given.config))
+    values = load_config(Path(given.config), {a.dest: list(a.choices) for a in parser.export_parser._actions if a.choices})
     parser.export_parser.set_defaults(**values)
     args = parser.parse_args(_normalise_argv(argv))
     for dest in ("model", "input_shape", "input_dtype"):  # append flags: given ones replace the file's

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import UsageError
 
@@ -32,7 +32,7 @@ class ExportOptions(BaseModel):
     input_dtype: list[str] | None = None
     labels: bool | None = None
     # targets and precision
-    target: str | None = None
+    target: str | None = Field(None, validation_alias=AliasChoices("target", "platform"))  # a platform's backends
     backends: list[str] | None = None
     precision: str | None = None
     accuracy_budget: str | None = None
@@ -95,8 +95,9 @@ def discover(start: Path) -> Path | None:
     return None
 
 
-def load_config(path: Path) -> dict[str, Any]:
-    """The export options ``path`` sets, as the command line's destinations."""
+def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str, Any]:
+    """The export options ``path`` sets, as the command line's destinations; a value that
+    ``choices`` (destination -> the flag's choices) does not hold is an error naming it."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -111,6 +112,9 @@ def load_config(path: Path) -> dict[str, Any]:
         if table is None:
             raise UsageError(f"{path} has no [tool.pteforge] table", fix="add [tool.pteforge] with the export options")
     table = {key.replace("-", "_"): value for key, value in table.items()}
+    if "target" in table and "platform" in table:
+        raise UsageError(f"{path}:{_line_of(text, 'platform')}: {prefix}target and {prefix}platform are the same option",
+                         fix="keep one of them")
     try:
         schema = export_file()
         parsed = schema.model_validate(table)
@@ -129,6 +133,12 @@ def load_config(path: Path) -> dict[str, Any]:
             fix="use the export flags' names and types (pteforge export --help)",
         ) from None
     values = parsed.model_dump(exclude_none=True)
+    for dest, allowed in (choices or {}).items():
+        if dest in values and values[dest] not in allowed:
+            key = next((k for k in (dest, "platform") if k in table), dest)
+            raise UsageError(f"{path}:{_line_of(text, key)}: {prefix}{key.replace('_', '-')} has a wrong value: "
+                             f"{values[dest]!r} is not one of {', '.join(map(str, allowed))}",
+                             fix="use one of those values")
     for family in set(schema.model_fields) - set(ExportOptions.model_fields):  # true: the default model
         if values.get(family) is True:
             values[family] = []

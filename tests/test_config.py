@@ -46,6 +46,9 @@ def test_pyproject_tool_table(capsys, tmp_path):
         ('out = "x"\nbackend = ["xnnpack"]\n', "pteforge.toml:2: backend is not an option; did you mean backends?"),
         ('seed = "seven"\n', "pteforge.toml:1: seed has a wrong value"),
         ("backends = [xnnpack]\n", "pteforge.toml: not valid TOML"),
+        ('target = "ios"\nplatform = "web"\n', "pteforge.toml:2: target and platform are the same option"),
+        ('platform = "mars"\n', "pteforge.toml:1: platform has a wrong value: 'mars' is not one of ios, android"),
+        ('out = "x"\nexecutor = "dask"\n', "pteforge.toml:2: executor has a wrong value: 'dask' is not one of local, ray"),
     ],
 )
 def test_errors_name_the_key_and_the_line(capsys, tmp_path, text, needle):
@@ -54,6 +57,17 @@ def test_errors_name_the_key_and_the_line(capsys, tmp_path, text, needle):
     assert code == ExitStatus.USAGE
     [line] = error_lines(err)
     assert needle in line, line
+
+
+def test_platform_is_the_targets_other_name(tmp_path):
+    """A platform's backends are asked for with --target or --platform, target or platform."""
+    from pteforge.cli import _parser
+    from pteforge.config import load_config
+
+    parse = _parser().parse_args
+    assert parse(["export", "--platform", "web"]).target == parse(["export", "--target", "web"]).target == "web"
+    (tmp_path / "pteforge.toml").write_text('platform = "android"\n')
+    assert load_config(tmp_path / "pteforge.toml") == {"target": "android"}
 
 
 def test_the_file_can_publish_too(capsys, tmp_path):
