@@ -120,3 +120,37 @@ def test_an_onnx_file_is_imported_lowered_and_verified_against_onnx_runtime(tmp_
     onnx_file.write_bytes(b"not onnx")
     proc = run_cli("export", "--model", onnx_file, "--backends", "xnnpack", "--out", tmp_path / "bad")
     assert proc.returncode != 0 and "is not an ONNX model" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_torchscript_file_is_converted_lowered_and_verified(tmp_path):
+    """PyTorch Mobile's TorchScript files (scripted, traced, .ptl) are converted with
+    torch's TS2EPConverter, lowered and verified against the TorchScript module itself;
+    a torch.save file of weights is refused, saying how to export it."""
+    import torch
+
+    from pteforge.errors import ExitStatus
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4)).eval()
+    example = torch.rand(1, 3, 16, 16)
+    torch.jit.script(model).save(str(tmp_path / "scripted.pt"))
+    torch.jit.trace(model, (example,))._save_for_lite_interpreter(str(tmp_path / "traced.ptl"))
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", tmp_path / "scripted.pt", "--model", tmp_path / "traced.ptl",
+                   "--input-shape", "1,3,16,16", "--backends", "xnnpack", "portable", "--bench-runs", "0", "--out", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    entries = json.loads((out / "index.json").read_text())["models"]
+    assert {(e["model"], e["target"]) for e in entries} == {(m, t) for m in ("scripted", "traced") for t in ("xnnpack", "portable")}
+    for e in entries:
+        assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60, e
+    assert entries[0]["source"] in (str((tmp_path / "scripted.pt").resolve()), str((tmp_path / "traced.ptl").resolve()))
+
+    torch.save(model.state_dict(), tmp_path / "weights.pt")
+    proc = run_cli("export", "--model", tmp_path / "weights.pt", "--input-shape", "1,3,16,16", "--backends", "portable",
+                   "--out", tmp_path / "bad")
+    assert proc.returncode == ExitStatus.MODEL, proc.stderr
+    assert "is not a TorchScript program" in proc.stderr and "--weights" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_cli("export", "--model", tmp_path / "scripted.pt", "--backends", "portable", "--out", tmp_path / "bad")
+    assert proc.returncode == ExitStatus.USAGE and "keeps no input shapes" in proc.stderr
+    assert not (tmp_path / "bad").exists()

@@ -9,7 +9,7 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
     callers refuse the same things). ``chosen`` holds one list of catalog names per family
     word, as its flag (``mobilenet=[...]``, ``yolo_pose=[...]``; empty: the family's default
     model; None: not asked); ``refs`` are custom models (``package.module:factory``,
-    ``file.pt2`` or ``file.onnx``) with their ``input_shapes``/``input_dtypes``; ``llms`` are
+    ``file.pt2``, ``file.onnx`` or a TorchScript file) with their ``input_shapes``/``input_dtypes``; ``llms`` are
     language models (a Hugging Face id or checkpoint directory) and ``max_seq_len`` their KV
     cache's length. Nothing named (and not ``labels_only``) means every everyday catalog model,
     as the seed does (language models only when named)."""

@@ -204,13 +204,60 @@ def build_pt2(spec: ModelSpec, weights: str, seed: int):
     return torch.export.load(spec.path).module()
 
 
+TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ptl", ".torchscript")
+
+
 def custom_spec(ref: str, inputs: tuple[InputSpec, ...]) -> ModelSpec:
-    """A ``--model``: ``file.pt2``, ``file.onnx`` or ``package.module:factory(...)``."""
+    """A ``--model``: ``file.pt2``, ``file.onnx``, a TorchScript file or ``package.module:factory(...)``."""
     if ref.endswith(".pt2"):
         return pt2_spec(ref)
     if ref.endswith(".onnx"):
         return onnx_spec(ref, inputs)
+    if ref.endswith(TORCHSCRIPT_SUFFIXES):
+        return torchscript_spec(ref, inputs)
     return factory_spec(ref, inputs)
+
+
+def torchscript_spec(path: str, inputs: tuple[InputSpec, ...]) -> ModelSpec:
+    """A spec for a TorchScript file (``torch.jit.script(model).save``, ``torch.jit.trace``,
+    PyTorch Mobile's ``.ptl``): it keeps no input shapes, so ``--input-shape`` gives them.
+    A ``torch.save`` file (a state dict, a pickled module) holds no program: refused,
+    saying how to export it instead."""
+    import zipfile
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"model file '{path}' does not exist", fix="give the path of a TorchScript file")
+    try:
+        with zipfile.ZipFile(p) as archive:
+            scripted = any("/code/" in name for name in archive.namelist())
+    except (zipfile.BadZipFile, OSError):
+        scripted = False
+    if not scripted:
+        raise ModelError(f"'{path}' is not a TorchScript program (a torch.save file of weights or a pickled module "
+                         "holds no code to export)",
+                         fix=f"give the factory that builds the model: --model package.module:factory --weights {path}, "
+                             "or save the model as TorchScript: torch.jit.script(model).save('model.pt')")
+    if not inputs:
+        raise UsageError(f"'{path}' is TorchScript, which keeps no input shapes",
+                         fix="give one --input-shape (and --input-dtype) per input, e.g. --input-shape 1,3,224,224")
+    return ModelSpec(name=p.stem, family="custom", task="custom", inputs=inputs,
+                     factory="pteforge.models.custom:build_torchscript", source="torchscript", path=str(p.resolve()))
+
+
+def build_torchscript(spec: ModelSpec, weights: str, seed: int):
+    """The TorchScript module itself: torch.export cannot capture it, so the capture
+    converts it (``torch._export.converter.TS2EPConverter``); it is also the eager reference."""
+    import torch
+
+    try:
+        model = torch.jit.load(spec.path, map_location="cpu").eval()
+    except Exception as exc:  # noqa: BLE001 - torch.jit.load raises RuntimeError for most things
+        raise ModelError(f"torch.jit.load cannot read '{spec.path}': {one_line(exc, 160)}",
+                         fix="save it again with torch.jit.script(model).save(path) in this torch version") from None
+    for param in model.parameters():  # as loaded they require grad: the converted program's
+        param.requires_grad_(False)   # tensors could not be copied ("graph leaves … deepcopy")
+    return model
 
 
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16", 11: "float64"}

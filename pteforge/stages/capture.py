@@ -162,6 +162,8 @@ def export_model(model, example: tuple):
     The eager reference (``flatten_outputs``) is the same tensors in the same order."""
     import torch
 
+    if isinstance(model, torch.jit.ScriptModule):
+        return _converted(model, example)
     with torch.no_grad():
         exported = torch.export.export(model, example)
         if _tensors_in_plain_containers(exported):
@@ -176,6 +178,20 @@ def export_model(model, example: tuple):
                 return tuple(flatten_outputs_live(self.model(*args)))
 
         return torch.export.export(TensorOutputs(), example)
+
+
+def _converted(model, example: tuple):
+    """A TorchScript module as an ExportedProgram: torch.export refuses ScriptModules;
+    torch's TorchScript converter translates its graph (mobilenet_v3_small scripted or
+    traced: the same outputs, exactly)."""
+    import warnings
+
+    import torch
+    from torch._export.converter import TS2EPConverter
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # one per unused buffer ("Manually populate … num_batches_tracked")
+        return TS2EPConverter(model, example).convert()
 
 
 def _tensors_in_plain_containers(exported) -> bool:
