@@ -81,6 +81,8 @@ _WHERE = re.compile(
 )
 
 
+# torch.fx's interpreter appends the node it was running, its graph and tlparse advice
+_FX_NOTE = re.compile(r"\n\s*While executing %")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # terminal styling some libraries put in messages (torch.load's bold)
 
 
@@ -106,16 +108,27 @@ def _named_codes(text: str) -> str:
 
 
 def message_line(exc: BaseException, limit: int = 400) -> str:
-    """An error's message as one line that keeps its cause: native location lines and
-    traceback frames dropped, ExecuTorch's error codes named, the remaining lines joined,
-    cut at ``limit`` characters."""
-    lines = [line.strip() for line in _named_codes(_ANSI.sub("", str(exc))).splitlines()]
+    """An error's message as one line that keeps its cause: native location lines,
+    traceback frames and torch.fx's "While executing %node" notes dropped, ExecuTorch's
+    error codes named, the remaining lines joined, cut at ``limit`` characters."""
+    message = _FX_NOTE.split(str(exc))[0]
+    lines = [line.strip() for line in _named_codes(_ANSI.sub("", message)).splitlines()]
     kept = [line for line in lines if line and not _WHERE.match(line)]
     text = " ".join(kept) if kept else " ".join(line for line in lines if line)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+# torch's and ExecuTorch's pass managers wrap what a pass raised in a message without it
+_PASS_FAILED = re.compile(r"An error occurred when running the '([^']+)' pass")
+
+
 def one_line(exc: BaseException, limit: int = 400) -> str:
-    """``Type: message`` on one line (see :func:`message_line`)."""
+    """``Type: message`` on one line (see :func:`message_line`); a pass manager's
+    "An error occurred when running the 'P' pass after the following passes: […]" becomes
+    "the P pass failed: " and what the pass raised."""
+    wrapped = _PASS_FAILED.match(str(exc))
+    if wrapped and exc.__cause__ is not None:
+        text = f"the {wrapped.group(1)} pass failed: {one_line(exc.__cause__, limit)}"
+        return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
     text = message_line(exc, limit)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

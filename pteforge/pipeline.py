@@ -66,6 +66,9 @@ def _export(job: "_Job", here) -> Record:
         reference = job.prove(data, delegation, here)
         job.write(program, data, delegation, reference)
     except _StageFailed as failed:
+        if job.target.precision.quantized and job.half:
+            job.record.fix = (f"the model computes in {job.half}, and quantizers calibrate fp32 programs: export it in "
+                              "fp32 for integer precisions (model.float(), --input-dtype float32)")
         return _failed(job.record, failed.status, failed.cause, job.config)
     return job.record
 
@@ -77,6 +80,7 @@ class _Job:
         registry = default_registry()
         self.capture, self.spec, self.target, self.config, self.stage = capture, spec, target, config, stage
         self.chain = [registry.get(name) for name in target.backends]
+        self.half = None  # "float16"/"bfloat16" when the captured program's floats are
         self.primary = self.chain[0]
         self.record = Record(
             model=spec.name, family=spec.family, task=spec.task, target=target.name, backends=list(target.backends),
@@ -101,6 +105,7 @@ class _Job:
         precision = self.target.precision
         pt2 = self.capture.variants.get(variant_key(self.primary.name, precision), self.capture.pt2_path)
         exported = self.timed(Stage.LOAD, lambda: memo.load(pt2, _file_identity(pt2)))
+        self.half = _half_floats(exported)
         example = tuple(torch.load(self.capture.reference_path, weights_only=True)["inputs"][0])
         try:
             if precision not in self.primary.precisions:
@@ -269,6 +274,16 @@ def _missing_delegate(chain, delegates: list[str], operators: list[str]) -> str 
     if namespace and not any(op.startswith(f"{namespace}::") for op in operators):
         return f"{primary.name} rewrote no operator to {namespace}:: kernels"
     return None
+
+
+def _half_floats(exported) -> str | None:
+    """'float16' or 'bfloat16' when every floating-point weight and input of ``exported`` is one."""
+    import torch
+
+    values = [*exported.state_dict.values(), *exported.constants.values(),
+              *(n.meta.get("val") for n in exported.graph.nodes if n.op == "placeholder")]
+    floats = {v.dtype for v in values if isinstance(v, torch.Tensor) and v.dtype.is_floating_point}
+    return str(floats.pop()).replace("torch.", "") if floats in ({torch.float16}, {torch.bfloat16}) else None
 
 
 def _failed(record: Record, status: Status, exc: BaseException, config: ExportConfig) -> Record:

@@ -122,7 +122,8 @@ class Renderer:
                 self.out.print(f"⚠️  Failed {failed} backend(s):")
                 for r in bad:
                     extra = f" ({self._artifact_line(r)})" if r.artifact else ""
-                    self.out.print(f"   • {r.target}: {r.status.value}: {r.reason}{extra}")
+                    fix = f" — fix: {r.fix}" if r.fix else ""
+                    self.out.print(f"   • {r.target}: {r.status.value}: {r.reason}{extra}{fix}")
                 for u in result.unavailable:
                     self.out.print(f"   • {u.target}: UNAVAILABLE: {u.check.reason}")
             for c in result.choices:

@@ -451,3 +451,37 @@ def test_a_runtime_error_code_is_named(capsys, out):
                           "--weights", "none", "--backends", "portable", "--out", out)
     assert code == ExitStatus.TARGETS_FAILED
     assert "RUN_FAILED" in stdout and "failed with error 0x12 (InvalidArgument: a kernel refused its inputs" in stdout, stdout
+
+
+def test_a_failing_pass_is_named_with_what_it_raised():
+    """ExecuTorch's pass manager wraps a pass's error in "An error occurred when running the
+    'P' pass after the following passes: […]", without it (a half-precision model to the Arm
+    int8 targets showed only that); the row's reason says which pass and what it raised."""
+    import torch
+    from executorch.exir.pass_manager import ExportedProgramPassManager
+
+    from pteforge.errors import one_line
+
+    def refuses(graph_module):
+        raise RuntimeError("cortex_m::dequantize_per_tensor() expected at most 6 argument(s)\nDeclaration: …")
+
+    program = torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+    with pytest.raises(Exception) as caught:
+        ExportedProgramPassManager([refuses])(program)
+    assert "An error occurred when running the 'refuses' pass" in str(caught.value)
+    assert one_line(caught.value) == ("the refuses pass failed: RuntimeError: cortex_m::dequantize_per_tensor() "
+                                      "expected at most 6 argument(s) Declaration: …")
+
+
+def test_an_integer_target_that_fails_on_a_half_precision_model_says_to_export_it_in_fp32(capsys, out):
+    """Quantizers calibrate fp32 programs: on a model in float16 the Arm int8 targets fail
+    inside a pass (ExecuTorch 1.5.1: cortex_m::dequantize_per_tensor gets an fp16 output
+    dtype it has no argument for). The row names the pass, what it raised, and the fix."""
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:half", "--input-shape", "1,8", "--input-dtype", "float16",
+                          "--weights", "none", "--backends", "cortex-m", "--bench-runs", "0", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED, stdout
+    [line] = [line for line in stdout.splitlines() if "cortex-m: LOWER_FAILED" in line]
+    assert "the ReplaceQuantNodesPass pass failed: RuntimeError: cortex_m::dequantize_per_tensor()" in line, line
+    assert "While executing %" not in line, "torch.fx's note on the node it ran is left out"
+    assert line.endswith("— fix: the model computes in float16, and quantizers calibrate fp32 programs: export it "
+                         "in fp32 for integer precisions (model.float(), --input-dtype float32)"), line
