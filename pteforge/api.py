@@ -284,7 +284,7 @@ class _Run:
 
     def look_up(self, models: list[ModelSpec]) -> None:
         """What the cache already holds, and what is left to do."""
-        self.looked = [(spec, *_from_cache(spec, self.plan.targets, self.config)) for spec in models]
+        self.looked = [(spec, *_from_cache(spec, _targets_of(spec, self.plan), self.config)) for spec in models]
 
     @property
     def pending(self) -> list[tuple[ModelSpec, list[Target], dict]]:
@@ -430,6 +430,18 @@ def _check_against(manifest, models: list[ModelSpec], out: Path) -> None:
 
 def _origin(spec: ModelSpec) -> str:
     return {"catalog": f"catalog model {spec.name}", "factory": spec.factory}.get(spec.source, str(spec.path))
+
+
+def _targets_of(spec: ModelSpec, plan: TargetPlan) -> list[Target]:
+    """The run's targets for ``spec``: an fp32 reference only where a target that needs it
+    is one the model's family takes (a language model asked for xnnpack:int8, which it is
+    not exported at, got an unasked xnnpack program)."""
+    from .precision import fp32_reference
+
+    fam, references = family(spec.family), set(plan.references)
+    needed = {ref.name for t in plan.targets if t.name not in references and fam.supports(t)
+              for ref in [fp32_reference(t)] if ref is not None}
+    return [t for t in plan.targets if t.name not in references or t.name in needed]
 
 
 def _from_cache(spec: ModelSpec, targets: list[Target], config: ExportConfig):

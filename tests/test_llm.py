@@ -139,6 +139,25 @@ def test_a_backend_without_a_language_model_export_is_one_unavailable_row(export
     assert "vulkan" not in entries and code == ExitStatus.TARGETS_FAILED  # requested, so the run says so
 
 
+def test_a_precision_a_language_model_is_not_exported_at_brings_no_fp32_reference(exported, capsys, tmp_path):
+    """xnnpack:int8 is no language-model precision: its row is UNAVAILABLE, and the fp32
+    program it would have been measured against is not made (it was: an unasked artifact
+    under "Successfully exported 1/2"); a vision model asked the same gets both."""
+    from pteforge.api import _targets_of, plan_targets
+    from pteforge.cli import main
+    from pteforge.models.catalog import build_catalog
+
+    _, ckpt, _, _, _ = exported
+    out = tmp_path / "out"
+    code = main(["export", "--llm", str(ckpt), "--weights", "none", "--max-seq-len", str(MAX_SEQ_LEN),
+                 "--backends", "xnnpack:int8", "--out", str(out)])
+    stdout = capsys.readouterr().out
+    assert code == ExitStatus.TARGETS_FAILED and "xnnpack:int8: UNAVAILABLE" in stdout and "Exported 0/1" in stdout, stdout
+    assert not list(out.rglob("*.pte"))
+    plan = plan_targets(["xnnpack:int8"])
+    assert [t.name for t in _targets_of(build_catalog().get("mobilenet_v3_small"), plan)] == ["xnnpack:int8", "xnnpack"]
+
+
 def test_max_seq_len_without_a_language_model_is_a_usage_error(capsys, tmp_path):
     code, _, err = cli(capsys, "export", "--model", "tiny_models:tiny", "--input-shape", "1,3,16,16",
                        "--max-seq-len", "64", "--out", tmp_path / "o")

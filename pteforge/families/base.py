@@ -64,6 +64,11 @@ class Family:
     def specs(self) -> list[ModelSpec]:
         return [self.spec(name) for name in self.models]
 
+    def supports(self, target) -> bool:
+        """Whether this family's models are exported to ``target`` (a target it does not take
+        still gets its row, UNAVAILABLE, from its job; its fp32 reference is not made)."""
+        return True
+
     def capture_variants(self, targets) -> tuple:
         """(backend, precision) pairs captured once more after the backend's source transform."""
         from ..api import source_transform_variants

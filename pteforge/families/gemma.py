@@ -27,6 +27,11 @@ class GemmaFamily(Family):
 
         return llm_spec(name)
 
+    def supports(self, target) -> bool:
+        from ..llm import supported
+
+        return supported(target)[0]
+
     def capture_variants(self, targets) -> tuple:
         from ..llm import capture_variants
 
