@@ -136,15 +136,32 @@ def test_a_torchscript_file_is_converted_lowered_and_verified(tmp_path):
     example = torch.rand(1, 3, 16, 16)
     torch.jit.script(model).save(str(tmp_path / "scripted.pt"))
     torch.jit.trace(model, (example,))._save_for_lite_interpreter(str(tmp_path / "traced.ptl"))
+
+    class Grid(torch.nn.Module):  # sizes used as values, as YOLO's decoding does
+        def __init__(self):
+            super().__init__()
+            self.conv = model[0]
+
+        def forward(self, x):
+            y = self.conv(x)
+            return (y * torch.arange(y.shape[-1], dtype=y.dtype)).flatten(2).softmax(-1)
+
+    torch.jit.trace(Grid().eval(), (example,)).save(str(tmp_path / "grid.pt"))
     out = tmp_path / "out"
     proc = run_cli("export", "--model", tmp_path / "scripted.pt", "--model", tmp_path / "traced.ptl",
-                   "--input-shape", "1,3,16,16", "--backends", "xnnpack", "portable", "--bench-runs", "0", "--out", out)
+                   "--model", tmp_path / "grid.pt", "--input-shape", "1,3,16,16", "--backends", "xnnpack", "portable",
+                   "--bench-runs", "0", "--out", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     entries = json.loads((out / "index.json").read_text())["models"]
-    assert {(e["model"], e["target"]) for e in entries} == {(m, t) for m in ("scripted", "traced") for t in ("xnnpack", "portable")}
+    assert {(e["model"], e["target"]) for e in entries} == {(m, t) for m in ("scripted", "traced", "grid")
+                                                            for t in ("xnnpack", "portable")}
     for e in entries:
         assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60, e
-    assert entries[0]["source"] in (str((tmp_path / "scripted.pt").resolve()), str((tmp_path / "traced.ptl").resolve()))
+        ops = {o["op"] for o in e["delegation"]["portable_ops"]}
+        assert "sym_size" not in ops, "the converter's size symbols are the example's sizes, not ops of the program"
+        if e["target"] == "xnnpack":  # unbounded size symbols kept XNNPACK from 62 % of the traced grid
+            assert e["delegation"]["delegated_nodes"] == e["delegation"]["total_nodes"], e["delegation"]
+    assert {e["source"] for e in entries} == {str((tmp_path / f).resolve()) for f in ("scripted.pt", "traced.ptl", "grid.pt")}
 
     torch.save(model.state_dict(), tmp_path / "weights.pt")
     proc = run_cli("export", "--model", tmp_path / "weights.pt", "--input-shape", "1,3,16,16", "--backends", "portable",

@@ -191,7 +191,11 @@ def _converted(model, example: tuple):
 
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one per unused buffer ("Manually populate … num_batches_tracked")
-        return TS2EPConverter(model, example).convert()
+        converted = TS2EPConverter(model, example).convert()
+        # the converter leaves sizes a traced model computed (aten::size, arange in YOLO's
+        # decoding) as unbacked symbols, which lowering cannot bound: exported again on the
+        # example, they are the example's sizes, as torch.export makes them
+        return torch.export.export(converted.module(check_guards=False), example)
 
 
 def _tensors_in_plain_containers(exported) -> bool:
