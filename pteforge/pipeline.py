@@ -66,7 +66,10 @@ def _export(job: "_Job", here) -> Record:
         reference = job.prove(data, delegation, here)
         job.write(program, data, delegation, reference)
     except _StageFailed as failed:
-        if job.target.precision.quantized and job.half:
+        if "Missing out variants" in str(failed.cause):
+            job.record.fix = ("a custom operator reaches ExecuTorch only with an out variant and a kernel the runtime "
+                              "links (ExecuTorch's kernel registration guide), or a backend that delegates it")
+        elif job.target.precision.quantized and job.half:
             job.record.fix = (f"the model computes in {job.half}, and quantizers calibrate fp32 programs: export it in "
                               "fp32 for integer precisions (model.float(), --input-dtype float32)")
         return _failed(job.record, failed.status, failed.cause, job.config)
@@ -102,8 +105,11 @@ class _Job:
         from .stages import memo
         from .stages.capture import variant_key
 
+        from .models.custom import import_for_capture
+
         precision = self.target.precision
         pt2 = self.capture.variants.get(variant_key(self.primary.name, precision), self.capture.pt2_path)
+        import_for_capture(self.spec)  # a worker that did not capture it loads its custom operators too
         exported = self.timed(Stage.LOAD, lambda: memo.load(pt2, _file_identity(pt2)))
         self.half = _half_floats(exported)
         example = tuple(torch.load(self.capture.reference_path, weights_only=True)["inputs"][0])

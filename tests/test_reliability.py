@@ -485,3 +485,26 @@ def test_an_integer_target_that_fails_on_a_half_precision_model_says_to_export_i
     assert "While executing %" not in line, "torch.fx's note on the node it ran is left out"
     assert line.endswith("— fix: the model computes in float16, and quantizers calibrate fp32 programs: export it "
                          "in fp32 for integer precisions (model.float(), --input-dtype float32)"), line
+
+
+def test_a_worker_that_did_not_capture_a_model_loads_its_custom_operators(tmp_path):
+    """A capture file naming a torch.library operator loads only where the operator is
+    registered: a worker that did not build the model imports the factory's module first
+    (it said "We ran into an error when deserializing the saved file"), and the row then
+    names the real obstacle, the operator's missing out variant, with the fix."""
+    from pteforge.models.custom import factory_spec
+    from pteforge.spec import ExportConfig, InputSpec
+    from pteforge.stages.capture import capture
+
+    spec = factory_spec("tiny_models:custom_op", (InputSpec((1, 8)),), name="custom_op")
+    config = ExportConfig(out_dir=tmp_path / "out", weights="none", verify_inputs=1)
+    job = tmp_path / "job.pkl"
+    job.write_bytes(pickle.dumps((capture(spec, config, tmp_path / "work"), spec, config)))
+    code = ("import pickle, sys; from pteforge.pipeline import export_target; from pteforge.spec import Target, Precision; "
+            f"cap, spec, config = pickle.loads(open({str(job)!r}, 'rb').read()); "
+            "assert 'tiny_models' not in sys.modules; "
+            "r = export_target(cap, spec, Target(('portable',), Precision.FP32), config); print(r.status.value, r.reason, '|', r.fix)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=TESTS, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "LOWER_FAILED RuntimeError: Missing out variants: {'pteforge_test::double'} | " in proc.stdout, proc.stdout
+    assert "out variant and a kernel the runtime links" in proc.stdout

@@ -67,6 +67,30 @@ def weighty():
     return WeightyNet()
 
 
+@torch.library.custom_op("pteforge_test::double", mutates_args=())
+def _double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@_double.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def custom_op():
+    """A model calling a torch.library operator its module registers (no out variant)."""
+    class CustomOp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return torch.ops.pteforge_test.double(self.fc(x))
+
+    torch.manual_seed(0)
+    return CustomOp()
+
+
 def half():
     """A model in half precision, taking and giving fp16 tensors."""
     torch.manual_seed(0)

@@ -139,6 +139,21 @@ def import_factory_module(name: str):
     return module
 
 
+def import_for_capture(spec: ModelSpec) -> None:
+    """Import a factory's module in this process, for what it registers that its capture
+    file needs to load (a ``torch.library`` custom operator); an import that fails leaves
+    the load to say what is missing."""
+    if spec.source != "factory":
+        return
+    name = parse_factory(spec.factory)[0]
+    if not name.endswith(".py") and "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        import_factory_module(name)
+    except Exception:  # noqa: BLE001 - the capture imported it; here it is only a courtesy
+        pass
+
+
 def factory_code(name: str) -> str | None:
     """The file that defines a factory's module, when there is one (for the cache key)."""
     if name.endswith(".py"):
