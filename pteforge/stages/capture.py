@@ -195,7 +195,50 @@ def _converted(model, example: tuple):
         # the converter leaves sizes a traced model computed (aten::size, arange in YOLO's
         # decoding) as unbacked symbols, which lowering cannot bound: exported again on the
         # example, they are the example's sizes, as torch.export makes them
-        return torch.export.export(converted.module(check_guards=False), example)
+        module = converted.module(check_guards=False)
+        _canonical_convolutions(module)
+        _parameters_again(module, {name for name, _ in model.named_parameters()})
+        return torch.export.export(module, example)
+
+
+def _parameters_again(module, names: set[str]) -> None:
+    """The converter makes every weight a buffer; partitioners and the Arm passes tell
+    weights by their being parameters (TOSA lowering of a traced mobilenet_v3_small failed,
+    its quantization too): the TorchScript module's parameters become parameters again."""
+    import torch
+
+    for name in names:
+        owner, _, leaf = name.rpartition(".")
+        try:
+            sub = module.get_submodule(owner)
+        except AttributeError:
+            continue
+        if leaf in sub._buffers and sub._buffers[leaf] is not None:
+            sub.register_parameter(leaf, torch.nn.Parameter(sub._buffers.pop(leaf), requires_grad=False))
+
+
+def _canonical_convolutions(module) -> None:
+    """TorchScript's ``aten::_convolution`` becomes ``aten.convolution`` where torch.export
+    writes ``aten.conv2d`` (conv1d, conv3d, conv_transpose*): the Arm quantizer and TOSA
+    lowering match only the latter (a traced mobilenet_v3_small: TOSA's int8 and fp32
+    lowering failed). Each is written back as the op torch.export makes."""
+    import torch
+
+    aten = torch.ops.aten
+    plain = {1: aten.conv1d.default, 2: aten.conv2d.default, 3: aten.conv3d.default}
+    transposed = {1: aten.conv_transpose1d.default, 2: aten.conv_transpose2d.input, 3: aten.conv_transpose3d.input}
+    for node in module.graph.nodes:
+        if node.op != "call_function" or node.target is not aten.convolution.default or node.kwargs:
+            continue
+        x, weight, bias, stride, padding, dilation, is_transposed, output_padding, groups = node.args
+        dims = len(stride)
+        if dims not in plain:
+            continue
+        if is_transposed:
+            node.target, node.args = transposed[dims], (x, weight, bias, stride, padding, output_padding, groups, dilation)
+        elif not any(output_padding):
+            node.target, node.args = plain[dims], (x, weight, bias, stride, padding, dilation, groups)
+    module.recompile()
 
 
 def _tensors_in_plain_containers(exported) -> bool:
