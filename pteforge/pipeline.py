@@ -83,7 +83,7 @@ class _Job:
         registry = default_registry()
         self.capture, self.spec, self.target, self.config, self.stage = capture, spec, target, config, stage
         self.chain = [registry.get(name) for name in target.backends]
-        self.half = None  # "float16"/"bfloat16" when the captured program's floats are
+        self.half = None  # the captured program's float dtype, when all of it is float16 or bfloat16
         self.primary = self.chain[0]
         self.record = Record(
             model=spec.name, family=spec.family, task=spec.task, target=target.name, backends=list(target.backends),
