@@ -279,6 +279,8 @@ def _judge(res, entry, fam, agreements: list, sqnrs: list, n: int, photos: bool)
 def seeded_inputs(specs: list[dict], seed: int) -> list:
     import torch
 
+    from .models.synthetic import INTEGER_HIGH
+
     gen = torch.Generator().manual_seed(seed)
     out = []
     for spec in specs:
@@ -286,7 +288,7 @@ def seeded_inputs(specs: list[dict], seed: int) -> list:
         if dtype.is_floating_point:
             out.append(torch.rand(*spec["shape"], generator=gen).to(dtype))
         else:
-            out.append(torch.randint(0, 2 if dtype == torch.bool else 10, spec["shape"], generator=gen).to(dtype))
+            out.append(torch.randint(0, 2 if dtype == torch.bool else INTEGER_HIGH, spec["shape"], generator=gen).to(dtype))
     return out
 
 

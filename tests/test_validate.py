@@ -145,3 +145,23 @@ def test_nan_and_infinity_are_compared_as_they_are(eager, program, passes):
 
     v = verify_outputs({"outputs": [[torch.tensor(eager)]]}, [[torch.tensor(program)]], Precision.FP32, None, "custom", None)
     assert v.passed is passes and v.sqnr_db == (200.0 if passes else -INF), v
+
+
+def test_integer_inputs_are_valid_ids_for_a_small_embedding(capsys, tmp_path):
+    """Seeded integer inputs are ids below synthetic.INTEGER_HIGH, as bench and validate
+    draw them: a model whose embedding has 16 rows exports and verifies (ids up to 99 made
+    its capture fail with 'index out of range'), and validate reruns it."""
+    from pteforge.models.synthetic import INTEGER_HIGH, make_inputs
+    from pteforge.models.custom import factory_spec
+    from pteforge.spec import InputSpec
+
+    spec = factory_spec("tiny_models:embedding", (InputSpec((1, 6), "int64"),))
+    assert all(int(make_inputs(spec, seed)[0].max()) < INTEGER_HIGH for seed in range(20))
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:embedding(rows=16)", "--input-shape", "1,6",
+                            "--input-dtype", "int64", "--weights", "none", "--backends", "portable", "--out", out)
+    assert code == ExitStatus.OK, stdout + err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and e["bench"]["p50_ms"] > 0, e
+    code, stdout, err = cli(capsys, "validate", "--models-dir", out)
+    assert code == ExitStatus.OK, stdout + err

@@ -91,6 +91,12 @@ def custom_op():
     return CustomOp()
 
 
+def embedding(rows=16):
+    """Token ids in, through an embedding of ``rows`` rows."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Embedding(rows, 8), torch.nn.Flatten(), torch.nn.Linear(48, 4))
+
+
 def half():
     """A model in half precision, taking and giving fp16 tensors."""
     torch.manual_seed(0)
