@@ -114,7 +114,10 @@ def message_line(exc: BaseException, limit: int = 400) -> str:
     message = _FX_NOTE.split(str(exc))[0]
     lines = [line.strip() for line in _named_codes(_ANSI.sub("", message)).splitlines()]
     kept = [line for line in lines if line and not _WHERE.match(line)]
-    text = " ".join(kept) if kept else " ".join(line for line in lines if line)
+    return _cut(" ".join(kept) if kept else " ".join(line for line in lines if line), limit)
+
+
+def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
@@ -128,7 +131,6 @@ def one_line(exc: BaseException, limit: int = 400) -> str:
     "the P pass failed: " and what the pass raised."""
     wrapped = _PASS_FAILED.match(str(exc))
     if wrapped and exc.__cause__ is not None:
-        text = f"the {wrapped.group(1)} pass failed: {one_line(exc.__cause__, limit)}"
-        return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+        return _cut(f"the {wrapped.group(1)} pass failed: {one_line(exc.__cause__, limit)}", limit)
     text = message_line(exc, limit)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

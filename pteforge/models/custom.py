@@ -77,8 +77,6 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
     import torch
 
     module_name, func_name, args, kwargs = parse_factory(spec.factory)
-    if "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
     try:
         module = import_factory_module(module_name)
     except Exception as exc:
@@ -115,9 +113,12 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
 
 
 def import_factory_module(name: str):
-    """``package.module``, or a ``.py`` file by its path (imported once per process under a
-    name of its own; its directory goes on ``sys.path`` for the file's own imports)."""
+    """``package.module`` (importable from the current directory too), or a ``.py`` file by
+    its path (imported once per process under a name of its own; its directory goes on
+    ``sys.path`` for the file's own imports)."""
     if not name.endswith(".py"):
+        if "" not in sys.path and str(Path.cwd()) not in sys.path:
+            sys.path.insert(0, str(Path.cwd()))
         return importlib.import_module(name)
     import hashlib
 
@@ -145,11 +146,8 @@ def import_for_capture(spec: ModelSpec) -> None:
     the load to say what is missing."""
     if spec.source != "factory":
         return
-    name = parse_factory(spec.factory)[0]
-    if not name.endswith(".py") and "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
     try:
-        import_factory_module(name)
+        import_factory_module(parse_factory(spec.factory)[0])
     except Exception:  # noqa: BLE001 - the capture imported it; here it is only a courtesy
         pass
 
