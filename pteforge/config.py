@@ -112,11 +112,13 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
         if table is None:
             raise UsageError(f"{path} has no [tool.pteforge] table", fix="add [tool.pteforge] with the export options")
     table = {key.replace("-", "_"): value for key, value in table.items()}
-    if "target" in table and "platform" in table:
-        raise UsageError(f"{path}:{_line_of(text, 'platform')}: {prefix}target and {prefix}platform are the same option",
-                         fix="keep one of them")
+    schema = export_file()
+    for name in schema.model_fields:
+        given = [k for k in _spellings(schema, name) if k in table]
+        if len(given) > 1:
+            raise UsageError(f"{path}:{_line_of(text, given[1])}: {prefix}{given[0]} and {prefix}{given[1]} "
+                             "are the same option", fix="keep one of them")
     try:
-        schema = export_file()
         parsed = schema.model_validate(table)
     except ValidationError as exc:
         err = exc.errors()[0]
@@ -135,7 +137,7 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
     values = parsed.model_dump(exclude_none=True)
     for dest, allowed in (choices or {}).items():
         if dest in values and values[dest] not in allowed:
-            key = next((k for k in (dest, "platform") if k in table), dest)
+            key = next(k for k in _spellings(schema, dest) if k in table)
             raise UsageError(f"{path}:{_line_of(text, key)}: {prefix}{key.replace('_', '-')} has a wrong value: "
                              f"{values[dest]!r} is not one of {', '.join(map(str, allowed))}",
                              fix="use one of those values")
@@ -147,6 +149,12 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
     if "model" in values:
         values["model"] = list(values["model"])
     return values
+
+
+def _spellings(schema: type[BaseModel], name: str) -> list[str]:
+    """The keys a file may set option ``name`` with: its name, or its aliases (``platform``)."""
+    alias = schema.model_fields[name].validation_alias
+    return [str(k) for k in alias.choices] if isinstance(alias, AliasChoices) else [name]
 
 
 def _line_of(text: str, key: str) -> int | str:
