@@ -14,6 +14,7 @@ import sys
 import time
 
 from .errors import one_line
+from .native_log import captured
 
 
 # ExecuTorch ScalarType codes -> torch dtype names
@@ -168,10 +169,12 @@ def main() -> None:
     # cores those threads need: measured on 2 cores, yolo11n's OpenVINO .pte took 17 ms
     # instead of 13 and its XNNPACK .pte 28 instead of 23. An app has no torch at all.
     torch.set_num_threads(1)
+    log = os.environ.get("PTEFORGE_RUNTIME_LOG")  # each request's native log, read by the parent if this dies
     for line in sys.stdin:
         req = json.loads(line)
         try:
-            reply = {"ok": True, **HANDLERS[req["op"]](req)}
+            with captured(log):  # a failure's message says what the runtime logged about it
+                reply = {"ok": True, **HANDLERS[req["op"]](req)}
         except Exception as exc:
             reply = {"ok": False, "error": one_line(exc)}
         out.write(json.dumps(reply) + "\n")

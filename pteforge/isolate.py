@@ -7,14 +7,16 @@ was serving fails with the cause, and the next request starts a fresh child.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import signal
 import subprocess
 import sys
-import time
-from collections import deque
+import tempfile
+
+from .native_log import account, noted
 
 
 class ChildCrashed(Exception):
@@ -37,7 +39,9 @@ class IsolatedRuntime:
     def __init__(self, timeout: float = 300.0):
         self.timeout = timeout
         self.proc: subprocess.Popen | None = None
-        self._stderr_tail: deque[str] = deque(maxlen=20)
+        # what the child's native code logs during a request: read here when it dies serving it
+        fd, self._log = tempfile.mkstemp(prefix="pteforge-runtime-", suffix=".log")
+        os.close(fd)
 
     def __enter__(self):
         return self
@@ -46,12 +50,12 @@ class IsolatedRuntime:
         self.close()
 
     def _start(self) -> subprocess.Popen:
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PTEFORGE_RUNTIME_LOG": self._log}
         return subprocess.Popen(
             [sys.executable, "-m", "pteforge.child"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             text=True,
             env=env,
             bufsize=1,
@@ -63,31 +67,30 @@ class IsolatedRuntime:
                 _release(self.proc)
             self.proc = self._start()
         proc = self.proc
-        assert proc.stdin and proc.stdout and proc.stderr
+        assert proc.stdin and proc.stdout
         proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
         proc.stdin.flush()
-        deadline = time.monotonic() + (timeout or self.timeout)
-        streams = [proc.stdout, proc.stderr]
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._kill()
-                raise ChildCrashed(f"timed out after {timeout or self.timeout:.0f} s")
-            ready, _, _ = select.select(streams, [], [], min(left, 1.0))
-            if proc.stderr in ready:
-                line = proc.stderr.readline()
-                if line:
-                    self._stderr_tail.append(line.rstrip())
-                else:
-                    streams = [proc.stdout]
-            if proc.stdout in ready:
-                line = proc.stdout.readline()
-                if line:
-                    return json.loads(line)
-                code = proc.wait(timeout=10)
-                _release(proc)
-                self.proc = None
-                raise ChildCrashed(describe_exit(code))
+        limit = timeout or self.timeout
+        ready, _, _ = select.select([proc.stdout], [], [], limit)
+        line = proc.stdout.readline() if ready else None
+        if line:
+            return json.loads(line)
+        if line is None:
+            self._kill()
+            raise ChildCrashed(self._with_log(f"timed out after {limit:.0f} s"))
+        code = proc.wait(timeout=10)
+        _release(proc)
+        self.proc = None
+        raise ChildCrashed(self._with_log(describe_exit(code)))
+
+    def _with_log(self, how: str) -> str:
+        """How the child died, and what the runtime logged before (a damaged program's checks)."""
+        try:
+            with open(self._log, errors="replace") as f:
+                said = account(f.read())
+        except OSError:
+            return how
+        return noted(how, said)
 
     def _kill(self) -> None:
         if self.proc is not None:
@@ -106,6 +109,8 @@ class IsolatedRuntime:
         if self.proc is not None:
             _release(self.proc)
         self.proc = None
+        with contextlib.suppress(OSError):
+            os.unlink(self._log)
 
 
 def _release(proc: subprocess.Popen) -> None:

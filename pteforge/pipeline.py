@@ -69,6 +69,10 @@ def _export(job: "_Job", here) -> Record:
         if "Missing out variants" in str(failed.cause):
             job.record.fix = ("a custom operator reaches ExecuTorch only with an out variant and a kernel the runtime "
                               "links (ExecuTorch's kernel registration guide), or a backend that delegates it")
+        elif (kernel := getattr(failed.cause, "runtime_kernel", None)) and kernel.operator:
+            refused = "does not take these inputs" if kernel.code == 0x12 else "failed on this program"
+            job.record.fix = (f"ExecuTorch's kernel for {kernel.operator} {refused}: try a backend that delegates "
+                              "that operator, or change that part of the model; nothing was written")
         elif job.target.precision.quantized and job.half:
             job.record.fix = (f"the model computes in {job.half}, and quantizers calibrate fp32 programs: export it in "
                               "fp32 for integer precisions (model.float(), --input-dtype float32)")
@@ -174,12 +178,14 @@ class _Job:
         return reference
 
     def _verify(self, data: bytes, delegation, reference: dict) -> None:
+        from .native_log import unannotated
         from .stages.verify import image_agreement, run_program, verify_outputs
 
         try:
             actual = self.timed(Stage.VERIFY, lambda: run_program(data, reference["inputs"] + reference.get("images", [])))
         except Exception as exc:
-            raise _StageFailed(Status.LOAD_FAILED if "load" in str(exc).lower() else Status.RUN_FAILED, exc) from exc
+            loading = "load" in unannotated(exc).lower()
+            raise _StageFailed(Status.LOAD_FAILED if loading else Status.RUN_FAILED, exc) from exc
         n = len(reference["inputs"])
         actual, on_images = actual[:n], actual[n:]
         computed = next((b.runtime_precision(self.target.precision) for b in self.chain

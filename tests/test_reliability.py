@@ -445,12 +445,18 @@ def test_a_run_where_every_target_fails_says_so_and_select_says_why(capsys, tmp_
     assert "no working artifact of tiny: every one failed (portable: MISMATCH)" in line, line
 
 
-def test_a_runtime_error_code_is_named(capsys, out):
-    """The runtime's Python bindings give "failed with error 0x12"; the row says what 0x12 is."""
-    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:conv3d", "--input-shape", "1,3,4,8,8",
-                          "--weights", "none", "--backends", "portable", "--out", out)
+def test_a_runtime_error_code_is_named_with_the_operator_and_the_check_that_refused(capsys, out):
+    """The runtime's Python bindings give "failed with error 0x12"; the row says what 0x12 is,
+    and what the runtime logged on stderr: the kernel it was in and the check that failed.
+    Nothing of it reaches the terminal otherwise (the worker's stderr is /dev/null)."""
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:conv3d", "--input-shape", "1,3,4,8,8",
+                            "--weights", "none", "--backends", "portable", "--out", out)
     assert code == ExitStatus.TARGETS_FAILED
     assert "RUN_FAILED" in stdout and "failed with error 0x12 (InvalidArgument: a kernel refused its inputs" in stdout, stdout
+    assert ("the runtime logged: aten::convolution.out: Expect input tensor to be 3-D or 4-D, but got, 5." in stdout
+            and "fix: ExecuTorch's kernel for aten::convolution.out does not take these inputs: try a backend that "
+                "delegates that operator" in stdout), stdout
+    assert "Check failed" not in stdout + err and "type id" not in stdout + err
 
 
 def test_a_failing_pass_is_named_with_what_it_raised():

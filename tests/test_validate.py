@@ -96,6 +96,31 @@ def test_a_crash_in_the_child_is_that_request_only(tiny_out, many_inputs):
         assert child.request("inspect", path=str(tiny_out / "custom" / "tiny_portable.pte"))["ok"]
 
 
+def test_a_program_the_runtime_refuses_says_why_and_a_crash_after_it_says_only_how(tiny_out, many_inputs, tmp_path):
+    """The child adds what the runtime logged while serving a request to that request's error
+    (the bindings give "0x12" only); what it logged for an earlier request is not carried
+    into a later one's failure."""
+    from executorch.exir import to_edge_transform_and_lower
+
+    from tiny_models import conv3d
+
+    x = torch.randn(1, 3, 4, 8, 8)
+    pte = tmp_path / "conv3d.pte"
+    pte.write_bytes(to_edge_transform_and_lower(torch.export.export(conv3d().eval(), (x,))).to_executorch().buffer)
+    torch.save([[x]], tmp_path / "in.pt")
+    with IsolatedRuntime(timeout=120) as child:
+        reply = child.request("run", path=str(pte), inputs=str(tmp_path / "in.pt"), outputs=str(tmp_path / "out.pt"))
+        assert not reply["ok"]
+        assert reply["error"].endswith("the runtime logged: aten::convolution.out: Expect input tensor to be 3-D or "
+                                       "4-D, but got, 5."), reply["error"]
+        timer = threading.Timer(1.0, os.kill, (child.proc.pid, signal.SIGSEGV))
+        timer.start()
+        with pytest.raises(ChildCrashed) as crashed:
+            _slow_request(child, tiny_out, many_inputs)
+        timer.join()
+        assert str(crashed.value) == "killed by SIGSEGV"
+
+
 def test_a_hang_past_the_timeout_is_killed(tiny_out, many_inputs):
     with IsolatedRuntime(timeout=120) as child:
         child.request("host")

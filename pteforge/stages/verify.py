@@ -77,11 +77,13 @@ def run_program(data: bytes, inputs: list[list]) -> list[list]:
     from executorch.runtime import Verification as LoadVerification
 
     from ..host import load_runtime
+    from ..native_log import captured
     from .capture import tensor_outputs
 
-    program = load_runtime().load_program(data, verification=LoadVerification.InternalConsistency)
-    method = program.load_method("forward")
-    return [tensor_outputs(method.execute(list(x))) for x in inputs]
+    with captured():  # a failure says what the runtime logged about it (the bindings give a code only)
+        program = load_runtime().load_program(data, verification=LoadVerification.InternalConsistency)
+        method = program.load_method("forward")
+        return [tensor_outputs(method.execute(list(x))) for x in inputs]
 
 
 def verify_outputs(

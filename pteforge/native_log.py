@@ -1,0 +1,122 @@
+"""Why ExecuTorch's runtime refused a program, from what it logged.
+
+The runtime's Python bindings raise an error code only ("method->execute() failed with
+error 0x12"). The reason is what native code logs on stderr just before, e.g.::
+
+    [kernel_ops_util.cpp:394] Check failed (in.dim() == 3 || in.dim() == 4): Expect input tensor to be 3-D or 4-D, but got, 5.
+    [op_convolution.cpp:363] Check failed (check_convolution_args(...)): 
+    [method.cpp:1483] KernelCall failed at instruction 0:3 in operator aten::convolution.out: 0x12
+    [method.cpp:1493] arg 0 with type id 1
+
+:func:`captured` collects file descriptor 2 while the runtime works and, when the block
+raises, adds :func:`account` of the log ("aten::convolution.out: Expect input tensor to be
+3-D or 4-D, but got, 5.") to the exception's message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+# "[file.cpp:123] message" (the wheel's format) or "E 00:00:00.123 executorch:file.cpp:123] message"
+_LINE = re.compile(r"^(?:\[|[IDEWF] [\d:.]+ executorch:)(?P<file>[\w.+-]+):\d+\]\s?(?P<msg>.*)$")
+_KERNEL = re.compile(r"KernelCall failed at instruction (?P<at>\S+) in operator (?P<op>[\w:.]+?):? (?P<code>0x[0-9a-fA-F]+)$")
+_CHECK = re.compile(r"^Check failed \((?P<cond>.*)\):\s*(?P<msg>.*)$")
+_NOISE_FILES = {"cpuinfo_utils.cpp"}  # logged on every first load, failure or not
+_NOTE = "the runtime logged: "
+_NOISE = re.compile(r"^arg \d+ with type id \d+$")  # the failing kernel's argument types, by number
+
+
+@dataclass
+class Account:
+    operator: str | None = None  # the kernel the runtime was in, e.g. aten::convolution.out
+    code: int | None = None  # the error that kernel returned (0x12: it refused its arguments)
+    messages: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        text = "; ".join(self.messages[:3])
+        return f"{self.operator}: {text}" if self.operator and text else self.operator or text
+
+    def __bool__(self) -> bool:
+        return bool(self.operator or self.messages)
+
+
+def account(log: str) -> Account:
+    """The runtime's log lines as one account: the failing operator, the checks that failed
+    with their messages, and anything else it said, in order, without repeats."""
+    found = Account()
+    bare_checks = []
+    for raw in log.splitlines():
+        m = _LINE.match(raw.strip())
+        if not m or m["file"] in _NOISE_FILES or _NOISE.match(m["msg"].strip()):
+            continue
+        msg = m["msg"].strip()
+        if kernel := _KERNEL.search(msg):
+            found.operator, found.code = kernel["op"], int(kernel["code"], 16)
+            continue
+        if check := _CHECK.match(msg):
+            if not check["msg"]:
+                bare_checks.append(f"{check['cond']} does not hold")
+                continue
+            msg = check["msg"]
+        if msg and msg not in found.messages:
+            found.messages.append(msg)
+    if not found.messages:
+        found.messages = bare_checks[:1]
+    return found
+
+
+def annotate(exc: BaseException, log: str) -> Account:
+    """Add the runtime's account of ``log`` to ``exc``'s message (same type, same traceback)."""
+    said = account(log)
+    if said:
+        first = exc.args[0] if exc.args and isinstance(exc.args[0], str) else None
+        exc.args = (noted(first, said), *exc.args[1:]) if first is not None else (noted("", said), *exc.args)
+        exc.runtime_kernel = said
+    return said
+
+
+def noted(text: str, said: Account) -> str:
+    """``text``, then what the runtime logged, if it logged anything worth saying."""
+    if not said:
+        return text
+    return f"{text}; {_NOTE}{said}" if text else f"{_NOTE}{said}"
+
+
+def unannotated(exc: BaseException) -> str:
+    """``exc``'s message as the runtime's bindings raised it, before :func:`annotate`."""
+    return str(exc).split(f"; {_NOTE}")[0].split(_NOTE)[0]
+
+
+@contextmanager
+def captured(path: str | None = None):
+    """Native writes to stderr go to ``path`` (or a temporary file) during the block; when the
+    block raises, the runtime's account is added to the exception. Without ``path`` what was
+    captured is passed on to the previous stderr afterwards, so ``--debug`` still shows it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    sink = open(path, "w+b") if path else tempfile.TemporaryFile()
+    os.dup2(sink.fileno(), 2)
+
+    def restore() -> str:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        sink.seek(0)
+        data = sink.read()
+        sink.close()
+        if not path and data:
+            os.write(2, data)
+        return data.decode(errors="replace")
+
+    try:
+        yield
+    except Exception as exc:
+        annotate(exc, restore())
+        raise
+    else:
+        restore()
