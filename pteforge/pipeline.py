@@ -153,6 +153,7 @@ class _Job:
         try:
             edge = self.timed(Stage.LOWER, lambda: lower(exported, self.chain, self.target.precision, plan))
             delegation = delegation_of(edge.exported_program().graph_module)
+            delegation.decomposed_instead = getattr(edge, "decomposed_instead", [])
             program = self.timed(Stage.SERIALIZE, lambda: edge.to_executorch(plan.executorch_config))
             delegation.delegates_in_program = program_delegates(program.executorch_program)
             delegation.kernels = sorted(set(program_operators(program.executorch_program)))

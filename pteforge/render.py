@@ -170,6 +170,8 @@ class Renderer:
             proof += f" (from the cache: made {r.cache['created'][:19].replace('T', ' ')} UTC in {r.cache['original_seconds']:.0f} s)"
         if r.same_program_as:
             proof += f" (the same program as {r.same_program_as}'s, lowered once)"
+        if d.decomposed_instead:
+            proof += f"; {', '.join(d.decomposed_instead)} decomposed (lowering it whole failed upstream)"
         if r.relative:
             rel = f"{r.relative['size']:.2f}× size"
             if "latency" in r.relative:

@@ -112,6 +112,9 @@ class Delegation:
     # Evidence of the precision in the lowered graphs (delegated subgraphs included):
     # {"quantize_ops": n, "fp16_nodes": m}
     precision_ops: dict[str, int] = field(default_factory=dict)
+    # Operators a partitioner keeps whole that were decomposed instead, because lowering
+    # them whole failed upstream (stages/lower.py), e.g. ["aten.pixel_shuffle.default"]
+    decomposed_instead: list[str] = field(default_factory=list)
 
     @property
     def percent(self) -> float:

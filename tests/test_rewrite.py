@@ -400,6 +400,54 @@ def test_openvino_lowers_adaptive_pooling_after_a_permute():
     torch.testing.assert_close(got, model(x), rtol=2e-2, atol=2e-2)  # bf16 on CPUs that have it
 
 
+class PixelShuffle(torch.nn.Module):  # super-resolution's upsampling (ESPCN)
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 12, 3, padding=1)
+
+    def forward(self, x):
+        return F.pixel_shuffle(torch.tanh(self.conv(x)), 2)
+
+
+class Pool1d(torch.nn.Module):  # a keyword spotter's pooling over time, its stride left to the default
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(1, 4, 9, stride=4)
+
+    def forward(self, x):
+        return F.max_pool1d(torch.relu(self.conv(x.unsqueeze(1))), 4)
+
+
+@pytest.mark.parametrize("backend,make,shape,op", [
+    ("openvino", PixelShuffle, (1, 3, 8, 8), "aten.pixel_shuffle.default"),  # kept whole, then not delegated
+    ("coreml", Pool1d, (1, 256), "aten.max_pool1d.default"),  # kept whole, then coremltools could not convert it
+])
+def test_an_operator_a_partitioner_keeps_whole_but_cannot_lower_is_decomposed_instead(backend, make, shape, op):
+    """ExecuTorch 1.5.1's OpenVINO partitioner keeps pixel_shuffle out of decomposition but
+    does not delegate it ("was not decomposed or delegated"), and Core ML's keeps
+    max_pool1d, which coremltools cannot convert without an explicit stride ("got 2
+    input(s), expected minimum 3"). Lowering names the node; pteforge lowers again with
+    that operator decomposed, the whole graph still delegated, and says so."""
+    from pteforge.backends import default_registry
+    from pteforge.stages.lower import lower
+
+    torch.manual_seed(0)
+    model, x = make().eval(), torch.randn(*shape)
+    chosen = default_registry().get(backend)
+    exported = torch.export.export(model, (x,))
+    plan = chosen.plan(Precision.FP32)
+    with pytest.raises(Exception, match=op.replace(".", "_")):  # as ExecuTorch alone lowers it
+        chosen.lower(exported, plan, [])
+    edge = lower(exported, [chosen], Precision.FP32, plan)
+    assert edge.decomposed_instead == [op]
+    graph = edge.exported_program().graph_module.graph
+    called = {getattr(n.target, "__name__", str(n.target)) for n in graph.nodes if n.op == "call_function"}
+    assert called == {"executorch_call_delegate", "getitem"}, called  # everything in the delegate
+    if backend == "openvino":  # runs here: the same values (bf16 on CPUs that have it)
+        [got] = _run(edge, (x,))
+        torch.testing.assert_close(got, model(x), rtol=2e-2, atol=2e-2)
+
+
 class ConvNeXtBlock(torch.nn.Module):
     """ConvNeXt's block (7x7 depthwise, LayerNorm over channels-last, MLP) and its
     downsampling (LayerNorm2d, 2x2 stride-2 convolution)."""

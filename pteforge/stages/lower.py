@@ -108,37 +108,75 @@ def lower(exported, chain, precision, plan):
     flow if any); the partitioners of the others follow it: what the first cannot
     take goes to the next, and what none takes stays on the portable kernels. A
     later backend that does not take the target's precision lowers at its default.
+
+    A partitioner keeps the operators it means to take whole (out of decomposition).
+    When lowering then fails on one of them, naming its node (it was neither delegated
+    nor decomposed: OpenVINO with ``pixel_shuffle``; coremltools could not convert it:
+    ``max_pool1d`` with a default stride), it is lowered again with that operator
+    decomposed into the core operators it is made of, which the backend or the portable
+    kernels take; ``edge.decomposed_instead`` names those operators.
     """
+    dropped: set = set()
+    while True:
+        kept: set = set()
+        try:
+            edge = _lower(exported, chain, precision, plan, dropped, kept)
+        except Exception as exc:
+            op = _kept_whole_in(exc, kept - dropped)
+            if op is None:
+                raise
+            dropped.add(op)
+            continue
+        edge.decomposed_instead = sorted(str(op) for op in dropped)
+        return edge
+
+
+def _lower(exported, chain, precision, plan, dropped: set, kept: set):
     rest = zip(chain[1:], chain_precisions(chain, precision)[1:])
     others = [p for b, at in rest for p in b.fit(exported, b.partitioners(at))]
     plan = dataclasses.replace(plan, partitioners=chain[0].fit(exported, plan.partitioners))
     with contextlib.ExitStack() as inside:
         for backend in chain:
             inside.enter_context(backend.lowering_context())
-        inside.enter_context(preserved_outside_branches(exported, [*plan.partitioners, *others]))
+        inside.enter_context(kept_whole(exported, [*plan.partitioners, *others], dropped, kept))
         return chain[0].lower(exported, plan, others)
 
 
-@contextlib.contextmanager
-def preserved_outside_branches(exported, partitioners):
-    """Partitioners keep the operators they take whole (XNNPACK: ``linear``) out of
-    decomposition everywhere, but delegate only outside ``torch.cond``/``while_loop``
-    branches: an operator kept whole inside a branch was neither decomposed nor
-    delegated, and lowering failed ("aten.linear.default … was not decomposed or
-    delegated"). While ``partitioners`` lower ``exported``, they keep whole only the
-    operators that no branch holds; a program without branches is lowered as before."""
-    inside = ops_in_branches(exported.graph_module)
-    keeping = [p for p in partitioners if hasattr(p, "ops_to_not_decompose")] if inside else []
-    for p in keeping:
-        def outside(program, _original=p.ops_to_not_decompose):
-            ops, check = _original(program)
-            return [op for op in ops if op not in inside], check
+def _kept_whole_in(exc: BaseException, kept: set):
+    """The operator kept whole whose node ``exc`` names (``aten_pixel_shuffle_default``,
+    ``aten_max_pool1d_default_1``, or the op itself), if any."""
+    import re
 
-        p.ops_to_not_decompose = outside  # this instance, for this lowering
+    text = str(exc)
+    for op in sorted(kept, key=str):
+        name = str(op)
+        if re.search(rf"\b{re.escape(name.replace('.', '_'))}(_\d+)?\b", text) or f"<EdgeOpOverload: {name}>" in text:
+            return op
+    return None
+
+
+@contextlib.contextmanager
+def kept_whole(exported, partitioners, dropped: set = frozenset(), kept: set | None = None):
+    """While ``partitioners`` lower ``exported``, the operators they keep whole, less those
+    in ``dropped`` and those inside ``torch.cond``/``while_loop`` branches (collected into
+    ``kept``). Partitioners keep their operators whole everywhere but delegate only
+    outside branches: an operator kept whole inside a branch was neither decomposed nor
+    delegated, and lowering failed ("aten.linear.default … was not decomposed or
+    delegated"), so a program with branches keeps whole only the operators no branch holds."""
+    excluded = ops_in_branches(exported.graph_module) | set(dropped)
+    changing = [p for p in partitioners if hasattr(p, "ops_to_not_decompose")]
+    for p in changing:
+        def filtered(program, _original=p.ops_to_not_decompose):
+            ops, check = _original(program)
+            if kept is not None:
+                kept.update(ops)
+            return [op for op in ops if op not in excluded], check
+
+        p.ops_to_not_decompose = filtered  # this instance, for this lowering
     try:
         yield
     finally:
-        for p in keeping:
+        for p in changing:
             del p.ops_to_not_decompose
 
 
