@@ -127,10 +127,11 @@ def build(spec: ModelSpec, weights: str, seed: int):
     config = getattr(config, "text_config", None) or config
     if weights == WEIGHTS_NONE:
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+        model = _exportable_kernels(lambda **how: AutoModelForCausalLM.from_config(config, dtype=torch.float32, **how))
     elif weights == WEIGHTS_PRETRAINED:
         try:
-            model = AutoModelForCausalLM.from_pretrained(spec.path, attn_implementation="sdpa", dtype=torch.float32)
+            model = _exportable_kernels(
+                lambda **how: AutoModelForCausalLM.from_pretrained(spec.path, dtype=torch.float32, **how))
         except Exception as exc:  # noqa: BLE001
             raise WeightsError(f"cannot load {spec.path}: {one_line(exc)[:160]}", fix=_offline_hint(spec)) from None
     else:
@@ -138,6 +139,21 @@ def build(spec: ModelSpec, weights: str, seed: int):
                            fix="give the checkpoint directory with --llm DIR, or --weights none")
     _check_length(spec, model.config)
     return model.eval().requires_grad_(False)
+
+
+def _exportable_kernels(make):
+    """The model built with kernels torch.export can capture: attention through
+    ``scaled_dot_product_attention`` (eager attention for architectures that refuse it,
+    Gemma 2), and mixture-of-experts layers as batched matmuls over the chosen experts'
+    weights. transformers' default for experts, ``grouped_mm``, is a custom operator on
+    CPU (``transformers::grouped_mm_fallback``) that no ExecuTorch runtime has: a Qwen3-MoE
+    failed to lower with "Missing out variants"."""
+    try:
+        return make(attn_implementation="sdpa", experts_implementation="batched_mm")
+    except ValueError as exc:
+        if "scaled_dot_product_attention" not in str(exc):
+            raise
+        return make(attn_implementation="eager", experts_implementation="batched_mm")
 
 
 def _check_length(spec: ModelSpec, config) -> None:

@@ -13,18 +13,19 @@ from pteforge.errors import ExitStatus
 MAX_SEQ_LEN = 48
 
 
-def tiny_checkpoint(directory: Path) -> Path:
-    """config.json of a 2-layer Gemma 3 (sliding and full attention) and a word-level tokenizer."""
+def tiny_checkpoint(directory: Path, config=None) -> Path:
+    """config.json of a 2-layer model (default: Gemma 3, sliding and full attention) and a
+    word-level tokenizer."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import Gemma3TextConfig, PreTrainedTokenizerFast
 
     directory.mkdir(parents=True, exist_ok=True)
-    Gemma3TextConfig(
+    (config or Gemma3TextConfig(
         vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=1, head_dim=16, max_position_embeddings=1024, sliding_window=256,
         layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=16,
         bos_token_id=2, eos_token_id=1, pad_token_id=0,
-    ).save_pretrained(directory)
+    )).save_pretrained(directory)
     words = ["<pad>", "<eos>", "<bos>", "<unk>", *sorted({w.strip(".,:").lower() for w in
                                                          "The lighthouse keeper climbed the spiral stairs every evening".split()})]
     tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
@@ -156,6 +157,29 @@ def test_a_precision_a_language_model_is_not_exported_at_brings_no_fp32_referenc
     assert not list(out.rglob("*.pte"))
     plan = plan_targets(["xnnpack:int8"])
     assert [t.name for t in _targets_of(build_catalog().get("mobilenet_v3_small"), plan)] == ["xnnpack:int8", "xnnpack"]
+
+
+def test_architectures_that_refuse_sdpa_or_route_to_experts_export_and_decode_as_eager(capsys, tmp_path):
+    """Gemma 2 refuses attention through scaled_dot_product_attention (it was CAPTURE_FAILED),
+    and transformers computes a mixture of experts with a CPU custom operator that no
+    ExecuTorch runtime has (Qwen3-MoE was LOWER_FAILED, "Missing out variants:
+    transformers::grouped_mm_fallback"). Both are built with kernels export can capture and
+    their programs decode eager's greedy tokens."""
+    from transformers import Gemma2Config, Qwen3MoeConfig
+
+    common = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=16, max_position_embeddings=512, bos_token_id=2, eos_token_id=1,
+                  pad_token_id=0)
+    gemma2 = tiny_checkpoint(tmp_path / "gemma2", Gemma2Config(**common, query_pre_attn_scalar=16, sliding_window=64))
+    moe = tiny_checkpoint(tmp_path / "moe", Qwen3MoeConfig(**common, num_experts=4, num_experts_per_tok=2,
+                                                            moe_intermediate_size=32))
+    code, stdout, _ = cli(capsys, "export", "--llm", gemma2, "--llm", moe, "--weights", "none", "--max-seq-len", 32,
+                          "--backends", "xnnpack", "--out", tmp_path / "out")
+    assert code == ExitStatus.OK, stdout
+    entries = {m["model"]: m for m in json.loads((tmp_path / "out" / "index.json").read_text())["models"]}
+    for name in ("gemma2", "moe"):
+        assert entries[name]["status"] == "VERIFIED", entries[name]
+        assert entries[name]["generation"]["tokenAgreement"] == 1.0, entries[name]["generation"]
 
 
 def test_max_seq_len_without_a_language_model_is_a_usage_error(capsys, tmp_path):
