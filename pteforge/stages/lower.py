@@ -143,16 +143,19 @@ def _lower(exported, chain, precision, plan, dropped: set, kept: set):
 
 
 def _kept_whole_in(exc: BaseException, kept: set):
-    """The operator kept whole whose node ``exc`` names (``aten_pixel_shuffle_default``,
-    ``aten_max_pool1d_default_1``, or the op itself), if any."""
+    """The operator kept whole whose node ``exc`` names first (``aten_pixel_shuffle_default``,
+    ``aten_max_pool1d_default_1``, ``<EdgeOpOverload: aten.pixel_shuffle.default>``), if any;
+    not one of the operators ExecuTorch lists after "The following ops:"."""
     import re
 
-    text = str(exc)
-    for op in sorted(kept, key=str):
+    text = str(exc).split("The following ops:")[0]
+    found = []
+    for op in kept:
         name = str(op)
-        if re.search(rf"\b{re.escape(name.replace('.', '_'))}(_\d+)?\b", text) or f"<EdgeOpOverload: {name}>" in text:
-            return op
-    return None
+        node = re.search(rf"\b{re.escape(name.replace('.', '_'))}(_\d+)?\b|<EdgeOpOverload: {re.escape(name)}>", text)
+        if node:
+            found.append((node.start(), name, op))
+    return min(found, key=lambda f: f[:2])[2] if found else None
 
 
 @contextlib.contextmanager
