@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import copy
+
 from ..spec import Precision
 from .base import Backend, Docs, Requirement
 
@@ -92,9 +94,9 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
     def fit(self, exported, partitioners):
         """Core ML takes fp16 inputs from iOS 16 (coremltools: "To use fp16 input, please set
         minimum deployment target to iOS16+"): a program holding fp16 values (a model in
-        half precision) gets iOS 16 where its target was lower."""
-        import copy
-
+        half precision) gets iOS 16 where its target was lower. coremltools converts
+        tensors of a few dtypes only (a camera frame's uint8 failed: "KeyError: torch.uint8"):
+        in a program holding others, the nodes that touch them stay outside Core ML."""
         import torch
 
         ct = coremltools()
@@ -102,9 +104,12 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
         from executorch.backends.apple.coreml.partition import CoreMLPartitioner
         from executorch.exir.backend.partitioner import DelegationSpec
 
-        if not any(getattr(node.meta.get("val"), "dtype", None) == torch.float16
-                   for module in exported.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
-                   for node in module.graph.nodes):
+        dtypes = {getattr(node.meta.get("val"), "dtype", None)
+                  for module in exported.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
+                  for node in module.graph.nodes} - {None}
+        if {str(d) for d in dtypes} - _CORE_ML_DTYPES:
+            partitioners = [_typed(p) if isinstance(p, CoreMLPartitioner) else p for p in partitioners]
+        if torch.float16 not in dtypes:
             return partitioners
         fitted = []
         for p in partitioners:
@@ -117,6 +122,40 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
                                                    [*(s for s in specs if s.key != spec.key), spec])
             fitted.append(p)
         return fitted
+
+
+# what coremltools' torch frontend converts (its TORCH_DTYPE_TO_MIL_DTYPE; int64 and float64 narrowed)
+_CORE_ML_DTYPES = {f"torch.{d}" for d in ("bool", "float16", "float32", "float64", "int16", "int32", "int64")}
+
+
+def _core_ml_dtypes_only(node) -> bool:
+    """Whether every tensor ``node`` reads or makes has a dtype coremltools converts."""
+    values = [node.meta.get("val"), *(a.meta.get("val") for a in node.all_input_nodes)]
+    flat = [v for value in values for v in (value if isinstance(value, (list, tuple)) else [value])]
+    return all(str(v.dtype) in _CORE_ML_DTYPES for v in flat if hasattr(v, "dtype"))
+
+
+def _typed(partitioner):
+    """``partitioner`` (a CoreMLPartitioner) taking only nodes whose tensors Core ML converts."""
+    from executorch.backends.apple.coreml.partition import coreml_partitioner as module
+
+    class Typed(type(partitioner)):
+        def partition(self, exported_program):
+            base = module._OperatorsSupportedForCoreMLBackend
+
+            class Support(base):
+                def is_node_supported(self, submodules, node):
+                    return _core_ml_dtypes_only(node) and super().is_node_supported(submodules, node)
+
+            module._OperatorsSupportedForCoreMLBackend = Support  # for this partition only
+            try:
+                return super().partition(exported_program)
+            finally:
+                module._OperatorsSupportedForCoreMLBackend = base
+
+    typed = copy.copy(partitioner)
+    typed.__class__ = Typed
+    return typed
 
 
 def coremltools():

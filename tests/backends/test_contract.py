@@ -160,6 +160,38 @@ def test_a_model_in_half_precision_lowers_to_core_ml(tmp_path):
     assert target_of(torch.export.export(model.half(), (torch.randn(1, 8).half(),))) == ct.target.iOS16
 
 
+def test_a_camera_frame_model_lowers_to_core_ml_around_its_uint8_nodes():
+    """coremltools converts no uint8 tensor ("KeyError: torch.uint8" for a model that takes
+    camera bytes): the nodes touching uint8 stay on the portable kernels and Core ML takes
+    the float rest of the graph."""
+    import torch
+
+    from pteforge.spec import Precision
+    from pteforge.stages.lower import delegation_of, lower
+
+    coreml = default_registry().get("coreml")
+    if not coreml.lower_check().ok:
+        pytest.skip(coreml.lower_check().reason)
+
+    class Frame(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):  # NHWC uint8, as a camera gives it
+            return torch.relu(self.conv(x.permute(0, 3, 1, 2).float() / 255))
+
+    program = torch.export.export(Frame().eval(), (torch.randint(0, 255, (1, 8, 8, 3), dtype=torch.uint8),))
+    plan = coreml.plan(Precision.FP16)
+    with pytest.raises(KeyError, match="uint8"):  # ExecuTorch and coremltools alone
+        coreml.lower(program, plan, [])
+    edge = lower(program, [coreml], Precision.FP16, plan)
+    delegation = delegation_of(edge.exported_program().graph_module)
+    assert delegation.nodes_per_backend["CoreMLBackend"] >= 3  # convolution, division, relu
+    assert {op.op for op in delegation.portable_ops} == {"aten_permute_copy_default",
+                                                          "dim_order_ops__to_dim_order_copy_default"}
+
+
 _ALL = list(default_registry())
 SAME_LOWERING = [
     pytest.param(a.name, b.name, p, id=f"{a.name}={b.name}:{p.value}")
