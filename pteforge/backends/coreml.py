@@ -129,7 +129,10 @@ _CORE_ML_DTYPES = {f"torch.{d}" for d in ("bool", "float16", "float32", "float64
 
 
 def _core_ml_dtypes_only(node) -> bool:
-    """Whether every tensor ``node`` reads or makes has a dtype coremltools converts."""
+    """Whether every tensor ``node`` reads or makes has a dtype coremltools converts, or
+    ``node`` (de)quantizes: coremltools converts those with their int8/int4 values."""
+    if "quantize" in str(getattr(node, "target", "")):
+        return True
     values = [node.meta.get("val"), *(a.meta.get("val") for a in node.all_input_nodes)]
     flat = [v for value in values for v in (value if isinstance(value, (list, tuple)) else [value])]
     return all(str(v.dtype) in _CORE_ML_DTYPES for v in flat if hasattr(v, "dtype"))
