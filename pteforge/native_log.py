@@ -27,8 +27,8 @@ _LINE = re.compile(r"^(?:\[|[IDEWF] [\d:.]+ executorch:)(?P<file>[\w.+-]+):\d+\]
 _KERNEL = re.compile(r"KernelCall failed at instruction (?P<at>\S+) in operator (?P<op>[\w:.]+?):? (?P<code>0x[0-9a-fA-F]+)$")
 _CHECK = re.compile(r"^Check failed \((?P<cond>.*)\):\s*(?P<msg>.*)$")
 _NOISE_FILES = {"cpuinfo_utils.cpp"}  # logged on every first load, failure or not
-_NOTE = "the runtime logged: "
 _NOISE = re.compile(r"^arg \d+ with type id \d+$")  # the failing kernel's argument types, by number
+_NOTE = "the runtime logged: "
 
 
 @dataclass
@@ -74,8 +74,8 @@ def annotate(exc: BaseException, log: str) -> Account:
     """Add the runtime's account of ``log`` to ``exc``'s message (same type, same traceback)."""
     said = account(log)
     if said:
-        first = exc.args[0] if exc.args and isinstance(exc.args[0], str) else None
-        exc.args = (noted(first, said), *exc.args[1:]) if first is not None else (noted("", said), *exc.args)
+        message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else None
+        exc.args = (noted(message or "", said), *(exc.args[1:] if message is not None else exc.args))
         exc.runtime_kernel = said
     return said
 
@@ -113,10 +113,13 @@ def captured(path: str | None = None):
             os.write(2, data)
         return data.decode(errors="replace")
 
+    failure = None
     try:
         yield
     except Exception as exc:
-        annotate(exc, restore())
+        failure = exc
         raise
-    else:
-        restore()
+    finally:  # also on KeyboardInterrupt: stderr is given back whatever happens
+        log = restore()
+        if failure is not None:
+            annotate(failure, log)
