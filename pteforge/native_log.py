@@ -15,6 +15,7 @@ raises, adds :func:`account` of the log ("aten::convolution.out: Expect input te
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import sys
@@ -98,12 +99,16 @@ def captured(path: str | None = None):
     block raises, the runtime's account is added to the exception. Without ``path`` what was
     captured is passed on to the previous stderr afterwards, so ``--debug`` still shows it."""
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved, saved_stream = os.dup(2), sys.stderr
     sink = open(path, "w+b") if path else tempfile.TemporaryFile()
     os.dup2(sink.fileno(), 2)
+    # ExecuTorch's Python bindings log through sys.stderr, not file descriptor 2: where
+    # something else holds sys.stderr (pytest's capture) the log went there
+    sys.stderr = io.TextIOWrapper(os.fdopen(os.dup(sink.fileno()), "wb"), errors="replace", write_through=True)
 
     def restore() -> str:
-        sys.stderr.flush()
+        sys.stderr.close()
+        sys.stderr = saved_stream
         os.dup2(saved, 2)
         os.close(saved)
         sink.seek(0)

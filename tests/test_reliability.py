@@ -449,7 +449,7 @@ def test_a_runtime_error_code_is_named_with_the_operator_and_the_check_that_refu
     """The runtime's Python bindings give "failed with error 0x12"; the row says what 0x12 is,
     and what the runtime logged on stderr: the kernel it was in and the check that failed.
     Nothing of it reaches the terminal otherwise (the worker's stderr is /dev/null)."""
-    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:conv3d", "--input-shape", "1,3,4,8,8",
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:conv_transpose3d", "--input-shape", "1,3,4,8,8",
                             "--weights", "none", "--backends", "portable", "--out", out)
     assert code == ExitStatus.TARGETS_FAILED
     assert "RUN_FAILED" in stdout and "failed with error 0x12 (InvalidArgument: a kernel refused its inputs" in stdout, stdout

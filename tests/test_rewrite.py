@@ -222,6 +222,19 @@ class ConstantMask(torch.nn.Module):
         return ((x + bias + mask + pos).softmax(-1),)
 
 
+class Video(torch.nn.Module):
+    """3-D convolutions as video models use them: strided and padded in time, dilated,
+    grouped, with and without bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv3d(4, 6, (3, 3, 3), stride=(2, 1, 2), padding=(1, 1, 0))
+        self.b = torch.nn.Conv3d(6, 6, (2, 3, 1), padding=(1, 0, 0), dilation=(2, 1, 1), groups=2, bias=False)
+
+    def forward(self, x):
+        return (self.b(torch.relu(self.a(x))),)
+
+
 CASES = {
     "layer_norm, rms_norm": (Norms, [(1, 4, 16)], set()),  # rewritten late: see test_late_rewrites
     "scaled_dot_product_attention": (Attention, [(1, 2, 6, 8), (1, 2, 5, 8), (1, 2, 5, 8)],
@@ -233,6 +246,7 @@ CASES = {
     "tanh gelu": (Gelus, [(2, 64)], set()),
     "large depthwise convolutions in bands of rows": (Depthwise, [(1, 8, 13, 13)], set()),
     "constants folded": (ConstantMask, [(1, 2, 4, 4)], set()),
+    "3-D convolutions as 2-D ones over frames": (Video, [(1, 4, 7, 9, 9)], {"aten.conv3d.default"}),
 }
 
 
@@ -283,6 +297,24 @@ def test_rewrite_keeps_values_and_lowers_whole(case):
     inputs = _seeded(shapes, 5)
     for want, got in zip(model(*inputs), _run(edge, inputs)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_portable_program_of_a_video_model_runs_its_3d_convolutions_as_2d_ones():
+    """ExecuTorch 1.5.1's portable convolution kernel takes 1-D and 2-D only: a 3-D one
+    failed at run time ("Expect input tensor to be 3-D or 4-D, but got, 5")."""
+    from pteforge.backends import default_registry
+    from pteforge.stages.verify import run_program
+
+    portable = default_registry().get("portable")
+    model, shapes = Video().eval(), [(1, 4, 7, 9, 9)]
+    with pytest.raises(RuntimeError, match="Expect input tensor to be 3-D or 4-D"):
+        exported = torch.export.export(model, _seeded(shapes, 0))
+        run_program(portable.lower(exported, portable.plan(Precision.FP32), []).to_executorch().buffer, [_seeded(shapes, 1)])
+    exported = torch.export.export(model, _seeded(shapes, 0))
+    edge = portable.lower(portable.prepare(exported, Precision.FP32, ()), portable.plan(Precision.FP32), [])
+    batches = [_seeded(shapes, seed) for seed in range(2)]
+    for inputs, [got] in zip(batches, run_program(edge.to_executorch().buffer, batches)):
+        torch.testing.assert_close(got, model(*inputs)[0], rtol=1e-4, atol=1e-4)
 
 
 def test_attention_with_a_mask_input_keeps_values():

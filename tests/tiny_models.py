@@ -196,9 +196,16 @@ def branches():
 
 
 def conv3d():
-    """A 3-D convolution: ExecuTorch 1.5.1's portable kernels take 1-D and 2-D only."""
+    """A 3-D convolution: ExecuTorch 1.5.1's portable kernels take 1-D and 2-D only
+    (pteforge writes it as 2-D ones for the portable and XNNPACK targets)."""
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Conv3d(3, 4, 3), torch.nn.Flatten())
+
+
+def conv_transpose3d():
+    """A 3-D transposed convolution: the portable kernels refuse it at run time."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.ConvTranspose3d(3, 4, 2), torch.nn.Flatten())
 
 
 def not_a_module():

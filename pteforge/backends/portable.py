@@ -30,3 +30,8 @@ class Portable(Backend):
 
     def partitioners(self, precision):
         return []
+
+    def prepare(self, exported, precision, example):
+        from ..stages.rewrite import conv3d_as_conv2d
+
+        return conv3d_as_conv2d(exported)  # the portable convolution is 1-D and 2-D only

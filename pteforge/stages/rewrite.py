@@ -50,6 +50,15 @@ def pooling_rewritten(exported):
     return _rewritten(exported, {torch.ops.aten.adaptive_avg_pool2d.default: _adaptive_avg_pool2d})
 
 
+def conv3d_as_conv2d(exported):
+    """Every 3-D convolution as 2-D ones over its frames (same values): ExecuTorch 1.5.1's
+    portable convolution kernel takes 1-D and 2-D only (a video model failed at run time,
+    "Expect input tensor to be 3-D or 4-D, but got, 5"), and XNNPACK has none."""
+    import torch
+
+    return _rewritten(exported, {torch.ops.aten.conv3d.default: _conv3d})
+
+
 def means_as_linears(exported):
     """Every float mean over the last dim as a linear layer that averages it (same values),
     symbolic sizes allowed: a language model's RMSNorms (Gemma 3 270M: 109) each cut its
@@ -214,6 +223,7 @@ def _table():
         ops.gelu.default: _gelu,
         ops.scaled_dot_product_attention.default: _attention,
         ops.conv2d.default: _conv2d,
+        ops.conv3d.default: _conv3d,
     }
 
 
@@ -398,6 +408,36 @@ def _conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1)
         band = band[:, :, i:i + oh]
         out = band if out is None else out + band
     return out if bias is None else out + bias.reshape(1, -1, 1, 1)
+
+
+def _conv3d(x, weight, bias=None, stride=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1, 1), groups=1):
+    """A 3-D convolution as the sum over its kernel's frames of 2-D convolutions: frame
+    ``i`` of the kernel convolves the input frames it meets (every ``stride``-th from
+    ``i * dilation``, time padded with zero frames), all output times at once with time
+    folded into the batch."""
+    if x.dim() != 5 or isinstance(padding, str) or not _static(x.shape):
+        return NotImplemented
+    aten = _aten()
+    (st, sh, sw), (pt, ph, pw), (dt, dh, dw) = (_triple(v) for v in (stride, padding, dilation))
+    if pt:
+        x = aten.constant_pad_nd.default(x, [0, 0, 0, 0, pt, pt])
+    n, c, t = x.shape[:3]
+    kt = weight.shape[2]
+    frames = (t - dt * (kt - 1) - 1) // st + 1
+    out = None
+    for i in range(kt):
+        seen = aten.slice.Tensor(x, 2, i * dt, i * dt + st * (frames - 1) + 1, st)  # N, C, frames, H, W
+        seen = seen.permute(0, 2, 1, 3, 4).reshape(n * frames, c, *x.shape[3:])
+        y = aten.conv2d.default(seen, weight[:, :, i], None, [sh, sw], [ph, pw], [dh, dw], groups)
+        out = y if out is None else out + y
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1)
+    return out.reshape(n, frames, *out.shape[1:]).permute(0, 2, 1, 3, 4)
+
+
+def _triple(v) -> tuple:
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return tuple(v * 3 if len(v) == 1 else v)
 
 
 def _adaptive_avg_pool2d(x, output_size):
