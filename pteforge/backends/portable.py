@@ -32,6 +32,6 @@ class Portable(Backend):
         return []
 
     def prepare(self, exported, precision, example):
-        from ..stages.rewrite import conv3d_as_conv2d
+        from ..stages.rewrite import video_as_frames
 
-        return conv3d_as_conv2d(exported)  # the portable convolution is 1-D and 2-D only
+        return video_as_frames(exported)  # no 3-D convolution or max pooling kernel here

@@ -50,13 +50,15 @@ def pooling_rewritten(exported):
     return _rewritten(exported, {torch.ops.aten.adaptive_avg_pool2d.default: _adaptive_avg_pool2d})
 
 
-def conv3d_as_conv2d(exported):
-    """Every 3-D convolution as 2-D ones over its frames (same values): ExecuTorch 1.5.1's
-    portable convolution kernel takes 1-D and 2-D only (a video model failed at run time,
-    "Expect input tensor to be 3-D or 4-D, but got, 5"), and XNNPACK has none."""
+def video_as_frames(exported):
+    """Every 3-D convolution and max pooling as 2-D ones over its frames (same values):
+    ExecuTorch 1.5.1's portable convolution kernel takes 1-D and 2-D only (a video model
+    failed at run time, "Expect input tensor to be 3-D or 4-D, but got, 5"), the pip
+    runtime has no 3-D max pooling kernel, and XNNPACK has neither."""
     import torch
 
-    return _rewritten(exported, {torch.ops.aten.conv3d.default: _conv3d})
+    ops = torch.ops.aten
+    return _rewritten(exported, {ops.conv3d.default: _conv3d, ops.max_pool3d.default: _max_pool3d})
 
 
 def means_as_linears(exported):
@@ -224,6 +226,7 @@ def _table():
         ops.scaled_dot_product_attention.default: _attention,
         ops.conv2d.default: _conv2d,
         ops.conv3d.default: _conv3d,
+        ops.max_pool3d.default: _max_pool3d,
     }
 
 
@@ -433,6 +436,28 @@ def _conv3d(x, weight, bias=None, stride=(1, 1, 1), padding=(0, 0, 0), dilation=
     if bias is not None:
         out = out + bias.reshape(1, -1, 1, 1)
     return out.reshape(n, frames, *out.shape[1:]).permute(0, 2, 1, 3, 4)
+
+
+def _max_pool3d(x, kernel_size, stride=(), padding=(0, 0, 0), dilation=(1, 1, 1), ceil_mode=False):
+    """A 3-D max pooling as a 2-D one per frame (time folded into the batch), then the
+    maximum over each window of frames (time padded with -inf frames)."""
+    (kt, kh, kw), (pt, ph, pw) = _triple(kernel_size), _triple(padding)
+    st, sh, sw = _triple(stride) if stride else (kt, kh, kw)
+    if x.dim() != 5 or ceil_mode or _triple(dilation) != (1, 1, 1) or not _static(x.shape):
+        return NotImplemented
+    aten = _aten()
+    n, c, t = x.shape[:3]
+    frames = aten.max_pool2d.default(x.permute(0, 2, 1, 3, 4).reshape(n * t, c, *x.shape[3:]),
+                                     [kh, kw], [sh, sw], [ph, pw])
+    y = frames.reshape(n, t, *frames.shape[1:]).permute(0, 2, 1, 3, 4)  # N, C, T, H', W'
+    if pt:
+        y = aten.constant_pad_nd.default(y, [0, 0, 0, 0, pt, pt], float("-inf"))
+    count = (y.shape[2] - kt) // st + 1
+    out = None
+    for i in range(kt):
+        window = aten.slice.Tensor(y, 2, i, i + st * (count - 1) + 1, st)
+        out = window if out is None else aten.maximum.default(out, window)
+    return out
 
 
 def _triple(v) -> tuple:
