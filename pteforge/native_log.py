@@ -78,7 +78,7 @@ def annotate(exc: BaseException, log: str) -> Account:
     if said:
         message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else None
         exc.args = (noted(message or "", said), *(exc.args[1:] if message is not None else exc.args))
-        exc.runtime_kernel = said
+        exc.runtime_account = said
     return said
 
 

@@ -69,9 +69,9 @@ def _export(job: "_Job", here) -> Record:
         if "Missing out variants" in str(failed.cause):
             job.record.fix = ("a custom operator reaches ExecuTorch only with an out variant and a kernel the runtime "
                               "links (ExecuTorch's kernel registration guide), or a backend that delegates it")
-        elif (kernel := getattr(failed.cause, "runtime_kernel", None)) and kernel.operator:
-            refused = "does not take these inputs" if kernel.code == 0x12 else "failed on this program"
-            job.record.fix = (f"ExecuTorch's kernel for {kernel.operator} {refused}: try a backend that delegates "
+        elif (said := getattr(failed.cause, "runtime_account", None)) and said.operator:
+            refused = "does not take these inputs" if said.code == 0x12 else "failed on this program"
+            job.record.fix = (f"ExecuTorch's kernel for {said.operator} {refused}: try a backend that delegates "
                               "that operator, or change that part of the model; nothing was written")
         elif job.target.precision.quantized and job.half:
             job.record.fix = (f"the model computes in {job.half}, and quantizers calibrate fp32 programs: export it in "

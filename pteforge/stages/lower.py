@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import re
 from collections import Counter
 
 from ..result import Delegation, OpCount
@@ -146,8 +147,6 @@ def _kept_whole_in(exc: BaseException, kept: set):
     """The operator kept whole whose node ``exc`` names first (``aten_pixel_shuffle_default``,
     ``aten_max_pool1d_default_1``, ``<EdgeOpOverload: aten.pixel_shuffle.default>``), if any;
     not one of the operators ExecuTorch lists after "The following ops:"."""
-    import re
-
     text = str(exc).split("The following ops:")[0]
     found = []
     for op in kept:
