@@ -141,6 +141,36 @@ def test_int8_dynamic_keeps_max_pool_in_xnnpack():
     assert 10 * torch.log10(want.pow(2).sum() / (got - want).pow(2).sum()) > 20  # dB
 
 
+def test_calibrating_and_reestimating_batchnorm_leave_a_models_own_state_as_it_was():
+    """A streaming model keeps state in a buffer its forward changes in place. Neither
+    the re-estimated BatchNorm statistics of --weights none nor int8 calibration may
+    leave their forward passes counted in it: the program starts where the model does
+    (calibration left 8 steps in it, and every output was off by 8)."""
+    import copy
+
+    import torch
+    from tiny_models import Stepper
+
+    from pteforge.backends import default_registry
+    from pteforge.models.weights import recalibrate_batchnorm
+    from pteforge.stages.quantize import quantize
+
+    torch.manual_seed(0)
+    model = Stepper()
+    recalibrate_batchnorm(model, lambda i: (torch.rand(8, 3, 8, 8),))
+    assert model.steps.item() == 0 and model.bn.running_mean.abs().sum() > 0  # statistics re-estimated, count kept
+    x = torch.rand(1, 3, 8, 8)
+    reference = copy.deepcopy(model)  # the program's tensors are the model's
+    exported = torch.export.export(model, (x,))
+    plan = default_registry().get("xnnpack").plan(Precision.INT8)
+    quantized = quantize(exported, plan, [(torch.rand(1, 3, 8, 8),) for _ in range(8)], (x,))
+    assert [v.item() for k, v in quantized.state_dict.items() if k.endswith("steps")] == [0.0]
+    program = quantized.module()
+    for step in range(3):  # it counts, from where the model starts
+        want, got = reference(x), program(x)
+        assert 10 * torch.log10(want.pow(2).sum() / (got - want).pow(2).sum()) > 20, step  # dB
+
+
 def test_targets_whose_quantizers_prepare_the_same_program_quantize_it_once(tmp_path, monkeypatch):
     """TOSA and Ethos-U85 prepare the same program for a conv net (their TOSA specs differ
     in features it does not use): what the first quantized, the second takes instead of

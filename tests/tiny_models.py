@@ -23,6 +23,25 @@ class TinyNet(torch.nn.Module):
         return self.fc(y)
 
 
+class Stepper(torch.nn.Module):
+    """A streaming model: each call counts itself in a buffer, in place, and adds the
+    count to its output (BatchNorm too, for statistics re-estimated at export)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.register_buffer("steps", torch.zeros(1))
+
+    def forward(self, x):
+        self.steps.add_(1)
+        return self.bn(self.conv(x)) + self.steps
+
+
+def stepper():
+    return Stepper()
+
+
 class DataDependent(torch.nn.Module):
     """Branches on a tensor value: torch.export cannot capture it."""
 

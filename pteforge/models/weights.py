@@ -75,11 +75,46 @@ def recalibrate_batchnorm(model, inputs_fn, batches: int = 4) -> None:
     for bn in bns:
         bn.reset_running_stats()
         bn.momentum = None  # cumulative average over the calibration batches
+    saved = own_buffers(model, but=bns)
     model.train()
-    with torch.no_grad():
-        for i in range(batches):
-            model(*inputs_fn(i))
+    try:
+        with torch.no_grad():
+            for i in range(batches):
+                model(*inputs_fn(i))
+    finally:
+        put_back(model, saved)
     model.eval()
+
+
+def own_buffers(model, but=()) -> dict:
+    """A copy of every buffer of ``model`` (but those of the modules in ``but``), by name:
+    a model's own running state (a streaming model's average, a step counter), which
+    forward passes change in place. Re-estimating BatchNorm statistics or calibrating a
+    quantizer must not start the exported program mid-stream (``put_back`` after them):
+    a model averaging its features into a buffer came out of int8 calibration with 16
+    inputs' worth of average in it (its xnnpack:int8 artifact failed verification at
+    -18 dB; with this and stages/quantize.py's ``_updates_buffers``, 30 dB)."""
+    skip = {id(b) for m in but for b in m.buffers(recurse=False)}
+    return {name: value.detach().clone() for name, value in model.named_buffers() if id(value) not in skip}
+
+
+def put_back(model, saved: dict) -> None:
+    """Restore the buffers ``own_buffers`` copied, by name, into ``model`` (the same
+    module, or what a quantizer made of it in place)."""
+    import torch
+
+    with torch.no_grad():
+        for name, value in saved.items():
+            owner_name, _, attr = name.rpartition(".")
+            try:
+                owner = model.get_submodule(owner_name)
+            except AttributeError:
+                continue
+            now = owner._buffers.get(attr)
+            if now is not None and now.shape == value.shape and now.dtype == value.dtype:
+                now.copy_(value)
+            elif attr in owner._buffers:
+                owner._buffers[attr] = value
 
 
 def initialise(model, spec, weights: str, seed: int, batch: int = 8):

@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 
 from ..models.synthetic import make_inputs
+from ..models.weights import own_buffers, put_back
 from ..spec import ExportConfig, ModelSpec
 from . import memo
 from .describe import Unstable, describe
@@ -77,6 +78,13 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
     if plan.quantize is not None:
         with torch.no_grad():
             return torch.export.export(plan.quantize(module, batches), example), None
+    if _updates_buffers(exported):
+        # torchao's constant folding (convert_pt2e) takes a buffer updated in place
+        # (``add_``) for a constant and freezes what is computed from it: a counting
+        # model's int8 program added the same count on every call. In functional form
+        # the update is a ``copy_`` into the buffer, which it leaves alone.
+        module = exported.run_decompositions({}).module(check_guards=False)
+    state = own_buffers(module)  # the model's own, before the observers' join them
     prepared = prepare_pt2e(module, plan.quantizer)
     key = fingerprint(prepared, batches) if shared is not None else None
     path = shared / f"{key}.pt2" if key else None
@@ -91,7 +99,9 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
     with torch.no_grad():
         for batch in batches:
             prepared(*batch)
-    quantized = memo.tag(torch.export.export(convert_pt2e(prepared), example), source)
+    converted = convert_pt2e(prepared)
+    put_back(converted, state)  # calibration ran the model, and so did convert_pt2e (once)
+    quantized = memo.tag(torch.export.export(converted, example), source)
     if source is not None:
         memo.keep(source, quantized)
     if path is not None:
@@ -109,6 +119,32 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
         except Timeout:
             pass
     return quantized, key
+
+
+def _updates_buffers(exported) -> bool:
+    """Whether an operator of the program writes in place into one of its buffers (or a
+    view of one): a streaming model's running state."""
+    import torch
+    from torch.export.graph_signature import InputKind
+
+    buffers = {spec.arg.name for spec in exported.graph_signature.input_specs if spec.kind == InputKind.BUFFER}
+    aliases: set = set()
+    for node in exported.graph.nodes:
+        if node.op == "placeholder" and node.name in buffers:
+            aliases.add(node)
+            continue
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None:
+            continue
+        written = [arg for arg, value in zip(schema.arguments, node.args)
+                   if arg.alias_info is not None and arg.alias_info.is_write
+                   and isinstance(value, torch.fx.Node) and value in aliases]
+        if written:
+            return True
+        if schema.returns and schema.returns[0].alias_info is not None \
+                and any(isinstance(a, torch.fx.Node) and a in aliases for a in node.args):
+            aliases.add(node)  # a view of a buffer
+    return False
 
 
 def fingerprint(prepared, batches: list[tuple]) -> str | None:
