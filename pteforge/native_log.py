@@ -28,8 +28,9 @@ _LINE = re.compile(r"^(?:\[|[IDEWF] [\d:.]+ executorch:)(?P<file>[\w.+-]+):\d+\]
 _KERNEL = re.compile(r"KernelCall failed at instruction (?P<at>\S+) in operator (?P<op>[\w:.]+?):? (?P<code>0x[0-9a-fA-F]+)$")
 _CHECK = re.compile(r"^Check failed \((?P<cond>.*)\):\s*(?P<msg>.*)$")
 _NOISE_FILES = {"cpuinfo_utils.cpp"}  # logged on every first load, failure or not
-# the failing kernel's argument types by number, and a missing kernel's tensors' dtype and dim order, line by line
-_NOISE = re.compile(r"^(arg \d+ with type id \d+|dtype: \d+ \| dim order: \[|\d+,|\])$")
+# the failing kernel's argument types by number, a missing kernel's tensors' dtype and dim
+# order, line by line, and OpenVINO's delegate saying where it found its library
+_NOISE = re.compile(r"^(arg \d+ with type id \d+|dtype: \d+ \| dim order: \[|\d+,|\]|OpenVINO: runtime loaded successfully .*)$")
 _NOTE = "the runtime logged: "
 
 

@@ -576,6 +576,44 @@ def test_openvino_lowers_bilinear_upsampling():
     torch.testing.assert_close(got, model(x), rtol=2e-2, atol=2e-2)  # bf16 on CPUs that have it
 
 
+def test_openvino_leaves_a_0_dim_output_outside_its_delegate():
+    """OpenVINO's runtime fails a delegate that returns a 0-dim tensor (ExecuTorch 1.5.1:
+    "CALL_DELEGATE execute failed", 0x1): a model returning a feature map and its maximum
+    failed to run. The node making the 0-dim value runs outside the delegate; one used
+    only inside stays in. (A maximum over every dim, ``amax()``, is first given its dims,
+    which OpenVINO's frontend wants.)"""
+    from executorch.backends.openvino.partitioner import OpenvinoPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+    from pteforge.backends import default_registry
+    from pteforge.native_log import captured
+
+    class Peak(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return y / (y.abs().mean() + 1), y.amax()  # the mean stays inside, the maximum leaves
+
+    torch.manual_seed(0)
+    model, x = Peak().eval(), torch.randn(1, 3, 8, 8)
+    openvino = default_registry().get("openvino")
+    exported = openvino.prepare(torch.export.export(model, (x,)), Precision.FP32, (x,))  # amax over every dim named
+    plan = openvino.plan(Precision.FP32)
+    alone = to_edge_transform_and_lower(exported, partitioner=[OpenvinoPartitioner([CompileSpec("device", b"CPU")])])
+    with pytest.raises(RuntimeError, match="failed with error") as failed, captured():
+        _run(alone, (x,))  # as ExecuTorch's partitioner leaves it
+    assert "CALL_DELEGATE execute failed" in str(failed.value)
+    assert "loaded successfully" not in str(failed.value)  # OpenVINO's greeting, on its first load, is not a reason
+    edge, subgraphs, outside = _lowered(exported, lambda p: openvino.lower(p, plan, []))
+    assert subgraphs == 1 and outside == {"aten_amax_default"}, outside
+    for got, want in zip(_run(edge, (x,)), model(x)):
+        torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)  # bf16 on CPUs that have it
+
+
 def test_shared_provenance_keeps_every_record_and_the_program():
     """Lowering with fx's provenance chains shared (not deep-copied) makes the same program
     bytes and the same provenance on every node, and puts torch back as it was."""

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+
 from ..spec import Precision
 from .base import Backend, Docs, Requirement
 
@@ -54,14 +56,25 @@ partitioner = [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]"""
                 self._enabled_ops_by_name.update(
                     n.name for n in exported_program.graph.nodes
                     if n.op == "call_function" and getattr(n.target, "__name__", "") in _CONVERTED_NOT_LISTED)
-                return super().partition(exported_program)
+                result, outside = super().partition(exported_program), set()
+                # OpenVINO's runtime fails a delegate that returns a 0-dim tensor
+                # ("CALL_DELEGATE execute failed ... 0x1": a model returning y.max() or
+                # a loss-like mean): the node making it runs outside instead. (The
+                # partitioner's own op_names_to_skip is not asked about supported ops.)
+                while not (scalars := _scalar_outputs(exported_program.graph)) <= outside:
+                    outside |= scalars
+                    for node in exported_program.graph.nodes:
+                        node.meta.pop("delegation_tag", None)
+                    with _refusing(outside):
+                        result = super().partition(exported_program)
+                return result
 
         return [Partitioner([CompileSpec("device", b"CPU")])]
 
     def prepare(self, exported, precision, example):
-        from ..stages.rewrite import pooling_rewritten
+        from ..stages.rewrite import openvino_friendly
 
-        return pooling_rewritten(exported)  # not the as_strided copy OpenVINO cannot convert
+        return openvino_friendly(exported)
 
     def runtime_precision(self, precision):
         # OpenVINO's CPU plugin infers in bf16 on CPUs with bf16 support unless told
@@ -93,6 +106,37 @@ def _nncf_quantize(module, batches):
     from executorch.backends.openvino.quantizer import quantize_model
 
     return quantize_model(module, batches, subset_size=len(batches), transform_fn=lambda batch: batch)
+
+
+@contextlib.contextmanager
+def _refusing(names: set[str]):
+    """The OpenVINO partitioner, inside, takes none of the nodes ``names``."""
+    from executorch.backends.openvino import partitioner
+
+    base = partitioner.OpenvinoOperatorsSupport
+
+    class Refusing(base):
+        def is_node_supported(self, submodules, node):
+            return node.name not in names and super().is_node_supported(submodules, node)
+
+    partitioner.OpenvinoOperatorsSupport = Refusing
+    try:
+        yield
+    finally:
+        partitioner.OpenvinoOperatorsSupport = base
+
+
+def _scalar_outputs(graph) -> set[str]:
+    """The delegated nodes whose 0-dim value leaves their partition."""
+    import torch
+
+    names = set()
+    for node in graph.nodes:
+        tag, value = node.meta.get("delegation_tag"), node.meta.get("val")
+        if tag is not None and isinstance(value, torch.Tensor) and value.dim() == 0 \
+                and any(user.meta.get("delegation_tag") != tag for user in node.users):
+            names.add(node.name)
+    return names
 
 
 def _cpu_has_bf16() -> bool:

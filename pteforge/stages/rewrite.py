@@ -41,13 +41,28 @@ def xnnpack_friendly(exported, late: bool = False):
     return rewritten
 
 
-def pooling_rewritten(exported):
-    """Adaptive average pooling as a mean or an average pool (same values), for any backend:
-    ExecuTorch decomposes it into an as_strided copy, which OpenVINO's frontend cannot
-    convert either ("Couldn't retrieve input stride info": ConvNeXt, Swin)."""
+def openvino_friendly(exported):
+    """What OpenVINO's PyTorch frontend cannot convert, as what it can (same values):
+
+    - adaptive average pooling as a mean or an average pool: ExecuTorch decomposes it
+      into an as_strided copy ("Couldn't retrieve input stride info": ConvNeXt, Swin);
+    - a maximum or minimum over the whole tensor (``x.amax()``, no dims) over every dim
+      named: the frontend wants them ("Got less inputs 1 than expected 2")."""
     import torch
 
-    return _rewritten(exported, {torch.ops.aten.adaptive_avg_pool2d.default: _adaptive_avg_pool2d})
+    ops = torch.ops.aten
+    return _rewritten(exported, {ops.adaptive_avg_pool2d.default: _adaptive_avg_pool2d,
+                                 ops.amax.default: _over_every_dim(ops.amax.default),
+                                 ops.amin.default: _over_every_dim(ops.amin.default)})
+
+
+def _over_every_dim(op):
+    def reduce(x, dim=(), keepdim=False):
+        if list(dim) or x.dim() == 0:
+            return NotImplemented
+        return op(x, list(range(x.dim())), keepdim)
+
+    return reduce
 
 
 def video_as_frames(exported):
