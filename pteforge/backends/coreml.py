@@ -96,7 +96,11 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
         minimum deployment target to iOS16+"): a program holding fp16 values (a model in
         half precision) gets iOS 16 where its target was lower. coremltools converts
         tensors of a few dtypes only (a camera frame's uint8 failed: "KeyError: torch.uint8"):
-        in a program holding others, the nodes that touch them stay outside Core ML."""
+        in a program holding others, the nodes that touch them stay outside Core ML. And it
+        takes inputs in contiguous dim order only ("Core ML does not have general support
+        for non-contiguous dim order": the magnitude of an STFT, computed outside Core ML on
+        a transposed complex tensor): a node reading a tensor in another order from a node
+        outside Core ML stays outside too."""
         import torch
 
         ct = coremltools()
@@ -104,10 +108,10 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
         from executorch.backends.apple.coreml.partition import CoreMLPartitioner
         from executorch.exir.backend.partitioner import DelegationSpec
 
-        dtypes = {getattr(node.meta.get("val"), "dtype", None)
-                  for module in exported.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
-                  for node in module.graph.nodes} - {None}
-        if {str(d) for d in dtypes} - _CORE_ML_DTYPES:
+        values = [node.meta.get("val") for module in exported.graph_module.modules()
+                  if isinstance(module, torch.fx.GraphModule) for node in module.graph.nodes]
+        dtypes = {getattr(v, "dtype", None) for v in values} - {None}
+        if {str(d) for d in dtypes} - _CORE_ML_DTYPES or not all(map(_contiguous, values)):
             partitioners = [_typed(p) if isinstance(p, CoreMLPartitioner) else p for p in partitioners]
         if torch.float16 not in dtypes:
             return partitioners
@@ -138,17 +142,41 @@ def _core_ml_dtypes_only(node) -> bool:
     return all(str(v.dtype) in _CORE_ML_DTYPES for v in flat if hasattr(v, "dtype"))
 
 
+def _contiguous(value) -> bool:
+    """Whether ``value`` is not a tensor, or one in contiguous dim order."""
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        return True
+    try:
+        return value.dim_order() == tuple(range(value.dim()))
+    except RuntimeError:  # strides that fit more than one order (size-1 dims)
+        return True
+
+
 def _typed(partitioner):
-    """``partitioner`` (a CoreMLPartitioner) taking only nodes whose tensors Core ML converts."""
+    """``partitioner`` (a CoreMLPartitioner) taking only nodes whose tensors Core ML converts
+    and whose inputs from outside it are in contiguous dim order."""
     from executorch.backends.apple.coreml.partition import coreml_partitioner as module
 
     class Typed(type(partitioner)):
         def partition(self, exported_program):
             base = module._OperatorsSupportedForCoreMLBackend
 
+            verdicts: dict = {}
+            signature = exported_program.graph_signature
+            weights = {*signature.inputs_to_parameters, *signature.inputs_to_buffers,
+                       *signature.inputs_to_lifted_tensor_constants}  # converted as constants
+
             class Support(base):
                 def is_node_supported(self, submodules, node):
-                    return _core_ml_dtypes_only(node) and super().is_node_supported(submodules, node)
+                    if node not in verdicts:
+                        verdicts[node] = False  # while its inputs are asked
+                        verdicts[node] = (
+                            _core_ml_dtypes_only(node) and super().is_node_supported(submodules, node)
+                            and all(_contiguous(i.meta.get("val")) or i.name in weights
+                                    or self.is_node_supported(submodules, i) for i in node.all_input_nodes))
+                    return verdicts[node]
 
             module._OperatorsSupportedForCoreMLBackend = Support  # for this partition only
             try:

@@ -56,18 +56,23 @@ partitioner = [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]"""
                 self._enabled_ops_by_name.update(
                     n.name for n in exported_program.graph.nodes
                     if n.op == "call_function" and getattr(n.target, "__name__", "") in _CONVERTED_NOT_LISTED)
-                result, outside = super().partition(exported_program), set()
-                # OpenVINO's runtime fails a delegate that returns a 0-dim tensor
-                # ("CALL_DELEGATE execute failed ... 0x1": a model returning y.max() or
-                # a loss-like mean): the node making it runs outside instead. (The
-                # partitioner's own op_names_to_skip is not asked about supported ops.)
-                while not (scalars := _scalar_outputs(exported_program.graph)) <= outside:
+                # Left outside (the partitioner's own op_names_to_skip is not asked about
+                # the operators it supports):
+                # - nodes touching complex tensors: OpenVINO's frontend has no complex
+                #   dtype ("KeyError: torch.complex64": the magnitude of an STFT);
+                # - a node whose 0-dim value leaves the delegate: OpenVINO's runtime fails
+                #   the delegate ("CALL_DELEGATE execute failed ... 0x1": a model
+                #   returning y.max() or a loss-like mean).
+                outside = _complex_nodes(exported_program.graph)
+                while True:
+                    with _refusing(outside):
+                        result = super().partition(exported_program)
+                    scalars = _scalar_outputs(exported_program.graph)
+                    if scalars <= outside:
+                        return result
                     outside |= scalars
                     for node in exported_program.graph.nodes:
                         node.meta.pop("delegation_tag", None)
-                    with _refusing(outside):
-                        result = super().partition(exported_program)
-                return result
 
         return [Partitioner([CompileSpec("device", b"CPU")])]
 
@@ -124,6 +129,18 @@ def _refusing(names: set[str]):
         yield
     finally:
         partitioner.OpenvinoOperatorsSupport = base
+
+
+def _complex_nodes(graph) -> set[str]:
+    """The nodes with a complex tensor among their inputs or results."""
+    import torch
+
+    def complex_(value) -> bool:
+        return isinstance(value, torch.Tensor) and value.is_complex()
+
+    return {node.name for node in graph.nodes
+            if any(complex_(v) for v in torch.utils._pytree.tree_leaves(node.meta.get("val")))
+            or any(complex_(i.meta.get("val")) for i in node.all_input_nodes)}
 
 
 def _scalar_outputs(graph) -> set[str]:

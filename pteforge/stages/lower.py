@@ -128,6 +128,9 @@ def lower(exported, chain, precision, plan):
                 raise
             dropped.add(op)
             continue
+        if left := _left_whole(edge, kept - dropped):
+            dropped |= left
+            continue
         edge.decomposed_instead = sorted(str(op) for op in dropped)
         return edge
 
@@ -141,6 +144,24 @@ def _lower(exported, chain, precision, plan, dropped: set, kept: set):
             inside.enter_context(backend.lowering_context())
         inside.enter_context(kept_whole(exported, [*plan.partitioners, *others], dropped, kept))
         return chain[0].lower(exported, plan, others)
+
+
+def _left_whole(edge, kept: set) -> set:
+    """The operators kept whole that no backend then took and that have no out variant:
+    no kernel could run them, and the program would not serialize (Core ML keeps
+    ``aten.stft`` whole, then left it out of its delegate for its complex result:
+    "Missing out variants: {'aten::stft'}")."""
+    from executorch.exir.operator.convert import to_out_variant
+
+    found = set()
+    for node in edge.exported_program().graph.nodes:
+        op = getattr(node.target, "_op", node.target) if node.op == "call_function" else None
+        if op in kept and op not in found:
+            try:
+                to_out_variant(op)
+            except Exception:  # noqa: BLE001 - ExecuTorch raises several kinds for "none"
+                found.add(op)
+    return found
 
 
 def _kept_whole_in(exc: BaseException, kept: set):
