@@ -614,6 +614,46 @@ def test_openvino_leaves_a_0_dim_output_outside_its_delegate():
         torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)  # bf16 on CPUs that have it
 
 
+class ClassProbabilities(torch.nn.Module):
+    """A segmentation head's per-pixel class probabilities, channels last, and channels
+    first (which pteforge's XNNPACK rewrite turns into a last-dim softmax between permutes)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 5, 3, padding=1)
+
+    def forward(self, x):
+        logits = torch.relu(self.conv(x))
+        return logits.permute(0, 2, 3, 1).softmax(-1), logits.softmax(1)
+
+
+def test_xnnpack_softmax_after_a_convolution_computes_what_eager_computes():
+    """ExecuTorch 1.5.1's channels-last pass treats softmax as layout-agnostic: after
+    ``conv -> permute(0, 2, 3, 1)`` XNNPACK's softmax reduced over another dim of the NHWC
+    memory (max abs error ~0.2; a segmentation model was MISMATCH at 1.4 dB). Under
+    pteforge's XNNPACK lowering the softmax reads its input in NCHW order."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.devtools.backend_debug import get_delegation_info
+    from executorch.exir import to_edge_transform_and_lower
+
+    from pteforge.backends import default_registry
+    from pteforge.stages.lower import lower
+
+    torch.manual_seed(0)
+    model, x = ClassProbabilities().eval(), torch.rand(1, 3, 12, 10)
+    want = model(x)
+    exported = torch.export.export(model, (x,))
+    alone = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+    assert (_run(alone, (x,))[0] - want[0]).abs().max() > 0.05  # as ExecuTorch alone lowers it
+    xnnpack = default_registry().get("xnnpack")
+    prepared = xnnpack.prepare(exported, Precision.FP32, (x,))
+    edge = lower(prepared, [xnnpack], Precision.FP32, xnnpack.plan(Precision.FP32))
+    info = get_delegation_info(edge.exported_program().graph_module)
+    assert not {op for op, n in info.delegation_by_operator.items() if n.non_delegated and op != "getitem"}
+    for got, expected in zip(_run(edge, (x,)), want):
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+
+
 class Spectrogram(torch.nn.Module):
     """An audio model's front end inside the model: STFT magnitude, then a small CNN."""
 

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+
 from ..spec import Precision
 from .base import Backend, Docs
 
@@ -129,7 +131,10 @@ partitioner = [XnnpackPartitioner()]"""
         # its bilinear-upsampling and attention pattern graphs (~2 s to make in each
         # process) made only for a program that may hold one (see stages/patterns.py)
         passes = [(ConvertToUpsampleBilinear2d, bilinear_2d, "get_graphs_dict", dict), (ConvertToSDPAPass, sdpa, "get_graphs", list)]
-        return only_where_they_can_match(passes)
+        context = contextlib.ExitStack()
+        context.enter_context(only_where_they_can_match(passes))
+        context.enter_context(_softmax_reads_nchw())
+        return context
 
     def lower(self, exported, plan, rest):
         from ..stages.rewrite import xnnpack_friendly
@@ -148,3 +153,26 @@ partitioner = [XnnpackPartitioner()]"""
         from ..stages.quantize import half_program
 
         return half_program(exported, example)
+
+
+@contextlib.contextmanager
+def _softmax_reads_nchw():
+    """Inside, XNNPACK's channels-last pass gives softmax its input in NCHW order.
+
+    ExecuTorch 1.5.1's pass runs a convolution's output on in NHWC memory through the
+    operators it takes for layout-agnostic, and counts softmax among them: after
+    ``conv -> permute(0, 2, 3, 1)`` the softmax over the last dim reduced over another
+    dim in memory (max abs error 0.24 against eager; a segmentation head's class
+    probabilities, and pteforge's own rewrite of ``softmax(dim=1)`` into a last-dim
+    softmax between permutes, which XNNPACK then takes). A softmax is not agnostic: it
+    reads its input as it is laid out logically, like the operators listed as needing
+    NCHW (the pass converts a channels-last input back first)."""
+    from executorch.backends.xnnpack._passes.channels_last_tagged_reshape_pass import ChannelsLastTaggedReshapePass
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    listed = ChannelsLastTaggedReshapePass.memory_sensitive_ops_nchw
+    ChannelsLastTaggedReshapePass.memory_sensitive_ops_nchw = {*listed, exir_ops.edge.aten._softmax.default}
+    try:
+        yield
+    finally:
+        ChannelsLastTaggedReshapePass.memory_sensitive_ops_nchw = listed
