@@ -167,6 +167,12 @@ class Reductions(torch.nn.Module):
         return x.mean(1), x.mean((0, 2), keepdim=True), x.mean(-1), x.sum((1, 3)), x.flatten(1).mean(-1, keepdim=True)
 
 
+class Maxima(torch.nn.Module):
+    def forward(self, x):  # 2x3x4x5: CBAM's channel maximum, a maximum over time, over all
+        return (x.max(1).values, x.amax(1, keepdim=True), x.max(3).values, x.amax((1, 2)),
+                x.flatten(2).max(-1).values, x.amax())
+
+
 class Views(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -241,6 +247,9 @@ CASES = {
     "scaled_dot_product_attention": (Attention, [(1, 2, 6, 8), (1, 2, 5, 8), (1, 2, 5, 8)],
                                      {"aten.scaled_dot_product_attention.default"}),
     "mean and sum over any dims": (Reductions, [(2, 3, 4, 5)], {"aten.sum.dim_IntList"}),
+    # XNNPACK's partitioner takes any of these, then its lowering refused all but the first
+    # over dim 2 or 3 of a 4-D tensor, keeping it ("amax.default only supports keep_dim == True")
+    "maxima over any dims": (Maxima, [(2, 3, 4, 5)], set()),
     "unbind, select, squeeze, roll, strided slice, no-op expand": (
         Views, [(1, 3, 4, 5)],
         {"aten.unbind.int", "aten.select.int", "aten.squeeze.dims", "aten.squeeze.default", "aten.roll.default", "aten.expand.default"}),

@@ -237,6 +237,8 @@ def _table():
         ops.slice.Tensor: _slice,
         ops.mean.dim: _mean,
         ops.sum.dim_IntList: _sum,
+        ops.max.dim: _max_dim,
+        ops.amax.default: _amax,
         ops.gelu.default: _gelu,
         ops.scaled_dot_product_attention.default: _attention,
         ops.conv2d.default: _conv2d,
@@ -514,6 +516,45 @@ def _mean(x, dim, keepdim=False, dtype=None):
     reduced = prod(x.shape[len(kept):])
     out = _aten().mean.dim(x.reshape(1, x.numel() // reduced, reduced, 1), [2, 3], True)
     return out.reshape(shape if keepdim else [shape[d] for d in kept])
+
+
+def _max_dim(x, dim, keepdim=False):
+    """A maximum over one dim, and its index, the way XNNPACK computes them: over dim 2 or
+    3 of a 4-D tensor, keeping it. XNNPACK's partitioner takes ``max.dim`` and ``amax``
+    over any dim, and then its lowering refuses them ("amax.default only supports
+    keep_dim == True", "only supports dim == 2 or dim == 3": CBAM's channel maximum
+    failed to lower); elsewhere the dim is moved last in a (1, 1, rest, dim) view. (It
+    takes the values only: where the indices are used the maximum stays on the portable
+    kernels.)"""
+    if not x.dim() or not _static(x.shape):
+        return NotImplemented
+    d = dim % x.dim()
+    if x.dim() == 4 and d in (2, 3):
+        if keepdim:
+            return NotImplemented  # XNNPACK takes it as it is
+        values, indices = _aten().max.dim(x, d, True)
+    else:
+        values, indices = _aten().max.dim(_reduced_last(x, [d]), 3, True)
+    shape = [1 if i == d else s for i, s in enumerate(x.shape) if keepdim or i != d]
+    return values.reshape(shape), indices.reshape(shape)
+
+
+def _amax(x, dim=(), keepdim=False):
+    """A maximum over dims (see ``_max_dim``), over every dim when none is named."""
+    if not x.dim() or not _static(x.shape):
+        return NotImplemented
+    dims = sorted({d % x.dim() for d in ([dim] if isinstance(dim, int) else dim or range(x.dim()))})
+    if x.dim() == 4 and len(dims) == 1 and dims[0] in (2, 3) and keepdim:
+        return NotImplemented
+    values = _aten().max.dim(_reduced_last(x, dims), 3, True)[0]  # XNNPACK takes max.dim's values, not amax
+    return values.reshape([1 if i in dims else s for i, s in enumerate(x.shape) if keepdim or i not in dims])
+
+
+def _reduced_last(x, dims):
+    """``x`` viewed as (1, 1, the other dims' elements, the ``dims``' elements)."""
+    kept = [i for i in range(x.dim()) if i not in dims]
+    moved = x.permute(kept + list(dims)) if kept + list(dims) != list(range(x.dim())) else x
+    return moved.reshape(1, 1, prod(x.shape[i] for i in kept), prod(x.shape[i] for i in dims))
 
 
 def _sum(x, dim, keepdim=False, dtype=None):
