@@ -687,6 +687,37 @@ def test_xnnpack_softmax_after_a_convolution_computes_what_eager_computes():
         torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
 
 
+def test_openvino_leaves_an_operator_its_frontend_cannot_convert_to_the_portable_kernels():
+    """OpenVINO's partitioner lists ``aten.index_put`` as supported, and its frontend then
+    found no conversion for the one ``F.fold`` makes (patches folded back into an image):
+    lowering failed. pteforge lowers again with that operator on the portable kernels."""
+    from executorch.backends.openvino.partitioner import OpenvinoPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.backend.compile_spec_schema import CompileSpec
+
+    from pteforge.backends import default_registry
+
+    class Patches(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mix = torch.nn.Linear(3 * 16, 3 * 16)
+
+        def forward(self, x):
+            patches = self.mix(F.unfold(x, 4, stride=4).transpose(1, 2)).transpose(1, 2)
+            return F.fold(patches, (16, 16), 4, stride=4)
+
+    torch.manual_seed(0)
+    model, x = Patches().eval(), torch.randn(1, 3, 16, 16)
+    openvino = default_registry().get("openvino")
+    exported = openvino.prepare(torch.export.export(model, (x,)), Precision.FP32, (x,))
+    with pytest.raises(Exception, match="No conversion rule found for operations: aten.index_put.default"):
+        to_edge_transform_and_lower(exported, partitioner=[OpenvinoPartitioner([CompileSpec("device", b"CPU")])])
+    edge, subgraphs, outside = _lowered(exported, lambda p: openvino.lower(p, openvino.plan(Precision.FP32), []))
+    assert "aten_index_put_default" in outside
+    [got] = _run(edge, (x,))
+    torch.testing.assert_close(got, model(x), rtol=3e-2, atol=3e-2)  # bf16 on CPUs that have it
+
+
 class Spectrogram(torch.nn.Module):
     """An audio model's front end inside the model: STFT magnitude, then a small CNN."""
 

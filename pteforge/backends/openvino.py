@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 
 from ..spec import Precision
 from .base import Backend, Docs, Requirement
@@ -45,6 +46,8 @@ partitioner = [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]"""
         from executorch.exir.backend.compile_spec_schema import CompileSpec
 
         class Partitioner(OpenvinoPartitioner):
+            refused_ops: frozenset = frozenset()
+
             """ExecuTorch 1.5.1's OpenVINO partitioner keeps bilinear upsampling from being
             decomposed, and OpenVINO's frontend converts it (``aten.upsample_bilinear2d.vec``),
             but the support table the partitioner asks leaves it out, so a model that
@@ -62,8 +65,11 @@ partitioner = [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]"""
                 #   dtype ("KeyError: torch.complex64": the magnitude of an STFT);
                 # - a node whose 0-dim value leaves the delegate: OpenVINO's runtime fails
                 #   the delegate ("CALL_DELEGATE execute failed ... 0x1": a model
-                #   returning y.max() or a loss-like mean).
-                outside = _complex_nodes(exported_program.graph)
+                #   returning y.max() or a loss-like mean);
+                # - operators its frontend could not convert in this program (``lower``).
+                outside = _complex_nodes(exported_program.graph) | {
+                    n.name for n in exported_program.graph.nodes
+                    if n.op == "call_function" and getattr(n.target, "__name__", "") in self.refused_ops}
                 while True:
                     with _refusing(outside):
                         result = super().partition(exported_program)
@@ -75,6 +81,24 @@ partitioner = [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]"""
                         node.meta.pop("delegation_tag", None)
 
         return [Partitioner([CompileSpec("device", b"CPU")])]
+
+    def lower(self, exported, plan, rest):
+        """Lowered; where OpenVINO's frontend finds no conversion for an operator it was
+        given (its partitioner lists ``aten.index_put`` as supported, and ``F.fold``'s
+        index_put failed: "No conversion rule found for operations: aten.index_put.default"),
+        lowered again with that operator left to the portable kernels."""
+        refused: set[str] = set()
+        while True:
+            for p in [*plan.partitioners, *rest]:
+                if hasattr(p, "refused_ops"):
+                    p.refused_ops = frozenset(refused)
+            try:
+                return super().lower(exported, plan, rest)
+            except Exception as exc:
+                unconverted = _unconverted(exc) - refused
+                if not unconverted:
+                    raise
+                refused |= unconverted
 
     def prepare(self, exported, precision, example):
         from ..stages.rewrite import openvino_friendly
@@ -129,6 +153,12 @@ def _refusing(names: set[str]):
         yield
     finally:
         partitioner.OpenvinoOperatorsSupport = base
+
+
+def _unconverted(exc: BaseException) -> set[str]:
+    """The ATen operators OpenVINO's frontend says it found no conversion rule for."""
+    found = re.search(r"No conversion rule found for operations: ([^\n]*)", str(exc))
+    return {op.strip() for op in found[1].split(",") if op.strip().startswith("aten.")} if found else set()
 
 
 def _complex_nodes(graph) -> set[str]:
