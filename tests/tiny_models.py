@@ -42,6 +42,21 @@ def stepper():
     return Stepper()
 
 
+class Ranked(torch.nn.Module):
+    """The 5 most likely of 100 classes and their probabilities: int8 reorders near ties."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(32, 100)
+
+    def forward(self, x):
+        return self.fc(x).softmax(-1).topk(5)
+
+
+def ranked():
+    return Ranked()
+
+
 class DataDependent(torch.nn.Module):
     """Branches on a tensor value: torch.export cannot capture it."""
 
