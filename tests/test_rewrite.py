@@ -170,7 +170,7 @@ class Reductions(torch.nn.Module):
 class Maxima(torch.nn.Module):
     def forward(self, x):  # 2x3x4x5: CBAM's channel maximum, a maximum over time, over all
         return (x.max(1).values, x.amax(1, keepdim=True), x.max(3).values, x.amax((1, 2)),
-                x.flatten(2).max(-1).values, x.amax())
+                x.flatten(2).max(-1).values, x.amax(), x.amax(2, keepdim=True))
 
 
 class Views(torch.nn.Module):

@@ -540,13 +540,15 @@ def _max_dim(x, dim, keepdim=False):
 
 
 def _amax(x, dim=(), keepdim=False):
-    """A maximum over dims (see ``_max_dim``), over every dim when none is named."""
+    """A maximum over dims (see ``_max_dim``; XNNPACK takes ``max.dim``'s values, not
+    ``amax``), over every dim when none is named."""
     if not x.dim() or not _static(x.shape):
         return NotImplemented
     dims = sorted({d % x.dim() for d in ([dim] if isinstance(dim, int) else dim or range(x.dim()))})
-    if x.dim() == 4 and len(dims) == 1 and dims[0] in (2, 3) and keepdim:
-        return NotImplemented
-    values = _aten().max.dim(_reduced_last(x, dims), 3, True)[0]  # XNNPACK takes max.dim's values, not amax
+    if x.dim() == 4 and len(dims) == 1 and dims[0] in (2, 3):
+        values = _aten().max.dim(x, dims[0], True)[0]
+    else:
+        values = _aten().max.dim(_reduced_last(x, dims), 3, True)[0]
     return values.reshape([1 if i in dims else s for i, s in enumerate(x.shape) if keepdim or i not in dims])
 
 
