@@ -51,6 +51,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..host import Host
 
 
+@contextlib.contextmanager
+def narrowed_support(module, name: str, accepts):
+    """Inside, ``module.<name>`` (the operator-support class a partitioner builds for each
+    partition, with no hook to pass another) takes a node only when it did and
+    ``accepts(support, submodules, node)`` says so too: how Core ML and OpenVINO keep out
+    nodes their converters or runtimes fail on."""
+    base = getattr(module, name)
+
+    class Narrowed(base):
+        def is_node_supported(self, submodules, node):
+            return super().is_node_supported(submodules, node) and accepts(self, submodules, node)
+
+    setattr(module, name, Narrowed)
+    try:
+        yield
+    finally:
+        setattr(module, name, base)
+
+
 # The platform names the executorch_flutter app filters its models by.
 APP_PLATFORMS = ("android", "ios", "macos", "linux", "windows", "web")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import copy
 
 from ..spec import Precision
-from .base import Backend, Docs, Requirement
+from .base import Backend, Docs, Requirement, narrowed_support
 
 
 class CoreML(Backend):
@@ -161,28 +161,21 @@ def _typed(partitioner):
 
     class Typed(type(partitioner)):
         def partition(self, exported_program):
-            base = module._OperatorsSupportedForCoreMLBackend
-
             verdicts: dict = {}
             signature = exported_program.graph_signature
             weights = {*signature.inputs_to_parameters, *signature.inputs_to_buffers,
                        *signature.inputs_to_lifted_tensor_constants}  # converted as constants
 
-            class Support(base):
-                def is_node_supported(self, submodules, node):
-                    if node not in verdicts:
-                        verdicts[node] = False  # while its inputs are asked
-                        verdicts[node] = (
-                            _core_ml_dtypes_only(node) and super().is_node_supported(submodules, node)
-                            and all(_contiguous(i.meta.get("val")) or i.name in weights
-                                    or self.is_node_supported(submodules, i) for i in node.all_input_nodes))
-                    return verdicts[node]
+            def accepts(support, submodules, node) -> bool:
+                if node not in verdicts:
+                    verdicts[node] = False  # while its inputs are asked
+                    verdicts[node] = _core_ml_dtypes_only(node) and all(
+                        _contiguous(i.meta.get("val")) or i.name in weights or support.is_node_supported(submodules, i)
+                        for i in node.all_input_nodes)
+                return verdicts[node]
 
-            module._OperatorsSupportedForCoreMLBackend = Support  # for this partition only
-            try:
+            with narrowed_support(module, "_OperatorsSupportedForCoreMLBackend", accepts):  # for this partition only
                 return super().partition(exported_program)
-            finally:
-                module._OperatorsSupportedForCoreMLBackend = base
 
     typed = copy.copy(partitioner)
     typed.__class__ = Typed

@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-import contextlib
 import re
 
 from ..spec import Precision
-from .base import Backend, Docs, Requirement
+from .base import Backend, Docs, Requirement, narrowed_support
 
 
 # ops OpenVINO's PyTorch frontend converts that ExecuTorch 1.5.1's partitioner does not list
@@ -137,22 +136,11 @@ def _nncf_quantize(module, batches):
     return quantize_model(module, batches, subset_size=len(batches), transform_fn=lambda batch: batch)
 
 
-@contextlib.contextmanager
 def _refusing(names: set[str]):
     """The OpenVINO partitioner, inside, takes none of the nodes ``names``."""
     from executorch.backends.openvino import partitioner
 
-    base = partitioner.OpenvinoOperatorsSupport
-
-    class Refusing(base):
-        def is_node_supported(self, submodules, node):
-            return node.name not in names and super().is_node_supported(submodules, node)
-
-    partitioner.OpenvinoOperatorsSupport = Refusing
-    try:
-        yield
-    finally:
-        partitioner.OpenvinoOperatorsSupport = base
+    return narrowed_support(partitioner, "OpenvinoOperatorsSupport", lambda _s, _m, node: node.name not in names)
 
 
 def _unconverted(exc: BaseException) -> set[str]:
