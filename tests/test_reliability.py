@@ -459,6 +459,19 @@ def test_a_runtime_error_code_is_named_with_the_operator_and_the_check_that_refu
     assert "Check failed" not in stdout + err and "type id" not in stdout + err
 
 
+def test_what_every_first_load_logs_is_not_a_reason():
+    """OpenVINO's delegate and cpuinfo log on the first load of a process, failure or not:
+    the account of a failed run leaves them out (the lines are the runtime's own, recorded
+    from a delegate that failed here)."""
+    from pteforge.native_log import account
+
+    said = account(
+        "[cpuinfo_utils.cpp:125] CPU info and manual query on # of cpus dont match.\n"
+        "[OpenvinoBackend.cpp:98] OpenVINO: runtime loaded successfully from '/venv/openvino/libs/libopenvino_c.so.2541'\n"
+        "[method.cpp:1528] CALL_DELEGATE execute failed at instruction 0: 0x1\n")
+    assert said.messages == ["CALL_DELEGATE execute failed at instruction 0: 0x1"]
+
+
 def test_a_failing_pass_is_named_with_what_it_raised():
     """ExecuTorch's pass manager wraps a pass's error in "An error occurred when running the
     'P' pass after the following passes: […]", without it (a half-precision model to the Arm
