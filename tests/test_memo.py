@@ -257,3 +257,32 @@ def test_a_backend_later_in_the_chain_makes_its_patterns_only_where_they_can_mat
             entry.get_graphs_fn.cache_info().currsize for entry in fusable_patterns.values() if entry.get_graphs_fn is not None))
     assert made[0] == 3, "XNNPACK's (a dict of them) and Vulkan's two sets, made once to learn their operators"
     assert made[1:] == [0, 0], made
+
+
+def test_each_copy_traces_in_a_shape_environment_of_its_own(tmp_path):
+    """Copies of one program shared their values' fake mode, and so its shape environment,
+    where tracing records guards: after the Arm quantizer had traced a transformer (its
+    attention mask), a later job's ``run_decompositions`` on another copy of the capture
+    failed ("name '__meta_utils_unknown_tensor35' is not defined"). Each copy has its own."""
+    from tiny_models import vit
+    from torch._guards import detect_fake_mode
+
+    from pteforge.backends import default_registry
+    from pteforge.pipeline import _file_identity
+    from pteforge.stages.quantize import quantize
+
+    def mode(program):
+        return detect_fake_mode([n.meta["val"] for n in program.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)])
+
+    example = (torch.rand(1, 3, 32, 32),)
+    path = tmp_path / "vit.pt2"
+    torch.export.save(torch.export.export(vit().eval(), example), path)
+    source = _file_identity(path)
+    first = memo.load(path, source)
+    tosa = default_registry().get("tosa")
+    quantize(tosa.prepare(first, Precision.INT8, example), tosa.plan(Precision.INT8), [example], example)
+    again = memo.load(path, source)
+    assert mode(again) is not mode(first) and mode(again).shape_env is not mode(first).shape_env
+    with memo.sharing():
+        decomposed = again.run_decompositions({})
+    torch.testing.assert_close(decomposed.module()(*example), vit().eval()(*example))

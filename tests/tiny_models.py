@@ -211,6 +211,27 @@ def structured(how="dict"):
     return StructuredOutputs(how)
 
 
+class HiddenStates(torch.nn.Module):
+    """A Hugging Face encoder's last hidden state, as a plain tensor."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x).last_hidden_state
+
+
+def vit():
+    """A one-layer Hugging Face ViT over 32×32 images (transformers' own attention mask code)."""
+    from transformers import ViTConfig, ViTModel
+
+    torch.manual_seed(0)
+    config = ViTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                       image_size=32, patch_size=8)
+    return HiddenStates(ViTModel(config, add_pooling_layer=False))
+
+
 class Branches(torch.nn.Module):
     """A linear layer, then torch.cond between two more that share weights."""
 

@@ -56,7 +56,12 @@ def keep(key: str, program, pinned: list = ()) -> None:
     size = _size(program)
     if size > BUDGET // 2:
         return
-    _kept[key] = (_copy(program), size, list(pinned))
+    try:
+        copied = _copy(program)
+    except _NotCopied:
+        stats["keep refused"] += 1
+        return
+    _kept[key] = (copied, size, list(pinned))
     _kept.move_to_end(key)
     while sum(entry[1] for entry in _kept.values()) > BUDGET:
         _kept.popitem(last=False)
@@ -85,19 +90,76 @@ def kept(key: str):
     return _copy(_kept[key][0])
 
 
-def _copy(program):
-    """A copy sharing nothing a pass may change in place: ``deepcopy`` gives each node a
-    new metadata dict, but its values (``custom``, module stacks) stay shared."""
-    import torch
+class _NotCopied(Exception):
+    """A program ``_copy`` cannot give a state of its own: one with symbolic shapes."""
 
+
+def _copy(program):
+    """A copy sharing nothing a pass may change in place.
+
+    ``deepcopy`` gives each node a new metadata dict, but its values stay shared: the
+    containers among them (``custom``, module stacks) are copied (``_containers``), and
+    each fake tensor of ``val`` is made again in a fake mode of the copy's own. Tracing a
+    program (``run_decompositions``, a quantizer's export) records guards in the shape
+    environment of its values' fake mode; a copy sharing it inherited another job's
+    guards, and ``run_decompositions`` then failed on code naming tensors the copy does
+    not have ("name '__meta_utils_unknown_tensor35' is not defined": a transformer's
+    fp32 lowering after the Arm quantizer had traced its attention mask). A program with
+    symbolic shapes is not copied (``_NotCopied``): its values' symbols belong to that
+    environment.
+    """
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    if program.range_constraints:
+        raise _NotCopied
     program = copy.deepcopy(program)
+    # as torch.export.load makes one for a program it reads
+    mode = FakeTensorMode(allow_fallback_kernels=False, allow_non_fake_inputs=True,
+                          shape_env=ShapeEnv(assume_static_by_default=True))
     for module in program.graph_module.modules():
         if isinstance(module, torch.fx.GraphModule):
             for node in module.graph.nodes:
                 for k, v in node.meta.items():
-                    if k not in ("val", "from_node") and isinstance(v, (dict, list)):
-                        node.meta[k] = copy.deepcopy(v)
+                    if k == "val":
+                        node.meta[k] = _rehomed(v, mode)
+                    elif k != "from_node" and isinstance(v, (dict, list)):
+                        node.meta[k] = _containers(v)
     return program
+
+
+def _rehomed(value, mode):
+    """``value`` (a node's ``val``) with each fake tensor made again in ``mode``, views
+    still sharing their base's storage (one converter makes them all)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(value, FakeTensor):
+        if any(isinstance(d, torch.SymInt) for d in (*value.shape, *value.stride())):
+            raise _NotCopied
+        return mode.from_tensor(value, static_shapes=True)
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise _NotCopied
+    if type(value) in (list, tuple):
+        return type(value)(_rehomed(v, mode) for v in value)
+    return value
+
+
+def _containers(value):
+    """``value`` with every dict, list and tuple in it copied, and what they hold kept as it
+    is: a pass changes metadata containers in place, never the nodes, operators and
+    tensors they name. (``deepcopy`` would copy those too: a ``source_fn_stack`` naming a
+    node of a quantized program copied that node's whole graph, and failed on a tensor
+    that autograd had made.)"""
+    if isinstance(value, dict):
+        out = copy.copy(value)
+        for k, v in value.items():
+            out[k] = _containers(v)
+        return out
+    if type(value) in (list, tuple):
+        return type(value)(_containers(v) for v in value)
+    return value
 
 
 def program_key(program) -> str | None:
@@ -230,8 +292,10 @@ def sharing():
         made = getattr(self, _DECOMPOSED, None)
         if made is not None and decomp_table is not None and not decomp_table and made == _structure(self):
             # the empty table on what run_decompositions made, unchanged since: the same program
-            stats["decompose again"] += 1
-            return _decomposed(tag(_copy(self), source_of(self)))
+            with contextlib.suppress(_NotCopied):
+                again = _decomposed(tag(_copy(self), source_of(self)))
+                stats["decompose again"] += 1
+                return again
         key, pinned = program_key(self), []
         if key is not None:
             key = _digest("decompose", key, decompose_custom_triton_ops, _table_key(decomp_table, pinned))
