@@ -394,7 +394,7 @@ def check_run(models: list[ModelSpec], config: ExportConfig) -> None:
     from .vision import image_dir, takes_images
 
     if config.calibration_dir is not None:
-        image_dir(config.calibration_dir, "--calibration")
+        image_dir(config.calibration_dir, "--calibration", config.calibration_samples)
         others = [m.name for m in models if not takes_images(m)]
         if others:
             raise UsageError(

@@ -96,7 +96,7 @@ def key_for(spec: ModelSpec, target: Target, config: ExportConfig, versions: dic
     if config.calibration_dir:
         from .vision import images_in
 
-        calibration = [_file_sha(str(p)) for p in images_in(Path(config.calibration_dir))[: config.calibration_samples]]
+        calibration = [_file_sha(str(p)) for p in images_in(Path(config.calibration_dir), config.calibration_samples)]
     facts = {
         "format": FORMAT,
         "code": code_hash(),

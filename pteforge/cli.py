@@ -280,7 +280,7 @@ def _cmd_export(args, ui, debug: bool) -> int:
     if args.calibration:
         from .vision import image_dir
 
-        _, note = image_dir(args.calibration, "--calibration")
+        _, note = image_dir(args.calibration, "--calibration", args.calibration_samples)
         if note:
             ui.warn(note)
     requests, others = args.backends, []

@@ -25,16 +25,19 @@ def shipped_images() -> list[Path]:
     return found
 
 
-def images_in(directory: Path) -> list[Path]:
-    """The files under ``directory`` that decode as images, sorted."""
-    return scan_images(directory)[0]
+def images_in(directory: Path, need: int | None = None) -> list[Path]:
+    """The first ``need`` (or all) files under ``directory`` that decode as images, sorted."""
+    return scan_images(directory, need)[0][:need]
 
 
-def scan_images(directory: Path) -> tuple[list[Path], list[Path]]:
+def scan_images(directory: Path, need: int | None = None) -> tuple[list[Path], list[Path]]:
     """(files that decode as images, files that do not) under ``directory``, sorted.
 
     Hidden files are ignored; every other file is one or the other, so nothing in
-    the directory is skipped without being named."""
+    the directory is skipped without being named. Files are decoded whole until
+    ``need`` good ones are found (all, when None): a truncated JPEG passes PIL's
+    ``verify()``, and failed the calibration that read it ("image file is truncated");
+    the files after those are only verified, since none of them is read."""
     from PIL import Image
 
     good, bad = [], []
@@ -43,22 +46,26 @@ def scan_images(directory: Path) -> tuple[list[Path], list[Path]]:
             continue
         try:
             with Image.open(path) as img:
-                img.verify()
+                if need is None or len(good) < need:
+                    img.load()
+                else:
+                    img.verify()
             good.append(path)
         except Exception:  # noqa: BLE001 -- any decoder failure, including from a third-party
             bad.append(path)  # patch of Image.open (Ultralytics' HEIF plugin install), names the file
     return good, bad
 
 
-def image_dir(directory, flag: str) -> tuple[list[Path], str | None]:
-    """The readable images of a user's ``flag DIR`` and a one-line note naming the files
-    that are not; a usage error when there is no readable image at all."""
+def image_dir(directory, flag: str, need: int | None = None) -> tuple[list[Path], str | None]:
+    """The readable images of a user's ``flag DIR`` (the first ``need`` decoded whole) and
+    a one-line note naming the files that are not; a usage error when there is no
+    readable image at all."""
     from .errors import UsageError
 
     directory = Path(directory)
     if not directory.is_dir():
         raise UsageError(f"{flag} {directory} is not a directory", fix="give a directory of photos (.jpg, .png, ...)")
-    good, bad = scan_images(directory)
+    good, bad = scan_images(directory, need)
     names = ", ".join(p.relative_to(directory).as_posix() for p in bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
     if not good:
         what = f"none of its {len(bad)} file(s) is a readable image ({names})" if bad else "it holds no files"
@@ -82,9 +89,26 @@ class Letterbox:
 
 
 def _rgb(image):
-    from PIL import Image
+    """A photo (file or PIL image) as 8-bit RGB, upright: EXIF orientation applied, and
+    16-bit or float pixels scaled to 8 bits, as OpenCV's ``imread`` (the detection
+    families' reader) does. PIL alone fed a phone's portrait photo sideways and clipped a
+    16-bit PNG to white, so one photo gave the families two different inputs."""
+    import numpy as np
+    from PIL import Image, ImageOps
 
-    return image.convert("RGB") if isinstance(image, Image.Image) else Image.open(image).convert("RGB")
+    if isinstance(image, Image.Image):
+        return image.convert("RGB")
+    with Image.open(image) as img:
+        img = ImageOps.exif_transpose(img)
+        if img.mode.startswith("I") or img.mode == "F":
+            pixels = np.asarray(img, dtype=np.float64)
+            top = pixels.max(initial=0.0)
+            if img.mode.startswith("I;16") or top > 255:
+                pixels = pixels / 256 if top < 65536 else pixels * (255 / top)
+            elif img.mode == "F" and top <= 1.0:
+                pixels = pixels * 255
+            img = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+        return img.convert("RGB")
 
 
 def detection_input(path, size: int):
@@ -96,12 +120,10 @@ def detection_input(path, size: int):
     import torch
     from PIL import Image
 
-    if isinstance(path, Image.Image):
-        bgr = np.ascontiguousarray(np.asarray(path.convert("RGB"))[..., ::-1])
-    else:
-        bgr = cv2.imread(str(path))
-    if bgr is None:
-        raise ValueError(f"cannot read image {path}")
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)  # its warning on a TIFF it cannot read
+    bgr = None if isinstance(path, Image.Image) else cv2.imread(str(path))
+    if bgr is None:  # a PIL image, or a file OpenCV cannot read (a float TIFF) but PIL can
+        bgr = np.ascontiguousarray(np.asarray(_rgb(path))[..., ::-1])
     h, w = bgr.shape[:2]
     gain = min(size / h, size / w)
     nw, nh = int(round(w * gain)), int(round(h * gain))
@@ -165,10 +187,10 @@ def image_views(path: Path, count: int, seed: int) -> list:
     so calibration sees real image statistics without reusing the validation view."""
     import random
 
-    from PIL import Image, ImageOps
+    from PIL import ImageOps
 
     rng = random.Random(f"{seed}:{Path(path).name}")
-    img = Image.open(path).convert("RGB")
+    img = _rgb(path)
     w, h = img.size
     views = []
     for _ in range(count):

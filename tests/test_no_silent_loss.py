@@ -136,3 +136,52 @@ def test_one_line_keeps_the_cause_of_a_native_error():
     line = one_line(info.value)
     assert "\n" not in line and "Could not open the file" in line and "/nonexistent/model.xml" in line
     assert ".cpp" not in line
+
+
+def test_a_truncated_photo_is_named_and_left_out_of_calibration(tmp_path):
+    """PIL's ``verify()`` passes a JPEG cut in half; calibration then failed the whole target
+    ("image file is truncated"). The images a run reads are decoded whole by the scan."""
+    import io
+
+    from PIL import Image
+
+    from pteforge.vision import image_dir, images_in
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), (10, 200, 10)).save(buffer, "JPEG")
+    (photos / "a_cut.jpg").write_bytes(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+    Image.new("RGB", (8, 8), (200, 10, 10)).save(photos / "red.png")
+    good, note = image_dir(photos, "--calibration", 16)
+    assert [p.name for p in good] == ["red.png"]
+    assert note == f"--calibration {photos}: skipping 1 file(s) that are not readable images: a_cut.jpg"
+    assert [p.name for p in images_in(photos, 16)] == ["red.png"]
+
+
+def test_every_family_reads_a_photo_upright_and_at_8_bits(tmp_path):
+    """A phone's portrait photo is stored sideways with an EXIF orientation, and a PNG may
+    hold 16 bits per channel. OpenCV's ``imread`` (the detection families' reader) applies
+    the one and scales the other; PIL alone fed the classifiers the photo sideways and a
+    16-bit PNG clipped to white, so the families saw two different photos."""
+    import cv2
+    import numpy as np
+    from PIL import Image
+
+    from pteforge.vision import _rgb, detection_input
+
+    rng = np.random.default_rng(0)
+    rotated = tmp_path / "portrait.jpg"
+    image = Image.fromarray((rng.random((20, 40, 3)) * 255).astype("uint8"))  # stored 40 wide, 20 high
+    exif = image.getexif()
+    exif[0x0112] = 6  # shown rotated 90° clockwise: 20 wide, 40 high
+    image.save(rotated, exif=exif, quality=100)
+    deep = tmp_path / "deep.png"
+    Image.fromarray(np.full((10, 12), 40000, dtype=np.uint16)).save(deep)
+    for path in (rotated, deep):
+        expected = cv2.imread(str(path))[..., ::-1]
+        got = np.asarray(_rgb(path))
+        assert got.shape == expected.shape, path.name
+        assert np.abs(got.astype(int) - expected.astype(int)).max() <= 2, path.name
+        assert detection_input(path, 48)[0].shape == (1, 3, 48, 48)
+    assert np.asarray(_rgb(deep))[0, 0].tolist() == [156, 156, 156]  # 40000 / 256, not clipped to 255

@@ -27,7 +27,7 @@ def calibration_set(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple],
     facts: dict = {"samples": n}
     if takes_images(spec):
         if config.calibration_dir:
-            paths = images_in(Path(config.calibration_dir))[:n]
+            paths = images_in(Path(config.calibration_dir), n)
             batches = [(model_input(p, spec),) for p in paths]
             facts["source"] = f"--calibration {config.calibration_dir}"
         else:
