@@ -62,20 +62,26 @@ def _export(job: "_Job", here) -> Record:
         missing = _missing_delegate(job.chain, delegation.delegates_in_program, delegation.kernels)
         if missing:
             job.record.reason, job.record.fix = missing, "try another backend for this model; nothing was written"
+            if job.half:
+                job.record.fix = (f"the model computes in {job.half}, which {job.primary.name} took no part of: export it "
+                                  "in fp32 (model.float(), --input-dtype float32), or try another backend; nothing was written")
             return job.record
         reference = job.prove(data, delegation, here)
         job.write(program, data, delegation, reference)
     except _StageFailed as failed:
-        if "Missing out variants" in str(failed.cause):
+        if job.target.precision.quantized and job.half:
+            job.record.fix = (f"the model computes in {job.half}, and quantizers calibrate fp32 programs: export it in "
+                              "fp32 for integer precisions (model.float(), --input-dtype float32)")
+        elif "Missing out variants" in str(failed.cause):
             job.record.fix = ("a custom operator reaches ExecuTorch only with an out variant and a kernel the runtime "
                               "links (ExecuTorch's kernel registration guide), or a backend that delegates it")
         elif (said := getattr(failed.cause, "runtime_account", None)) and said.operator:
             refused = "does not take these inputs" if said.code == 0x12 else "failed on this program"
             job.record.fix = (f"ExecuTorch's kernel for {said.operator} {refused}: try a backend that delegates "
                               "that operator, or change that part of the model; nothing was written")
-        elif job.target.precision.quantized and job.half:
-            job.record.fix = (f"the model computes in {job.half}, and quantizers calibrate fp32 programs: export it in "
-                              "fp32 for integer precisions (model.float(), --input-dtype float32)")
+        elif job.half and failed.status is Status.LOWER_FAILED:
+            job.record.fix = (f"the model computes in {job.half}, which {job.primary.name} failed to lower: export it in "
+                              "fp32 (model.float(), --input-dtype float32), or try another backend")
         return _failed(job.record, failed.status, failed.cause, job.config)
     return job.record
 

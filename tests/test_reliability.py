@@ -506,6 +506,30 @@ def test_an_integer_target_that_fails_on_a_half_precision_model_says_to_export_i
                          "in fp32 for integer precisions (model.float(), --input-dtype float32)"), line
 
 
+def test_a_half_precision_model_fed_float32_is_told_the_input_dtype_to_give(capsys, out):
+    """torch.export's own words ("mat1 and mat2 must have the same dtype") do not say which
+    flag fixes it: the row names the dtype of the model's weights."""
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:half('bfloat16')", "--input-shape", "1,8",
+                          "--weights", "none", "--backends", "portable", "--bench-runs", "0", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED, stdout
+    [line] = [line for line in stdout.splitlines() if "portable: CAPTURE_FAILED" in line]
+    assert line.endswith("— fix: the model's weights are bfloat16 and its inputs float32: give --input-dtype bfloat16 "
+                         "for each float input, or return model.float() from the factory"), line
+
+
+def test_a_backend_that_takes_no_part_of_a_bfloat16_model_says_to_export_it_in_fp32(capsys, out):
+    """XNNPACK has no bfloat16: it takes none of such a model, and OpenVINO's frontend has
+    no bfloat16 type ("KeyError: torch.bfloat16"); the portable kernels compute it."""
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:half('bfloat16')", "--input-shape", "1,8",
+                          "--input-dtype", "bfloat16", "--weights", "none", "--backends", "xnnpack", "portable",
+                          "--bench-runs", "0", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED, stdout
+    assert "portable: tiny" in stdout or "• portable:" in stdout, stdout
+    [line] = [line for line in stdout.splitlines() if "xnnpack: LOWER_FAILED" in line]
+    assert "fix: the model computes in bfloat16, which xnnpack took no part of: export it in fp32 " \
+           "(model.float(), --input-dtype float32), or try another backend" in line, line
+
+
 def test_a_worker_that_did_not_capture_a_model_loads_its_custom_operators(tmp_path):
     """A capture file naming a torch.library operator loads only where the operator is
     registered: a worker that did not build the model imports the factory's module first

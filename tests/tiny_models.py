@@ -131,10 +131,10 @@ def embedding(rows=16):
     return torch.nn.Sequential(torch.nn.Embedding(rows, 8), torch.nn.Flatten(), torch.nn.Linear(48, 4))
 
 
-def half():
-    """A model in half precision, taking and giving fp16 tensors."""
+def half(dtype="float16"):
+    """A model in half precision (float16, or bfloat16), taking and giving such tensors."""
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).half()
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).to(getattr(torch, dtype))
 
 
 def tiny():

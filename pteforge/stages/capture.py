@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CaptureError
+from ..errors import CaptureError, one_line
 from ..result import Stage
 from ..spec import ExportConfig, ModelSpec
 from ..models.synthetic import make_inputs
@@ -67,6 +67,20 @@ def summarize_export_error(exc: BaseException) -> str:
     return f"torch.export failed ({name}): {key[:240]}{hint}"
 
 
+def _dtype_fix(model, example: tuple) -> str | None:
+    """When a model's floating-point weights are all of one dtype other than its float
+    inputs' (a ``.half()`` or bfloat16 model fed float32): the flag that matches them."""
+    import torch
+
+    weights = {p.dtype for p in model.parameters() if p.is_floating_point()} if isinstance(model, torch.nn.Module) else set()
+    inputs = {x.dtype for x in example if isinstance(x, torch.Tensor) and x.is_floating_point()}
+    if len(weights) != 1 or not inputs or inputs == weights:
+        return None
+    [dtype] = (str(d).replace("torch.", "") for d in weights)
+    return (f"the model's weights are {dtype} and its inputs {', '.join(sorted(str(d).replace('torch.', '') for d in inputs))}: "
+            f"give --input-dtype {dtype} for each float input, or return model.float() from the factory")
+
+
 def reference_inputs(spec: ModelSpec, config: ExportConfig) -> list[tuple]:
     """The example input (seed) plus ``verify_inputs`` more seeded inputs."""
     return [make_inputs(spec, config.seed + i) for i in range(1 + max(config.verify_inputs, 0))]
@@ -103,14 +117,20 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     try:
         exported = export_model(model, inputs[0])
     except Exception as exc:
-        raise CaptureError(summarize_export_error(exc), fix="see https://pytorch.org/docs/stable/export.html") from exc
+        fix = _dtype_fix(model, inputs[0]) or "see https://pytorch.org/docs/stable/export.html"
+        raise CaptureError(summarize_export_error(exc), fix=fix) from exc
     timings[Stage.CAPTURE.value] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     reference = {"inputs": [list(x) for x in inputs]}
     eager = reference_model(spec, model)
     with torch.no_grad():
-        reference["outputs"] = [flatten_outputs(eager(*x)) for x in inputs]
+        try:
+            reference["outputs"] = [flatten_outputs(eager(*x)) for x in inputs]
+        except Exception as exc:
+            if (fix := _dtype_fix(model, inputs[0])) is None:
+                raise
+            raise CaptureError(one_line(exc), fix=fix) from exc
         reference.update(validation_images(spec, eager))
     timings[Stage.REFERENCE.value] = time.perf_counter() - t0
 
