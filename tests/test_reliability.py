@@ -517,6 +517,15 @@ def test_a_half_precision_model_fed_float32_is_told_the_input_dtype_to_give(caps
                          "for each float input, or return model.float() from the factory"), line
 
 
+def test_a_model_quantized_by_torch_ao_eager_mode_is_told_to_give_the_float_model(capsys, out):
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:eager_quantized", "--input-shape", "1,3,8,8",
+                          "--backends", "portable", "--bench-runs", "0", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED, stdout
+    [line] = [line for line in stdout.splitlines() if "portable: CAPTURE_FAILED" in line]
+    assert "fix: the model is already quantized by torch.ao's eager mode, whose packed weights torch.export cannot " \
+           "capture: give the float model, and a quantized target (e.g. xnnpack:int8)" in line, line
+
+
 def test_a_backend_that_takes_no_part_of_a_bfloat16_model_says_to_export_it_in_fp32(capsys, out):
     """XNNPACK has no bfloat16: it takes none of such a model, and OpenVINO's frontend has
     no bfloat16 type ("KeyError: torch.bfloat16"); the portable kernels compute it."""

@@ -232,6 +232,17 @@ def vit():
     return HiddenStates(ViTModel(config, add_pooling_layer=False))
 
 
+def eager_quantized():
+    """A convolution quantized by torch.ao's eager mode (packed quantized::conv2d weights)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.ao.quantization.QuantStub(), torch.nn.Conv2d(3, 4, 3),
+                                torch.ao.quantization.DeQuantStub()).eval()
+    model.qconfig = torch.ao.quantization.get_default_qconfig("x86")
+    torch.ao.quantization.prepare(model, inplace=True)
+    model(torch.rand(1, 3, 8, 8))
+    return torch.ao.quantization.convert(model)
+
+
 class Branches(torch.nn.Module):
     """A linear layer, then torch.cond between two more that share weights."""
 

@@ -67,6 +67,20 @@ def summarize_export_error(exc: BaseException) -> str:
     return f"torch.export failed ({name}): {key[:240]}{hint}"
 
 
+def _capture_fix(model, example: tuple) -> str | None:
+    """What to change when a model cannot be captured or run for a reason pteforge can
+    see: weights quantized by torch.ao's eager mode (packed weights torch.export cannot
+    trace), or weights of another float dtype than the inputs' (``_dtype_fix``)."""
+    import torch
+
+    if isinstance(model, torch.nn.Module) and any(
+            type(m).__module__.startswith("torch.ao.nn.quantized") for m in model.modules()):
+        return ("the model is already quantized by torch.ao's eager mode, whose packed weights torch.export cannot "
+                "capture: give the float model, and a quantized target (e.g. xnnpack:int8), which pteforge quantizes "
+                "with PT2E and calibrates")
+    return _dtype_fix(model, example)
+
+
 def _dtype_fix(model, example: tuple) -> str | None:
     """When a model's floating-point weights are all of one dtype other than its float
     inputs' (a ``.half()`` or bfloat16 model fed float32): the flag that matches them."""
@@ -117,7 +131,7 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     try:
         exported = export_model(model, inputs[0])
     except Exception as exc:
-        fix = _dtype_fix(model, inputs[0]) or "see https://pytorch.org/docs/stable/export.html"
+        fix = _capture_fix(model, inputs[0]) or "see https://pytorch.org/docs/stable/export.html"
         raise CaptureError(summarize_export_error(exc), fix=fix) from exc
     timings[Stage.CAPTURE.value] = time.perf_counter() - t0
 
@@ -128,7 +142,7 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
         try:
             reference["outputs"] = [flatten_outputs(eager(*x)) for x in inputs]
         except Exception as exc:
-            if (fix := _dtype_fix(model, inputs[0])) is None:
+            if (fix := _capture_fix(model, inputs[0])) is None:
                 raise
             raise CaptureError(one_line(exc), fix=fix) from exc
         reference.update(validation_images(spec, eager))
