@@ -12,11 +12,20 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from .errors import UsageError
+
+
+def _listed(value):
+    """A string where a list is expected is a list of one (``backends = "xnnpack"``), as
+    the flag takes one value."""
+    return [value] if isinstance(value, str) else value
+
+
+Strings = Annotated[list[str] | None, BeforeValidator(_listed)]
 
 
 class ExportOptions(BaseModel):
@@ -27,13 +36,13 @@ class ExportOptions(BaseModel):
 
     # models
     all: bool | None = None
-    model: list[str] | None = None  # package.module:factory(args...) or file.pt2
-    input_shape: list[str] | None = None
-    input_dtype: list[str] | None = None
+    model: Strings = None  # package.module:factory(args...) or file.pt2
+    input_shape: Strings = None
+    input_dtype: Strings = None
     labels: bool | None = None
     # targets and precision
     target: str | None = Field(None, validation_alias=AliasChoices("target", "platform"))  # a platform's backends
-    backends: list[str] | None = None
+    backends: Strings = None
     precision: str | None = None
     accuracy_budget: str | None = None
     calibration: str | None = None
@@ -67,7 +76,8 @@ def export_file() -> type[BaseModel]:
 
     from .families import families
 
-    words = {fam.word.replace("-", "_"): (list[str] | bool | None, None) for fam in families() if fam.models}
+    words = {fam.word.replace("-", "_"): (Annotated[list[str] | bool | None, BeforeValidator(_listed)], None)
+             for fam in families() if fam.models}
     return create_model("ExportFile", __base__=ExportOptions, **words)
 
 
@@ -116,7 +126,7 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
     for name in schema.model_fields:
         given = [k for k in _spellings(schema, name) if k in table]
         if len(given) > 1:
-            raise UsageError(f"{path}:{_line_of(text, given[1])}: {prefix}{given[0]} and {prefix}{given[1]} "
+            raise UsageError(f"{_where(path, text, given[1], prefix[:-1])}: {prefix}{given[0]} and {prefix}{given[1]} "
                              "are the same option", fix="keep one of them")
     try:
         parsed = schema.model_validate(table)
@@ -131,14 +141,14 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
         else:
             what = f"has a wrong value: {err['msg']}"
         raise UsageError(
-            f"{path}:{_line_of(text, key)}: {prefix}{key.replace('_', '-')} {what}",
+            f"{_where(path, text, key, prefix[:-1])}: {prefix}{key.replace('_', '-')} {what}",
             fix="use the export flags' names and types (pteforge export --help)",
         ) from None
     values = parsed.model_dump(exclude_none=True)
     for dest, allowed in (choices or {}).items():
         if dest in values and values[dest] not in allowed:
             key = next(k for k in _spellings(schema, dest) if k in table)
-            raise UsageError(f"{path}:{_line_of(text, key)}: {prefix}{key.replace('_', '-')} has a wrong value: "
+            raise UsageError(f"{_where(path, text, key, prefix[:-1])}: {prefix}{key.replace('_', '-')} has a wrong value: "
                              f"{values[dest]!r} is not one of {', '.join(map(str, allowed))}",
                              fix="use one of those values")
     for family in set(schema.model_fields) - set(ExportOptions.model_fields):  # true: the default model
@@ -157,11 +167,21 @@ def _spellings(schema: type[BaseModel], name: str) -> list[str]:
     return [str(k) for k in alias.choices] if isinstance(alias, AliasChoices) else [name]
 
 
-def _line_of(text: str, key: str) -> int | str:
-    """The line where ``key`` (in either spelling) is set; '?' when it cannot be found."""
+def _where(path: Path, text: str, key: str, table: str) -> str:
+    """``path:line`` of the line where ``key`` (in either spelling) is set in ``table`` (a
+    dotted name, "" for the top level), as ``key = ...`` or as its own table header
+    (``[[model]]``); ``path`` alone when it cannot be found."""
     spellings = {key, key.replace("_", "-")}
+    inside = table.split(".") if table else []
+    current: list[str] = []
     for number, line in enumerate(text.splitlines(), 1):
+        header = re.match(r"\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$", line)
+        if header:
+            current = [part.strip().strip("\"'") for part in header.group(1).split(".")]
+            if current[:-1] == inside and current[-1] in spellings:
+                return f"{path}:{number}"
+            continue
         m = re.match(r"\s*([\w\-\"']+)\s*=", line)
-        if m and m.group(1).strip("\"'") in spellings:
-            return number
-    return "?"
+        if m and current == inside and m.group(1).strip("\"'") in spellings:
+            return f"{path}:{number}"
+    return str(path)

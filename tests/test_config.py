@@ -49,6 +49,8 @@ def test_pyproject_tool_table(capsys, tmp_path):
         ('target = "ios"\nplatform = "web"\n', "pteforge.toml:2: target and platform are the same option"),
         ('platform = "mars"\n', "pteforge.toml:1: platform has a wrong value: 'mars' is not one of ios, android"),
         ('out = "x"\nexecutor = "dask"\n', "pteforge.toml:2: executor has a wrong value: 'dask' is not one of local, ray"),
+        ('out = "x"\n[[model]]\nname = "net"\n', "pteforge.toml:2: model has a wrong value"),  # a table, not a list
+        ('seed = 1\n[extra]\nseed = "two"\n', "pteforge.toml:2: extra is not an option"),
     ],
 )
 def test_errors_name_the_key_and_the_line(capsys, tmp_path, text, needle):
@@ -157,3 +159,21 @@ def test_an_error_naming_a_table_prints_its_brackets(capsys, tmp_path):
     assert code == ExitStatus.USAGE
     [line] = error_lines(err)
     assert line.endswith("pyproject.toml has no [tool.pteforge] table (fix: add [tool.pteforge] with the export options)")
+
+
+def test_an_error_in_pyproject_names_the_line_of_its_own_table(capsys, tmp_path):
+    """The same key in another table of pyproject.toml (``[project]``'s) is not the line."""
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\nseed = 1\n\n[tool.pteforge]\nweights = "none"\nseed = "x"\n')
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "pyproject.toml")
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert "pyproject.toml:7: tool.pteforge.seed has a wrong value" in line, line
+
+
+def test_a_single_value_where_a_list_goes_is_a_list_of_one(tmp_path):
+    """``backends = "xnnpack"``, as the flag takes one value: not an error."""
+    from pteforge.config import load_config
+
+    (tmp_path / "pteforge.toml").write_text('backends = "xnnpack"\nmodel = "tiny_models:tiny"\nmobilenet = "mobilenet_v2"\n')
+    values = load_config(tmp_path / "pteforge.toml")
+    assert (values["backends"], values["model"], values["mobilenet"]) == (["xnnpack"], ["tiny_models:tiny"], ["mobilenet_v2"])
