@@ -242,6 +242,32 @@ class Video(torch.nn.Module):
         return (self.b(y) + F.max_pool3d(y, 2)[:, :, :1, :1, :1],)
 
 
+class Pads(torch.nn.Module):
+    """Style transfer's and GANs' padding: reflection, replication and circular, uneven."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        y = self.conv(F.pad(x, (2, 1, 3, 0), mode="reflect"))
+        return F.pad(y, (1, 1, 0, 2), mode="replicate") + 1, F.pad(y, (0, 3, 1, 1), mode="circular")
+
+
+class InstanceNorms(torch.nn.Module):
+    """InstanceNorm with and without its affine weights, between convolutions."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+        self.a, self.b = torch.nn.InstanceNorm2d(4, affine=True), torch.nn.InstanceNorm2d(4)
+        with torch.no_grad():  # weights of their own, not the ones and zeros they start with
+            self.a.weight.uniform_(0.5, 2.0), self.a.bias.uniform_(-1.0, 1.0)
+
+    def forward(self, x):
+        return (self.b(torch.relu(self.a(self.conv(x)))),)
+
+
 CASES = {
     "layer_norm, rms_norm": (Norms, [(1, 4, 16)], set()),  # rewritten late: see test_late_rewrites
     "scaled_dot_product_attention": (Attention, [(1, 2, 6, 8), (1, 2, 5, 8), (1, 2, 5, 8)],
@@ -258,6 +284,9 @@ CASES = {
     "constants folded": (ConstantMask, [(1, 2, 4, 4)], set()),
     "3-D convolutions and max poolings as 2-D ones over frames": (
         Video, [(1, 4, 7, 9, 9)], {"aten.conv3d.default", "aten.max_pool3d.default"}),
+    # ExecuTorch decomposed these into index gathers on the portable kernels
+    "reflection, replication and circular padding": (Pads, [(1, 3, 9, 10)], {"aten.pad.default"}),
+    "instance norm": (InstanceNorms, [(1, 3, 10, 12)], set()),  # rewritten late: see test_late_rewrites
 }
 
 
@@ -370,6 +399,7 @@ def test_tanh_gelu_would_be_computed_as_erf_gelu_without_the_rewrite():
 @pytest.mark.parametrize("make, shape, op", [
     (Pools, (1, 3, 8, 12), "aten.adaptive_avg_pool2d.default"),
     (Norms, (1, 4, 16), "aten.layer_norm.default"),
+    (InstanceNorms, (1, 3, 10, 12), "aten.instance_norm.default"),
 ])
 def test_late_rewrites_after_quantization_and_their_values(make, shape, op):
     """The XNNPACK quantizer annotates adaptive_avg_pool2d by its source module, and
@@ -610,6 +640,23 @@ def test_openvino_embedding_then_linear_computes_garbage_upstream():
     edge, _, _ = _lowered(exported, lambda p: openvino.lower(p, openvino.plan(Precision.FP32), []))
     [got] = _run(edge, (ids,))
     torch.testing.assert_close(got, model(ids), rtol=3e-2, atol=3e-2)
+
+
+def test_openvino_computes_reflection_padding_as_eager_does():
+    """OpenVINO computed reflection padding wrong (ExecuTorch 1.5.1: a style-transfer
+    network was MISMATCH at 2.9 dB, a reflection-padded convolution 9.9 dB); pteforge
+    gives it slices and concatenations instead."""
+    from pteforge.backends import default_registry
+
+    torch.manual_seed(0)
+    model, x = Pads().eval(), torch.randn(1, 3, 9, 10)
+    openvino = default_registry().get("openvino")
+    exported = openvino.prepare(torch.export.export(model, (x,)), Precision.FP32, (x,))
+    assert "aten.pad.default" not in {str(n.target) for n in exported.graph.nodes}
+    edge, subgraphs, outside = _lowered(exported, lambda p: openvino.lower(p, openvino.plan(Precision.FP32), []))
+    assert subgraphs == 1 and not outside
+    for want, got in zip(model(x), _run(edge, (x,))):
+        torch.testing.assert_close(got, want, rtol=3e-2, atol=3e-2)  # bf16 on CPUs that have it
 
 
 def test_openvino_lowers_bilinear_upsampling():
