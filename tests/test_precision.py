@@ -113,6 +113,20 @@ def test_calibration_directory_and_relative_numbers_are_recorded(auto_run):
     assert entries["xnnpack:fp16"]["delegation"]["precision_ops"]["fp16_nodes"] > 0
 
 
+def test_fp16_of_a_model_that_upcasts_to_fp32_lowers_and_runs(capsys, tmp_path):
+    """The capture asserts the dtype of what a ``.to(torch.float32)`` makes (Hugging Face
+    attention upcasts its softmax); in the fp16 program that assertion is false, and
+    xnnpack:fp16 failed ("Tensor dtype mismatch! Expected: torch.float32, Got:
+    torch.float16": CLIP's image tower). The fp16 program leaves it out."""
+    from test_cli import cli
+
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:upcast", "--input-shape", "2,8", "--weights", "none",
+                          "--backends", "xnnpack:fp16", "--bench-runs", "0", "--out", tmp_path)
+    assert code == 0, stdout
+    [row] = [line for line in stdout.splitlines() if "• xnnpack:fp16:" in line]
+    assert "verified" in row, row
+
+
 def test_int8_dynamic_keeps_max_pool_in_xnnpack():
     """A dynamic-quant partitioner run before the fp32 one decomposed max_pool2d, which
     then ran on the portable kernels (resnet18: 37 of 61 ms). One partitioner keeps the

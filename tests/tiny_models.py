@@ -243,6 +243,24 @@ def eager_quantized():
     return torch.ao.quantization.convert(model)
 
 
+class Upcast(torch.nn.Module):
+    """A softmax computed in fp32 whatever the model's dtype, as Hugging Face attention does
+    (``softmax(x.to(torch.float32)).to(x.dtype)``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.fc(x)
+        return torch.softmax(y.to(torch.float32), -1).to(y.dtype)
+
+
+def upcast():
+    torch.manual_seed(0)
+    return Upcast()
+
+
 class Branches(torch.nn.Module):
     """A linear layer, then torch.cond between two more that share weights."""
 
