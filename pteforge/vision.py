@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,13 +38,24 @@ def scan_images(directory: Path, need: int | None = None) -> tuple[list[Path], l
     the directory is skipped without being named. Files are decoded whole until
     ``need`` good ones are found (all, when None): a truncated JPEG passes PIL's
     ``verify()``, and failed the calibration that read it ("image file is truncated");
-    the files after those are only verified, since none of them is read."""
+    the files after those are only verified, since none of them is read. A run asks
+    for the same directory several times (the command line, each target's cache key):
+    the answer is kept for as long as no file changes (path, size, modification time)."""
+    files = []
+    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
+        if not any(part.startswith(".") for part in path.relative_to(directory).parts):
+            stat = path.stat()
+            files.append((path, stat.st_size, stat.st_mtime_ns))
+    good, bad = _scanned(tuple(files), need)
+    return list(good), list(bad)
+
+
+@functools.lru_cache(maxsize=16)
+def _scanned(files: tuple, need: int | None) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     from PIL import Image
 
     good, bad = [], []
-    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
-        if any(part.startswith(".") for part in path.relative_to(directory).parts):
-            continue
+    for path, _size, _mtime in files:
         try:
             with Image.open(path) as img:
                 if need is None or len(good) < need:
@@ -53,7 +65,7 @@ def scan_images(directory: Path, need: int | None = None) -> tuple[list[Path], l
             good.append(path)
         except Exception:  # noqa: BLE001 -- any decoder failure, including from a third-party
             bad.append(path)  # patch of Image.open (Ultralytics' HEIF plugin install), names the file
-    return good, bad
+    return tuple(good), tuple(bad)
 
 
 def image_dir(directory, flag: str, need: int | None = None) -> tuple[list[Path], str | None]:

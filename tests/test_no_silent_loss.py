@@ -185,3 +185,20 @@ def test_every_family_reads_a_photo_upright_and_at_8_bits(tmp_path):
         assert np.abs(got.astype(int) - expected.astype(int)).max() <= 2, path.name
         assert detection_input(path, 48)[0].shape == (1, 3, 48, 48)
     assert np.asarray(_rgb(deep))[0, 0].tolist() == [156, 156, 156]  # 40000 / 256, not clipped to 255
+
+
+def test_a_photo_that_changes_between_scans_is_scanned_again(tmp_path):
+    """A run asks for the same directory several times and the scan is kept; a file that
+    changed since is decoded again, not answered from the kept scan."""
+    from PIL import Image
+
+    from pteforge.vision import image_dir
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    Image.new("RGB", (8, 8), (200, 10, 10)).save(photos / "red.png")
+    Image.new("RGB", (8, 8), (10, 10, 200)).save(photos / "blue.png")
+    assert image_dir(photos, "--calibration", 16) == ([photos / "blue.png", photos / "red.png"], None)
+    (photos / "red.png").write_bytes(b"no longer an image")
+    good, note = image_dir(photos, "--calibration", 16)
+    assert good == [photos / "blue.png"] and note.endswith("not readable images: red.png")

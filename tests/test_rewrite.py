@@ -585,10 +585,13 @@ class AddThenConv(torch.nn.Module):
     "to propagate shapes. ConvNeXt's and MobileViT's int8-dynamic programs hit it "
     "(RUN_FAILED, never shipped). Strict: passes once ExecuTorch fixes it."))
 def test_int8_dynamic_conv_after_an_nchw_op_fails_upstream():
+    _lower_and_run(AddThenConv, torch.randn(1, 8, 14, 14), Precision.INT8_DYNAMIC)
+
+
+def _lower_and_run(make, x, precision):
     torch.manual_seed(0)
-    model, x = AddThenConv().eval(), torch.randn(1, 8, 14, 14)
-    edge, _, _ = _backend_program(model, x, Precision.INT8_DYNAMIC)
-    _run(edge, (x,))
+    edge, _, _ = _backend_program(make().eval(), x, precision)
+    return _run(edge, (x,))
 
 
 class ConvThenSoftplus(torch.nn.Module):
@@ -609,10 +612,7 @@ class ConvThenSoftplus(torch.nn.Module):
     "convolution are RUN_FAILED at xnnpack:int8 (never shipped; fp32 runs). ExecuTorch's own "
     "quantize-and-lower flow fails the same way. Strict: passes once ExecuTorch fixes it."))
 def test_int8_conv_output_shared_by_the_portable_kernels_and_a_delegate_fails_upstream():
-    torch.manual_seed(0)
-    model, x = ConvThenSoftplus().eval(), torch.rand(1, 3, 8, 8)
-    edge, _, _ = _backend_program(model, x, Precision.INT8)
-    _run(edge, (x,))
+    _lower_and_run(ConvThenSoftplus, torch.rand(1, 3, 8, 8), Precision.INT8)
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason=(

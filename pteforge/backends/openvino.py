@@ -45,14 +45,14 @@ partitioner = [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]"""
         from executorch.exir.backend.compile_spec_schema import CompileSpec
 
         class Partitioner(OpenvinoPartitioner):
-            refused_ops: frozenset = frozenset()
-
             """ExecuTorch 1.5.1's OpenVINO partitioner keeps bilinear upsampling from being
             decomposed, and OpenVINO's frontend converts it (``aten.upsample_bilinear2d.vec``),
             but the support table the partitioner asks leaves it out, so a model that
             upsamples (LRASPP, FPNs, U-Nets) failed to lower: "was not decomposed or
             delegated". Those nodes are named supported, as the partitioner does for its
             own NNCF patterns."""
+
+            refused_ops: frozenset = frozenset()  # operators the frontend could not convert (``lower``)
 
             def partition(self, exported_program):
                 self._enabled_ops_by_name.update(

@@ -512,7 +512,7 @@ def _mean(x, dim, keepdim=False, dtype=None):
     if dtype is not None or not x.is_floating_point() or not _static(x.shape):
         return NotImplemented
     n = x.dim()
-    dims = sorted({d % n for d in ([dim] if isinstance(dim, int) else dim or range(n))})
+    dims = _dims(x, dim)
     if n == 4 and dims == [2, 3] and keepdim:
         return NotImplemented  # XNNPACK takes it as it is
     kept = [d for d in range(n) if d not in dims]
@@ -550,12 +550,17 @@ def _amax(x, dim=(), keepdim=False):
     ``amax``), over every dim when none is named."""
     if not x.dim() or not _static(x.shape):
         return NotImplemented
-    dims = sorted({d % x.dim() for d in ([dim] if isinstance(dim, int) else dim or range(x.dim()))})
+    dims = _dims(x, dim)
     if x.dim() == 4 and len(dims) == 1 and dims[0] in (2, 3):
         values = _aten().max.dim(x, dims[0], True)[0]
     else:
         values = _aten().max.dim(_reduced_last(x, dims), 3, True)[0]
     return values.reshape([1 if i in dims else s for i, s in enumerate(x.shape) if keepdim or i not in dims])
+
+
+def _dims(x, dim) -> list[int]:
+    """A reduction's dims, sorted and non-negative: every dim when none is named."""
+    return sorted({d % x.dim() for d in ([dim] if isinstance(dim, int) else dim or range(x.dim()))})
 
 
 def _reduced_last(x, dims):
