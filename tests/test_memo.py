@@ -1,12 +1,19 @@
 """Steps shared inside one worker (pteforge/stages/memo.py): a result is reused only for
 the same program (source, code, metadata, tensors) and the same call."""
 
+import pytest
 import torch
 from tiny_models import TinyNet
 
 from pteforge.spec import Precision
-from pteforge.stages import memo
+from pteforge.stages import memo, patterns
 from pteforge.stages.lower import lower
+
+
+@pytest.fixture
+def unshipped(monkeypatch):
+    """As on versions pteforge ships no pattern operators for: they are learned."""
+    monkeypatch.setattr(patterns, "_shipped", lambda: {})
 
 
 def exported():
@@ -112,7 +119,7 @@ def test_a_capture_file_is_read_once_per_worker_and_each_job_gets_its_own_copy(t
     assert memo.stats["load miss"] == before["load miss"] + 2
 
 
-def test_vulkan_makes_its_pattern_graphs_once_per_process(monkeypatch, tmp_path):
+def test_vulkan_makes_its_pattern_graphs_once_per_process(monkeypatch, tmp_path, unshipped):
     """ExecuTorch 1.5.1 registers the Vulkan RoPE pattern functions before their lru_cache
     wraps them: the partitioner and the fusion pass each made them again, every lowering."""
     from executorch.backends.vulkan.patterns import fusable_patterns
@@ -140,7 +147,7 @@ class Upsample(torch.nn.Module):
         return torch.nn.functional.interpolate(self.conv(x), scale_factor=2, mode="bilinear", align_corners=False)
 
 
-def test_xnnpack_makes_its_pattern_graphs_only_for_a_program_that_may_hold_one(monkeypatch, tmp_path):
+def test_xnnpack_makes_its_pattern_graphs_only_for_a_program_that_may_hold_one(monkeypatch, tmp_path, unshipped):
     """XNNPACK's bilinear and attention patterns (~2 s in each process) are made once on a
     machine to learn their operators (kept in the cache directory); after that a program
     without those operators is lowered without them, to the same bytes, and one with them
@@ -174,7 +181,7 @@ def test_xnnpack_makes_its_pattern_graphs_only_for_a_program_that_may_hold_one(m
         n.non_delegated for op, n in info.delegation_by_operator.items() if op != "getitem"), "the upsampling inside XNNPACK"
 
 
-def test_vulkan_makes_its_rope_patterns_only_for_a_program_that_may_hold_one(monkeypatch, tmp_path):
+def test_vulkan_makes_its_rope_patterns_only_for_a_program_that_may_hold_one(monkeypatch, tmp_path, unshipped):
     """As XNNPACK's: after the patterns' operators are known (kept in the cache directory),
     a program without them is lowered without making them, to the same bytes, and the RoPE
     module the pattern comes from still has it made (and matched by the partitioner)."""
@@ -209,7 +216,7 @@ def test_vulkan_makes_its_rope_patterns_only_for_a_program_that_may_hold_one(mon
     assert "export_llama_rope" in made and "hf_rope" not in made
 
 
-def test_a_damaged_record_of_pattern_operators_is_learned_again(monkeypatch, tmp_path):
+def test_a_damaged_record_of_pattern_operators_is_learned_again(monkeypatch, tmp_path, unshipped):
     """A truncated or rewritten file must never make a pattern look impossible."""
     from executorch.backends.xnnpack.partition.graphs import bilinear_2d
 
@@ -226,6 +233,40 @@ def test_a_damaged_record_of_pattern_operators_is_learned_again(monkeypatch, tmp
     assert patterns.can_match(torch.fx.symbolic_trace(torch.nn.ReLU()), None, build), "no module to key by: made"
 
 
+def test_the_pattern_operators_pteforge_ships_are_those_of_the_installed_executorch(monkeypatch, tmp_path):
+    """pteforge/data/patterns.json holds, for the versions it is locked to, what a first run
+    would learn: so that run makes no pattern graph, on a program without them and with an
+    empty cache directory, and still converts a pattern where one is."""
+    from executorch.backends.xnnpack.partition.graphs import bilinear_2d, sdpa
+    from executorch.devtools.backend_debug import get_delegation_info
+
+    from pteforge.backends import default_registry
+
+    made = patterns.made_now()
+    shipped = patterns._shipped()
+    missing = sorted(set(made) - set(shipped))
+    assert not missing, (f"pteforge/data/patterns.json has no entry for {missing} (another ExecuTorch or torch?): "
+                         "python -m pteforge.stages.patterns > pteforge/data/patterns.json")
+    assert all(sorted(map(sorted, shipped[k])) == sorted(made[k]) for k in made)
+
+    monkeypatch.setenv("PTEFORGE_CACHE_DIR", str(tmp_path))
+    for make in (bilinear_2d._get_bilinear_2d_graphs, sdpa.get_graphs):
+        make.cache_clear()
+    registry = default_registry()
+    for name in ("xnnpack", "vulkan"):
+        backend = registry.get(name)
+        program = torch.export.export(TinyNet().eval(), (torch.rand(1, 3, 8, 8),))
+        assert lower(program, [backend], Precision.FP32, backend.plan(Precision.FP32)).to_executorch().buffer
+    assert [m.cache_info().currsize for m in (bilinear_2d._get_bilinear_2d_graphs, sdpa.get_graphs)] == [0, 0]
+    assert not (tmp_path / "patterns").exists(), "nothing learned: it was shipped"
+    upsample = torch.export.export(Upsample().eval(), (torch.rand(1, 3, 8, 8),))
+    xnnpack = registry.get("xnnpack")
+    edge = lower(upsample, [xnnpack], Precision.FP32, xnnpack.plan(Precision.FP32))
+    info = get_delegation_info(edge.exported_program().graph_module)
+    assert info.num_delegated_subgraphs == 1 and not any(
+        n.non_delegated for op, n in info.delegation_by_operator.items() if op != "getitem"), "the upsampling inside XNNPACK"
+
+
 class RoundsBothWays(torch.nn.Module):
     """Vulkan leaves floor and ceil to the next backend of the chain."""
 
@@ -233,7 +274,7 @@ class RoundsBothWays(torch.nn.Module):
         return torch.floor(x) + torch.ceil(x)
 
 
-def test_a_backend_later_in_the_chain_makes_its_patterns_only_where_they_can_match_too(monkeypatch, tmp_path):
+def test_a_backend_later_in_the_chain_makes_its_patterns_only_where_they_can_match_too(monkeypatch, tmp_path, unshipped):
     """vulkan+xnnpack: what Vulkan leaves goes to XNNPACK, whose passes run inside the
     lowering Vulkan drives; WebGPU lowers with Vulkan's partitioner."""
     from executorch.backends.vulkan.patterns import fusable_patterns

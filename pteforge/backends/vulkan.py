@@ -49,8 +49,6 @@ def patterns_where_they_can_match():
     for a program holding every operator of one of them (~1.5 s of each process; see
     stages/patterns.py): the partitioner and the fusion pass match the others, and the
     detectors, as they are. WebGPU lowers with Vulkan's partitioner, inside this too."""
-    import inspect
-
     from executorch.backends.vulkan import patterns as vk
 
     from ..stages.patterns import can_match, replaced
@@ -60,9 +58,8 @@ def patterns_where_they_can_match():
     def only_matching(real):
         def call(*args):  # (graph_module) or (exported_program, graph_module)
             with contextlib.ExitStack() as stack:
-                for name, entry in vk.fusable_patterns.items():
-                    make = entry.get_graphs_fn
-                    if make is not None and not can_match(args[-1], inspect.getmodule(inspect.unwrap(make)), make, name):
+                for name, entry in _made_patterns():
+                    if not can_match(args[-1], *_pattern_set(name, entry)):
                         stack.enter_context(replaced(entry, "get_graphs_fn", list))
                 return real(*args)
 
@@ -71,6 +68,25 @@ def patterns_where_they_can_match():
     with replaced(vk, "get_all_fusable_subgraphs", only_matching(vk.get_all_fusable_subgraphs)), \
             replaced(vk, "replace_all_fusable_subgraphs", only_matching(vk.replace_all_fusable_subgraphs)):
         yield
+
+
+def _made_patterns() -> list[tuple]:
+    """(name, entry) of Vulkan's fusable patterns that make pattern graphs."""
+    from executorch.backends.vulkan.patterns import fusable_patterns
+
+    return [(name, entry) for name, entry in fusable_patterns.items() if entry.get_graphs_fn is not None]
+
+
+def _pattern_set(name: str, entry) -> tuple:
+    """(the module that defines the patterns, the function making them, their name)."""
+    import inspect
+
+    return inspect.getmodule(inspect.unwrap(entry.get_graphs_fn)), entry.get_graphs_fn, name
+
+
+def pattern_sets() -> list[tuple]:
+    """(module, build, name) of each RoPE pattern set, as ``patterns_where_they_can_match`` asks."""
+    return [_pattern_set(name, entry) for name, entry in _made_patterns()]
 
 
 def _pattern_graphs_once() -> None:

@@ -122,17 +122,12 @@ partitioner = [XnnpackPartitioner()]"""
         return means_as_linears(exported)
 
     def lowering_context(self):
-        from executorch.backends.xnnpack._passes.convert_to_sdpa import ConvertToSDPAPass
-        from executorch.backends.xnnpack._passes.convert_to_upsample_bilinear2d import ConvertToUpsampleBilinear2d
-        from executorch.backends.xnnpack.partition.graphs import bilinear_2d, sdpa
-
         from ..stages.patterns import only_where_they_can_match
 
         # its bilinear-upsampling and attention pattern graphs (~2 s to make in each
         # process) made only for a program that may hold one (see stages/patterns.py)
-        passes = [(ConvertToUpsampleBilinear2d, bilinear_2d, "get_graphs_dict", dict), (ConvertToSDPAPass, sdpa, "get_graphs", list)]
         context = contextlib.ExitStack()
-        context.enter_context(only_where_they_can_match(passes))
+        context.enter_context(only_where_they_can_match(_pattern_passes()))
         context.enter_context(_softmax_reads_nchw())
         return context
 
@@ -153,6 +148,22 @@ partitioner = [XnnpackPartitioner()]"""
         from ..stages.quantize import half_program
 
         return half_program(exported, example)
+
+
+def _pattern_passes() -> list[tuple]:
+    """XNNPACK's passes that match pattern graphs: (pass, the patterns' module, its function
+    that makes them, the type it returns)."""
+    from executorch.backends.xnnpack._passes.convert_to_sdpa import ConvertToSDPAPass
+    from executorch.backends.xnnpack._passes.convert_to_upsample_bilinear2d import ConvertToUpsampleBilinear2d
+    from executorch.backends.xnnpack.partition.graphs import bilinear_2d, sdpa
+
+    return [(ConvertToUpsampleBilinear2d, bilinear_2d, "get_graphs_dict", dict), (ConvertToSDPAPass, sdpa, "get_graphs", list)]
+
+
+def pattern_sets() -> list[tuple]:
+    """(module, build, name) of each pattern set, as ``lowering_context`` asks about them."""
+    return [(module, lambda module=module, getter=getter: list(getattr(module, getter)()), "")
+            for _, module, getter, _ in _pattern_passes()]
 
 
 @contextlib.contextmanager

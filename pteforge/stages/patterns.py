@@ -10,12 +10,17 @@ pattern holds, kept on disk once they are known, say when no pattern can match: 
 pass runs with no patterns, which is what it would have done after finding no match.
 
 The operators are kept per pattern set under a key of the ExecuTorch and torch versions
-and the pattern modules' source, in the cache directory (``PTEFORGE_CACHE_DIR``).
+and the pattern modules' source, in the cache directory (``PTEFORGE_CACHE_DIR``). pteforge
+ships them for the versions it is locked to (``pteforge/data/patterns.json``, under the
+same keys), so a machine's first run does not make them either; other versions make
+them once. ``python -m pteforge.stages.patterns`` prints that file again, made from the
+installed ExecuTorch.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -49,10 +54,11 @@ def needed(module, build: Callable[[], list], name: str = "") -> list[frozenset[
         kept = json.loads(path.read_text())
     except (OSError, ValueError):
         kept = None
-    if isinstance(kept, list) and kept and all(isinstance(ops, list) and ops and all(isinstance(op, str) for op in ops)
-                                               for ops in kept):
-        return [frozenset(ops) for ops in kept]
-    # none kept, or a damaged file: learned again from the graphs
+    for ops in (kept, _shipped().get(path.stem)):
+        if isinstance(ops, list) and ops and all(isinstance(o, list) and o and all(isinstance(op, str) for op in o)
+                                                 for o in ops):
+            return [frozenset(o) for o in ops]
+    # none kept or shipped for these versions, or a damaged file: learned again from the graphs
     ops = [sorted(op_names(graph)) for graph in build()]
     from ..io import write_atomic
 
@@ -61,6 +67,18 @@ def needed(module, build: Callable[[], list], name: str = "") -> list[frozenset[
     except OSError:
         pass  # a read-only cache: built again next time
     return [frozenset(o) for o in ops]
+
+
+SHIPPED = Path(__file__).parent.parent / "data" / "patterns.json"
+
+
+@functools.cache
+def _shipped() -> dict:
+    try:
+        table = json.loads(SHIPPED.read_text())
+    except (OSError, ValueError):
+        return {}
+    return table if isinstance(table, dict) else {}
 
 
 def _path(module, name: str) -> Path:
@@ -100,9 +118,26 @@ def only_where_they_can_match(passes):
 
 def _guarded(call, module, getter: str, empty):
     def guarded(self, graph_module):
-        if can_match(graph_module, module, lambda: list(getattr(module, getter)())):
+        if can_match(graph_module, module, lambda: list(getattr(module, getter)())):  # as xnnpack.pattern_sets
             return call(self, graph_module)
         with replaced(module, getter, empty):  # list() or dict(): no patterns
             return call(self, graph_module)
 
     return guarded
+
+
+def pattern_sets() -> list[tuple]:
+    """(module, build, name) of every pattern set pteforge makes only where it can match."""
+    from ..backends.vulkan import pattern_sets as vulkan
+    from ..backends.xnnpack import pattern_sets as xnnpack
+
+    return [*xnnpack(), *vulkan()]
+
+
+def made_now() -> dict[str, list[list[str]]]:
+    """What ``SHIPPED`` holds for the installed versions, made from the pattern graphs."""
+    return {_path(module, name).stem: [sorted(op_names(graph)) for graph in build()] for module, build, name in pattern_sets()}
+
+
+if __name__ == "__main__":
+    print(json.dumps(made_now(), indent=1, sort_keys=True))
