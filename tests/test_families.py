@@ -2,10 +2,12 @@
 against the model library's own predictor or against outputs built by hand."""
 
 import copy
+import json
 import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -32,6 +34,25 @@ def test_every_app_category_and_segmentation_is_a_family_with_its_flag_and_confi
             continue
         assert fam.models and fam.task and fam.labels_file and fam.preprocessing_of(fam.models[0]) is not None
         assert fam.label_names(), fam
+
+
+def test_label_names_are_the_libraries_own_and_read_without_importing_torch():
+    """The ImageNet and COCO names come from the files torchvision and Ultralytics ship, read
+    in the run's own process at its start: importing those libraries there cost ~2.5 s."""
+    code = ("import sys, json; from pteforge.families import family; "
+            "names = {c: family(c).label_names() for c in ('mobilenet', 'yolo')}; "
+            "print(json.dumps([names, [m for m in ('torch', 'torchvision', 'ultralytics') if m in sys.modules]]))")
+    names, imported = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                                check=True).stdout)
+    assert imported == []
+    from pteforge.models import ultralytics_models  # noqa: F401, I001  (its offline settings first)
+    from torchvision.models import MobileNet_V3_Small_Weights
+    import ultralytics
+    from ultralytics.utils import YAML
+
+    assert names["mobilenet"] == list(MobileNet_V3_Small_Weights.DEFAULT.meta["categories"])
+    coco = YAML.load(Path(ultralytics.__file__).parent / "cfg" / "datasets" / "coco.yaml")["names"]
+    assert names["yolo"] == [coco[i] for i in sorted(coco)] and len(names["yolo"]) == 80
 
 
 def test_a_family_file_dropped_into_the_package_is_a_catalog_model_and_a_flag(tmp_path):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..spec import Preprocessing
-from .base import Family
+from .base import Family, installed_file
 
 
 def top_k(logits, k: int = 5, names: list[str] | None = None) -> list[dict]:
@@ -33,6 +33,17 @@ class Classification(Family):
     order = 10
 
     def label_names(self) -> list[str]:
+        """The weights' ``categories``: torchvision's ImageNet list, read from its source
+        file without importing torchvision (a test checks they are the same)."""
+        import ast
+
+        path = installed_file("torchvision", "models", "_meta.py")
+        try:
+            for node in ast.parse(path.read_text()).body if path else ():
+                if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["_IMAGENET_CATEGORIES"]:
+                    return list(ast.literal_eval(node.value))
+        except (OSError, ValueError, SyntaxError):
+            pass
         from torchvision.models import MobileNet_V3_Small_Weights
 
         return list(MobileNet_V3_Small_Weights.DEFAULT.meta["categories"])

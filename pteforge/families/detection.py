@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from ..spec import Preprocessing
 from ..vision import Letterbox, box_iou
-from .base import Family
+from .base import Family, installed_file
 
 
 @dataclass
@@ -122,14 +122,13 @@ class YoloFamily(Family):
         return f"{name}.pt"
 
     def label_names(self) -> list[str]:
-        from pathlib import Path
+        """COCO's class names, from the dataset file Ultralytics ships (not imported)."""
+        import yaml
 
-        from ..models import ultralytics_models  # noqa: F401, I001  (its offline settings come first)
-
-        import ultralytics
-        from ultralytics.utils import YAML
-
-        names = YAML.load(Path(ultralytics.__file__).parent / "cfg" / "datasets" / "coco.yaml")["names"]
+        path = installed_file("ultralytics", "cfg", "datasets", "coco.yaml")
+        if path is None:
+            raise FileNotFoundError("Ultralytics' cfg/datasets/coco.yaml is not installed: reinstall ultralytics")
+        names = yaml.safe_load(path.read_text())["names"]
         return [names[i] for i in sorted(names)]
 
     def detections(self, outputs: list, meta: Letterbox, conf: float | None = None, max_det: int = 300) -> list[Detection]:
