@@ -163,13 +163,19 @@ class _Worker:
 
 
 class WorkerPool:
-    """Run jobs on ``size`` worker processes; yield each job's Outcome as it finishes."""
+    """Run jobs on ``size`` worker processes; yield each job's Outcome as it finishes.
 
-    def __init__(self, size: int = 1, quiet: bool = True, on_stage: Callable[[str, str], None] | None = None):
+    Workers fork from the fork server, with torch and ExecuTorch imported; ``fresh``
+    workers are new interpreters (spawn) that import only what their jobs do, and start
+    without waiting for the fork server's imports.
+    """
+
+    def __init__(self, size: int = 1, quiet: bool = True, on_stage: Callable[[str, str], None] | None = None,
+                 fresh: bool = False):
         self.size = max(1, size)
         self.quiet = quiet
         self.on_stage = on_stage or (lambda key, stage: None)
-        self.ctx = _context(quiet)
+        self.ctx = mp.get_context("spawn") if fresh else _context(quiet)
         self.idle: list[_Worker] = []
         self.busy: list[_Worker] = []
         self.owners: dict[str, _Worker] = {}  # group -> the worker that ran its first job
