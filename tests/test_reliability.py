@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TESTS
+from conftest import ROOT, TESTS, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import TINY, cli, error_lines
@@ -560,3 +560,20 @@ def test_a_worker_that_did_not_capture_a_model_loads_its_custom_operators(tmp_pa
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "LOWER_FAILED RuntimeError: Missing out variants: {'pteforge_test::double'} | " in proc.stdout, proc.stdout
     assert "out variant and a kernel the runtime links" in proc.stdout
+
+
+def test_the_capture_runs_in_a_worker_of_its_own_that_has_not_imported_executorch(tmp_path, out):
+    """Captures need torch only: their workers start fresh beside the fork server (which
+    imports torch and ExecuTorch, ~4 s) instead of forking from it once it is done."""
+    seen = tmp_path / "seen.json"
+    (tmp_path / "m.py").write_text(
+        "import json, sys\n\nimport torch\n\n\n"
+        "def build():\n"
+        f"    open({str(seen)!r}, 'w').write(json.dumps({{'executorch imported': 'executorch.exir' in sys.modules}}))\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())\n")
+    proc = run_cli("export", "--model", f"{tmp_path / 'm.py'}:build", "--input-shape", "1,4", "--weights", "none",
+                   "--backends", "portable", "--out", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(seen.read_text()) == {"executorch imported": False}
+    [row] = json.loads((out / "index.json").read_text())["models"]
+    assert row["status"] == "VERIFIED", row
