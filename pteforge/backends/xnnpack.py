@@ -162,8 +162,9 @@ def _pattern_passes() -> list[tuple]:
 
 def pattern_sets() -> list[tuple]:
     """(module, build, name) of each pattern set, as ``lowering_context`` asks about them."""
-    return [(module, lambda module=module, getter=getter: list(getattr(module, getter)()), "")
-            for _, module, getter, _ in _pattern_passes()]
+    from ..stages.patterns import maker
+
+    return [(module, maker(module, getter), "") for _, module, getter, _ in _pattern_passes()]
 
 
 @contextlib.contextmanager

@@ -116,9 +116,14 @@ def only_where_they_can_match(passes):
         yield
 
 
+def maker(module, getter: str) -> Callable[[], list]:
+    """What makes the pattern graphs of ``module``'s function ``getter``, as a list."""
+    return lambda: list(getattr(module, getter)())
+
+
 def _guarded(call, module, getter: str, empty):
     def guarded(self, graph_module):
-        if can_match(graph_module, module, lambda: list(getattr(module, getter)())):  # as xnnpack.pattern_sets
+        if can_match(graph_module, module, maker(module, getter)):
             return call(self, graph_module)
         with replaced(module, getter, empty):  # list() or dict(): no patterns
             return call(self, graph_module)
