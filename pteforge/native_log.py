@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 _LINE = re.compile(r"^(?:\[|[IDEWF] [\d:.]+ executorch:)(?P<file>[\w.+-]+):\d+\]\s?(?P<msg>.*)$")
 _KERNEL = re.compile(r"KernelCall failed at instruction (?P<at>\S+) in operator (?P<op>[\w:.]+?):? (?P<code>0x[0-9a-fA-F]+)$")
 _CHECK = re.compile(r"^Check failed \((?P<cond>.*)\):\s*(?P<msg>.*)$")
+_INIT = re.compile(r"Init failed for backend (?P<backend>\w+)")
 _NOISE_FILES = {"cpuinfo_utils.cpp"}  # logged on every first load, failure or not
 # the failing kernel's argument types by number, a missing kernel's tensors' dtype and dim
 # order, line by line, and OpenVINO's delegate saying where it found its library
@@ -38,6 +39,7 @@ _NOTE = "the runtime logged: "
 class Account:
     operator: str | None = None  # the kernel the runtime was in, e.g. aten::convolution.out
     code: int | None = None  # the error that kernel returned (0x12: it refused its arguments)
+    delegate: str | None = None  # the backend whose init refused the program it was given, e.g. XnnpackBackend
     messages: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
@@ -61,6 +63,8 @@ def account(log: str) -> Account:
         if kernel := _KERNEL.search(msg):
             found.operator, found.code = kernel["op"], int(kernel["code"], 16)
             continue
+        if init := _INIT.search(msg):
+            found.delegate = init["backend"]
         if check := _CHECK.match(msg):
             if not check["msg"]:
                 bare_checks.append(f"{check['cond']} does not hold")

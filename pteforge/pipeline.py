@@ -79,6 +79,10 @@ def _export(job: "_Job", here) -> Record:
             refused = "does not take these inputs" if said.code == 0x12 else "failed on this program"
             job.record.fix = (f"ExecuTorch's kernel for {said.operator} {refused}: try a backend that delegates "
                               "that operator, or change that part of the model; nothing was written")
+        elif said and said.delegate:
+            job.record.fix = (f"{said.delegate} refused, when loading it, the program ExecuTorch lowered for it (a "
+                              f"lowering defect, not the model's): try {job.primary.name} at another precision, or "
+                              "another backend; nothing was written")
         elif job.half and failed.status is Status.LOWER_FAILED:
             job.record.fix = (f"the model computes in {job.half}, which {job.primary.name} failed to lower: export it in "
                               "fp32 (model.float(), --input-dtype float32), or try another backend")

@@ -459,6 +459,21 @@ def test_a_runtime_error_code_is_named_with_the_operator_and_the_check_that_refu
     assert "Check failed" not in stdout + err and "type id" not in stdout + err
 
 
+def test_a_delegate_that_refuses_its_program_at_load_time_is_named_with_the_fix(capsys, out):
+    """ExecuTorch 1.5.1 lowers a residual 3-D convolution block (torchvision's r3d_18) to an
+    XNNPACK int8 program whose load fails ("Failed to create StaticConstantPad node 10 with
+    code: xnn_status_invalid_parameter"; ExecuTorch's own quantize-and-lower flow too). The
+    row says which delegate refused, that the lowering is at fault, and what to try."""
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:residual_conv3d", "--input-shape", "1,3,2,8,8",
+                          "--weights", "none", "--backends", "xnnpack:int8", "--bench-runs", "0", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED, stdout
+    [line] = [line for line in stdout.splitlines() if "xnnpack:int8: LOAD_FAILED:" in line]
+    assert "Init failed for backend XnnpackBackend" in line, line
+    assert ("fix: XnnpackBackend refused, when loading it, the program ExecuTorch lowered for it (a lowering defect, "
+            "not the model's): try xnnpack at another precision, or another backend; nothing was written") in line, line
+    assert not list(out.rglob("*int8*.pte")), "nothing was written"
+
+
 def test_what_every_first_load_logs_is_not_a_reason():
     """OpenVINO's delegate and cpuinfo log on the first load of a process, failure or not:
     the account of a failed run leaves them out (the lines are the runtime's own, recorded

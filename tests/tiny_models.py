@@ -292,6 +292,26 @@ def conv_transpose3d():
     return torch.nn.Sequential(torch.nn.ConvTranspose3d(3, 4, 2), torch.nn.Flatten())
 
 
+class _Residual3d(torch.nn.Module):
+    def __init__(self, c=8):
+        super().__init__()
+        self.a = torch.nn.Conv3d(3, c, 3, padding=1, bias=False)
+        self.b = torch.nn.Conv3d(c, c, 3, padding=1, bias=False)
+        self.fc = torch.nn.Linear(c, 4)
+
+    def forward(self, x):
+        x = torch.relu(self.a(x))
+        x = torch.relu(self.b(x) + x)
+        return self.fc(x.mean((2, 3, 4)))
+
+
+def residual_conv3d():
+    """Two 3-D convolutions with a residual add (a video network's block, torchvision's
+    r3d_18): ExecuTorch 1.5.1's XNNPACK int8 program of it fails to load."""
+    torch.manual_seed(0)
+    return _Residual3d().eval()
+
+
 def not_a_module():
     return {"weights": [1, 2, 3]}
 
