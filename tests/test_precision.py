@@ -127,6 +127,20 @@ def test_fp16_of_a_model_that_upcasts_to_fp32_lowers_and_runs(capsys, tmp_path):
     assert "verified" in row, row
 
 
+def test_int8_zero_padding_no_convolution_absorbs_is_quantized_and_loads(capsys, tmp_path):
+    """ExecuTorch 1.5.1's XNNPACK quantizer left such a padding unannotated and its
+    partitioner took it from int8 to float; XNNPACK refused the program at load
+    (torchvision's Swin-T and r3d_18; here the time padding of a residual 3-D block).
+    Quantized with its input's scale, the program loads, verifies and is all XNNPACK's."""
+    from test_cli import cli
+
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:residual_conv3d", "--input-shape", "1,3,2,8,8",
+                          "--weights", "none", "--backends", "xnnpack:int8", "--bench-runs", "0", "--out", tmp_path)
+    assert code == 0, stdout
+    [row] = [line for line in stdout.splitlines() if "• xnnpack:int8:" in line]
+    assert "100 % delegated" in row and "verified" in row, row
+
+
 def test_int8_dynamic_keeps_max_pool_in_xnnpack():
     """A dynamic-quant partitioner run before the fp32 one decomposed max_pool2d, which
     then ran on the portable kernels (resnet18: 37 of 61 ms). One partitioner keeps the

@@ -459,19 +459,31 @@ def test_a_runtime_error_code_is_named_with_the_operator_and_the_check_that_refu
     assert "Check failed" not in stdout + err and "type id" not in stdout + err
 
 
-def test_a_delegate_that_refuses_its_program_at_load_time_is_named_with_the_fix(capsys, out):
-    """ExecuTorch 1.5.1 lowers a residual 3-D convolution block (torchvision's r3d_18) to an
-    XNNPACK int8 program whose load fails ("Failed to create StaticConstantPad node 10 with
-    code: xnn_status_invalid_parameter"; ExecuTorch's own quantize-and-lower flow too). The
-    row says which delegate refused, that the lowering is at fault, and what to try."""
-    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:residual_conv3d", "--input-shape", "1,3,2,8,8",
-                          "--weights", "none", "--backends", "xnnpack:int8", "--bench-runs", "0", "--out", out)
-    assert code == ExitStatus.TARGETS_FAILED, stdout
-    [line] = [line for line in stdout.splitlines() if "xnnpack:int8: LOAD_FAILED:" in line]
-    assert "Init failed for backend XnnpackBackend" in line, line
-    assert ("fix: XnnpackBackend refused, when loading it, the program ExecuTorch lowered for it (a lowering defect, "
-            "not the model's): try xnnpack at another precision, or another backend; nothing was written") in line, line
-    assert not list(out.rglob("*int8*.pte")), "nothing was written"
+def test_a_delegate_that_refuses_its_program_at_load_time_is_named_with_the_fix(tmp_path):
+    """ExecuTorch 1.5.1's XNNPACK quantizer and partitioner make, of a residual 3-D
+    convolution block (torchvision's r3d_18), an int8 program whose load fails ("Failed to
+    create StaticConstantPad node 10 with code: xnn_status_invalid_parameter"; pteforge
+    quantizes such paddings itself, so here its quantizer is ExecuTorch's alone). The row
+    says which delegate refused, that the lowering is at fault, and what to try."""
+    from pteforge.models.custom import factory_spec
+    from pteforge.spec import ExportConfig, InputSpec
+    from pteforge.stages.capture import capture
+
+    spec = factory_spec("tiny_models:residual_conv3d", (InputSpec((1, 3, 2, 8, 8)),), name="residual_conv3d")
+    config = ExportConfig(out_dir=tmp_path / "out", weights="none", verify_inputs=1)
+    job = tmp_path / "job.pkl"
+    job.write_bytes(pickle.dumps((capture(spec, config, tmp_path / "work"), spec, config)))
+    code = ("import pickle; from pteforge.backends import xnnpack; from pteforge.pipeline import export_target; "
+            "from pteforge.spec import Target, Precision; "
+            "xnnpack._with_quantized_pads = lambda quantizer: quantizer; "
+            f"cap, spec, config = pickle.loads(open({str(job)!r}, 'rb').read()); "
+            "r = export_target(cap, spec, Target(('xnnpack',), Precision.INT8), config); "
+            "print(r.status.value, r.reason, '|', r.fix, '|', r.artifact)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=TESTS, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("LOAD_FAILED ") and "Init failed for backend XnnpackBackend" in proc.stdout, proc.stdout
+    assert ("| XnnpackBackend refused, when loading it, the program ExecuTorch lowered for it (a lowering defect, not "
+            "the model's): try xnnpack at another precision, or another backend; nothing was written | None") in proc.stdout
 
 
 def test_what_every_first_load_logs_is_not_a_reason():

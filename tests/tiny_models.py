@@ -307,7 +307,8 @@ class _Residual3d(torch.nn.Module):
 
 def residual_conv3d():
     """Two 3-D convolutions with a residual add (a video network's block, torchvision's
-    r3d_18): ExecuTorch 1.5.1's XNNPACK int8 program of it fails to load."""
+    r3d_18): ExecuTorch 1.5.1's XNNPACK int8 program of it fails to load, unless the
+    time padding is quantized (pteforge does)."""
     torch.manual_seed(0)
     return _Residual3d().eval()
 

@@ -92,6 +92,8 @@ partitioner = [XnnpackPartitioner()]"""
         # recipe's precision is silently dropped. Its quantizer, edge config and backend
         # config are right; the partitioners are ours.
         plan.partitioners = self.partitioners(precision)
+        if precision is Precision.INT8 and getattr(plan.quantizer, "global_config", None) is not None:
+            plan.quantizer = _with_quantized_pads(plan.quantizer)
         from ..stages.rewrite import fold_constants
 
         # mobilenet_v3: 18 portable casts -> 0; Swin's window masks, BERT's position ids
@@ -148,6 +150,47 @@ partitioner = [XnnpackPartitioner()]"""
         from ..stages.quantize import half_program
 
         return half_program(exported, example)
+
+
+def _with_quantized_pads(quantizer):
+    """XNNPACK's quantizer, then zero padding quantized as its input is.
+
+    ExecuTorch 1.5.1's quantizer leaves a zero padding (``constant_pad_nd``, ``pad``) that
+    no convolution absorbs unannotated, and its partitioner still takes it, from int8 to
+    float: XNNPACK then refuses the program at load ("Failed to create StaticConstantPad
+    node 10 with code: xnn_status_invalid_parameter"; torchvision's Swin-T and r3d_18,
+    whose time padding pteforge's ``video_as_frames`` makes). Padding with zeros keeps its
+    input's scale exactly (zero is a zero point), so its output shares its input's."""
+    import torch
+    from torchao.quantization.pt2e.quantizer import (ComposableQuantizer, QuantizationAnnotation, Quantizer,
+                                                     SharedQuantizationSpec)
+
+    spec = quantizer.global_config.input_activation
+    aten = torch.ops.aten
+
+    class QuantizedPads(Quantizer):
+        def annotate(self, model):
+            for node in model.graph.nodes:
+                if node.op != "call_function" or "quantization_annotation" in node.meta:
+                    continue
+                if node.target is aten.constant_pad_nd.default:
+                    value = node.args[2] if len(node.args) > 2 else node.kwargs.get("value", 0)
+                elif node.target is aten.pad.default:
+                    mode = node.args[2] if len(node.args) > 2 else node.kwargs.get("mode", "constant")
+                    value = (node.args[3] if len(node.args) > 3 else node.kwargs.get("value")) if mode == "constant" else 1
+                else:
+                    continue
+                source = node.args[0]
+                if value not in (None, 0) or not getattr(source.meta.get("val"), "is_floating_point", lambda: False)():
+                    continue
+                node.meta["quantization_annotation"] = QuantizationAnnotation(
+                    input_qspec_map={source: spec}, output_qspec=SharedQuantizationSpec((source, node)), _annotated=True)
+            return model
+
+        def validate(self, model):
+            pass
+
+    return ComposableQuantizer([quantizer, QuantizedPads()])
 
 
 def _pattern_passes() -> list[tuple]:
