@@ -168,21 +168,25 @@ def _with_quantized_pads(quantizer):
     spec = quantizer.global_config.input_activation
     aten = torch.ops.aten
 
+    def zero_padding(node) -> bool:
+        def arg(i, name, default):
+            return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
+
+        if node.op != "call_function" or "quantization_annotation" in node.meta:
+            return False
+        if node.target is aten.constant_pad_nd.default:
+            value = arg(2, "value", 0)
+        elif node.target is aten.pad.default and arg(2, "mode", "constant") == "constant":
+            value = arg(3, "value", None)
+        else:
+            return False
+        source = getattr(node.args[0], "meta", {}).get("val")
+        return value in (None, 0) and source is not None and source.is_floating_point()
+
     class QuantizedPads(Quantizer):
         def annotate(self, model):
-            for node in model.graph.nodes:
-                if node.op != "call_function" or "quantization_annotation" in node.meta:
-                    continue
-                if node.target is aten.constant_pad_nd.default:
-                    value = node.args[2] if len(node.args) > 2 else node.kwargs.get("value", 0)
-                elif node.target is aten.pad.default:
-                    mode = node.args[2] if len(node.args) > 2 else node.kwargs.get("mode", "constant")
-                    value = (node.args[3] if len(node.args) > 3 else node.kwargs.get("value")) if mode == "constant" else 1
-                else:
-                    continue
+            for node in filter(zero_padding, model.graph.nodes):
                 source = node.args[0]
-                if value not in (None, 0) or not getattr(source.meta.get("val"), "is_floating_point", lambda: False)():
-                    continue
                 node.meta["quantization_annotation"] = QuantizationAnnotation(
                     input_qspec_map={source: spec}, output_qspec=SharedQuantizationSpec((source, node)), _annotated=True)
             return model
