@@ -106,7 +106,9 @@ def test_workers_side_by_side_share_the_cores():
 
     cores = os.cpu_count() or 1
     with WorkerPool(2) as pool:
-        together = [o.value for o in pool.run([Job(f"j{i}", "tiny_models:torch_threads") for i in range(4)])]
+        # each takes 0.5 s: instant jobs could leave the last one to start alone, when the
+        # two before it had both finished (it then rightly gets every core)
+        together = [o.value for o in pool.run([Job(f"j{i}", "tiny_models:torch_threads", (0.5,)) for i in range(4)])]
         alone = [o.value for o in pool.run([Job("alone", "tiny_models:torch_threads")])]
     assert together == [max(1, cores // 2)] * 4 and alone == [cores]
 

@@ -336,8 +336,12 @@ def sized(width=8, classes=10, *, bias=True):
     return Sized(width, classes, bias)
 
 
-def torch_threads(on_stage=None) -> int:
-    """A worker job (``tiny_models:torch_threads``): the intra-op threads torch would use."""
+def torch_threads(seconds: float = 0.0, on_stage=None) -> int:
+    """A worker job (``tiny_models:torch_threads``): the intra-op threads torch would use,
+    after ``seconds`` (jobs that overlap for certain)."""
+    import time
+
+    time.sleep(seconds)
     return torch.get_num_threads()
 
 
