@@ -69,25 +69,32 @@ def _export(job: "_Job", here) -> Record:
         reference = job.prove(data, delegation, here)
         job.write(program, data, delegation, reference)
     except _StageFailed as failed:
-        if job.target.precision.quantized and job.half:
-            job.record.fix = (f"the model computes in {job.half}, and quantizers calibrate fp32 programs: export it in "
-                              "fp32 for integer precisions (model.float(), --input-dtype float32)")
-        elif "Missing out variants" in str(failed.cause):
-            job.record.fix = ("a custom operator reaches ExecuTorch only with an out variant and a kernel the runtime "
-                              "links (ExecuTorch's kernel registration guide), or a backend that delegates it")
-        elif (said := getattr(failed.cause, "runtime_account", None)) and said.operator:
-            refused = "does not take these inputs" if said.code == 0x12 else "failed on this program"
-            job.record.fix = (f"ExecuTorch's kernel for {said.operator} {refused}: try a backend that delegates "
-                              "that operator, or change that part of the model; nothing was written")
-        elif said and said.delegate:
-            job.record.fix = (f"{said.delegate} refused, when loading it, the program ExecuTorch lowered for it (a "
-                              f"lowering defect, not the model's): try {job.primary.name} at another precision, or "
-                              "another backend; nothing was written")
-        elif job.half and failed.status is Status.LOWER_FAILED:
-            job.record.fix = (f"the model computes in {job.half}, which {job.primary.name} failed to lower: export it in "
-                              "fp32 (model.float(), --input-dtype float32), or try another backend")
+        job.record.fix = _fix_for(job, failed) or job.record.fix
         return _failed(job.record, failed.status, failed.cause, job.config)
     return job.record
+
+
+def _fix_for(job: "_Job", failed: "_StageFailed") -> str | None:
+    """What to do about a failed stage, when pteforge can tell from what failed."""
+    if job.target.precision.quantized and job.half:
+        return (f"the model computes in {job.half}, and quantizers calibrate fp32 programs: export it in "
+                "fp32 for integer precisions (model.float(), --input-dtype float32)")
+    if "Missing out variants" in str(failed.cause):
+        return ("a custom operator reaches ExecuTorch only with an out variant and a kernel the runtime "
+                "links (ExecuTorch's kernel registration guide), or a backend that delegates it")
+    said = getattr(failed.cause, "runtime_account", None)
+    if said and said.operator:
+        refused = "does not take these inputs" if said.code == 0x12 else "failed on this program"
+        return (f"ExecuTorch's kernel for {said.operator} {refused}: try a backend that delegates "
+                "that operator, or change that part of the model; nothing was written")
+    if said and said.delegate:
+        return (f"{said.delegate} refused, when loading it, the program ExecuTorch lowered for it (a "
+                f"lowering defect, not the model's): try {job.primary.name} at another precision, or "
+                "another backend; nothing was written")
+    if job.half and failed.status is Status.LOWER_FAILED:
+        return (f"the model computes in {job.half}, which {job.primary.name} failed to lower: export it in "
+                "fp32 (model.float(), --input-dtype float32), or try another backend")
+    return None
 
 
 class _Job:

@@ -9,19 +9,27 @@ from pathlib import Path
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
 
 
+def installed(package: str, *parts: str) -> Path | None:
+    """A file or folder shipped inside an installed package, found without importing it
+    (torchvision and Ultralytics import torch: seconds, for a photo or a list of names);
+    None when the package or the path is not there."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations)), *parts)
+    return path if path.exists() else None
+
+
 def shipped_images() -> list[Path]:
     """Real photos that our dependencies ship: Ultralytics' bus.jpg and zidane.jpg,
     Matplotlib's grace_hopper.jpg, scikit-learn's china.jpg and flower.jpg (those
     that are installed)."""
-    import importlib.util
-
     found: list[Path] = []
     for package, folder in (("ultralytics", "assets"), ("matplotlib", "mpl-data/sample_data"), ("sklearn", "datasets/images")):
-        spec = importlib.util.find_spec(package)
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        assets = Path(list(spec.submodule_search_locations)[0]) / folder
-        if assets.is_dir():
+        assets = installed(package, *folder.split("/"))
+        if assets is not None and assets.is_dir():
             found.extend(sorted(p for p in assets.iterdir() if p.suffix.lower() in (".jpg", ".jpeg")))
     return found
 

@@ -24,20 +24,6 @@ class Prepared:
     meta: Any = None
 
 
-def installed_file(package: str, *parts: str):
-    """A file shipped inside an installed package, found without importing it (torchvision
-    and Ultralytics import torch: ~2.5 s of the run's start, for a list of names); None
-    when the package or the file is not there."""
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(next(iter(spec.submodule_search_locations)), *parts)
-    return path if path.is_file() else None
-
-
 class Family:
     """One task family. Subclasses set the class attributes and override what differs."""
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..spec import Preprocessing
-from .base import Family, installed_file
+from ..vision import installed
+from .base import Family
 
 
 def top_k(logits, k: int = 5, names: list[str] | None = None) -> list[dict]:
@@ -37,7 +38,7 @@ class Classification(Family):
         file without importing torchvision (a test checks they are the same)."""
         import ast
 
-        path = installed_file("torchvision", "models", "_meta.py")
+        path = installed("torchvision", "models", "_meta.py")
         try:
             for node in ast.parse(path.read_text()).body if path else ():
                 if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["_IMAGENET_CATEGORIES"]:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..spec import Preprocessing
-from ..vision import Letterbox, box_iou
-from .base import Family, installed_file
+from ..vision import Letterbox, box_iou, installed
+from .base import Family
 
 
 @dataclass
@@ -125,7 +125,7 @@ class YoloFamily(Family):
         """COCO's class names, from the dataset file Ultralytics ships (not imported)."""
         import yaml
 
-        path = installed_file("ultralytics", "cfg", "datasets", "coco.yaml")
+        path = installed("ultralytics", "cfg", "datasets", "coco.yaml")
         if path is None:
             raise FileNotFoundError("Ultralytics' cfg/datasets/coco.yaml is not installed: reinstall ultralytics")
         names = yaml.safe_load(path.read_text())["names"]
