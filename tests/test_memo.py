@@ -75,6 +75,38 @@ def test_the_empty_table_on_what_run_decompositions_made_gives_it_back_untraced(
     torch.testing.assert_close(again.module()(x), program.module()(x))
 
 
+def test_a_table_naming_none_of_its_operators_gives_back_what_run_decompositions_made():
+    """ExecuTorch decomposes again with its whole table after swapping the operators a
+    partitioner keeps whole for their stand-ins: on what ``run_decompositions`` made, when
+    the table names none of its operators, that is the program itself. A table naming one
+    of them is traced."""
+    from executorch.exir.program._program import (
+        _default_decomposition_table,
+        _register_no_decomp_op,
+        aten_op_to_transform_op,
+    )
+
+    aten = torch.ops.aten
+    program = memo.tag(exported(), "test table")
+    with memo.sharing():
+        decomposed = program.run_decompositions()
+    _register_no_decomp_op(aten.relu.default)  # as ExecuTorch swaps an operator kept whole
+    relu = next(n for n in decomposed.graph.nodes if n.target == aten.relu.default)
+    relu.target = aten_op_to_transform_op[aten.relu.default]
+    truth = decomposed.run_decompositions(_default_decomposition_table())  # outside: traced
+    addmm = torch._decomp.get_decompositions([aten.addmm.default])
+    with memo.sharing():
+        before = memo.stats["decompose again"]
+        again = decomposed.run_decompositions(_default_decomposition_table())
+        assert memo.stats["decompose again"] == before + 1
+        traced = decomposed.run_decompositions(addmm)
+        assert memo.stats["decompose again"] == before + 1
+    assert again is not decomposed and again.graph_module.code == truth.graph_module.code
+    assert aten.addmm.default not in {n.target for n in traced.graph.nodes}, "decomposed"
+    x = torch.rand(1, 3, 8, 8)
+    torch.testing.assert_close(again.module()(x), program.module()(x))
+
+
 def test_programs_holding_other_objects_have_no_key():
     from executorch.exir import to_edge_transform_and_lower
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner

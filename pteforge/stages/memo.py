@@ -283,17 +283,41 @@ _DECOMPOSED = "_pteforge_decomposed"
 
 
 def _structure(program) -> str:
-    """The program's graph as text: what a pass changing it in place changes."""
+    """The program's graph as text: what a pass changing it in place changes. An operator
+    ExecuTorch swapped for its kept-whole stand-in (``EDGE_DO_NOT_DECOMP``: the same
+    schema, the same kernel) reads as the operator itself."""
     import torch
 
-    return _digest(*(m.graph for m in program.graph_module.modules() if isinstance(m, torch.fx.GraphModule)))
+    try:
+        from executorch.exir.program._program import transform_op_to_aten_op as stand_ins
+    except ImportError:
+        stand_ins = {}
+    lines = [f"{node.name}={node.op}:{stand_ins.get(str(node.target), node.target)}{node.args}{node.kwargs}"
+             for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
+             for node in module.graph.nodes]
+    return _digest(*lines)
+
+
+def _names_any(program, table) -> bool:
+    """Whether a node of ``program`` (or of a branch) calls an operator of ``table``."""
+    import torch
+
+    def operator(target):  # an edge operator by the ATen operator it wraps, as tables name it
+        return target if isinstance(target, torch._ops.OpOverload) else getattr(target, "_op", target)
+
+    return any(node.op == "call_function" and operator(node.target) in table
+               for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
+               for node in module.graph.nodes)
 
 
 def _decomposed(program):
     """Mark ``program`` as made by ``run_decompositions``: functional and re-traced, so
-    ``run_decompositions({})`` (functionalize, decompose nothing) would give it back as it
-    is, while its graph stays the same (ExecuTorch asks for that of every program it
-    lowers: ~0.5 s on mobilenet_v3_small after XNNPACK's or OpenVINO's rewrites)."""
+    ``run_decompositions`` with a table naming none of its operators (``{}``: functionalize,
+    decompose nothing) would give it back as it is, while its graph stays the same.
+    ExecuTorch asks for that of every program it lowers (~0.5 s on mobilenet_v3_small
+    after XNNPACK's or OpenVINO's rewrites), and again with its whole table after swapping
+    the operators a partitioner keeps whole for their stand-ins (1.0-1.5 s a target: the
+    Arm targets, Vulkan, OpenVINO)."""
     setattr(program, _DECOMPOSED, _structure(program))
     return program
 
@@ -315,8 +339,10 @@ def sharing():
     @functools.wraps(run_decompositions)
     def decompose(self, decomp_table=None, decompose_custom_triton_ops=False):
         made = getattr(self, _DECOMPOSED, None)
-        if made is not None and decomp_table is not None and not decomp_table and made == _structure(self):
-            # the empty table on what run_decompositions made, unchanged since: the same program
+        if made is not None and decomp_table is not None and made == _structure(self) \
+                and not _names_any(self, decomp_table):
+            # a table naming none of the operators of what run_decompositions made, unchanged
+            # since: the same program
             with contextlib.suppress(_NotCopied):
                 again = _decomposed(tag(_copy(self), source_of(self)))
                 stats["decompose again"] += 1
