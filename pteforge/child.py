@@ -15,11 +15,7 @@ import time
 
 from .errors import one_line
 from .native_log import captured
-
-
-# ExecuTorch ScalarType codes -> torch dtype names
-_DTYPES = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
-           7: "float64", 11: "bool", 15: "bfloat16"}
+from .pte import DTYPES
 
 
 def _load(path: str):
@@ -54,7 +50,7 @@ def _inspect(req: dict) -> dict:
     inputs = []
     for i in range(meta.num_inputs()):
         info = meta.input_tensor_meta(i)
-        inputs.append({"shape": list(info.sizes()), "dtype": _DTYPES.get(int(info.dtype()), str(info.dtype()))})
+        inputs.append({"shape": list(info.sizes()), "dtype": DTYPES.get(int(info.dtype()), str(info.dtype()))})
     return {"delegates": program_delegates(program), "operators": program_operators(program), "inputs": inputs}
 
 

@@ -457,7 +457,7 @@ def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig
     reference = torch.load(capture.reference_path, weights_only=True)
     record.status = Status.LOWER_FAILED
     try:
-        data, delegation = _load_and_lower(capture, spec, target, reference, timed)
+        data, delegation, io = _load_and_lower(capture, spec, target, reference, timed)
     except Exception as exc:  # noqa: BLE001 -- the row fails, the run goes on
         return _failed(record, Status.LOWER_FAILED, exc, config)
     if target.precision in SCHEMES:
@@ -469,7 +469,7 @@ def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig
 
     timed(Stage.WRITE, lambda: write_atomic(path, data))
     record.artifact = Artifact(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                               delegation=delegation)
+                               delegation=delegation, io=io)
     record.generation = {"maxSeqLen": max_seq_len(spec), "vocabSize": reference["vocabSize"],
                          "bosId": reference["bosId"], "eosIds": reference["eosIds"],
                          "tokenizer": ship_tokenizer(reference, spec, path.parent)}
@@ -526,6 +526,7 @@ def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: 
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
 
+    from .pte import program_io
     from .stages.lower import delegation_of, program_delegates, program_operators
 
     length = max_seq_len(spec)
@@ -547,7 +548,7 @@ def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: 
     program = timed(Stage.SERIALIZE, lambda: edge.to_executorch(config))
     delegation.delegates_in_program = program_delegates(program.executorch_program)
     delegation.kernels = sorted(set(program_operators(program.executorch_program)))
-    return bytes(program.buffer), delegation
+    return bytes(program.buffer), delegation, program_io(program.executorch_program, program.exported_program())
 
 
 def ship_tokenizer(reference: dict, spec: ModelSpec, dest: Path) -> dict | None:

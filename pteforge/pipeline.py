@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .backends import default_registry
 from .errors import one_line
+from .pte import program_io
 from .result import Artifact, Record, Stage, Status
 from .spec import ExportConfig, ModelSpec, Target
 from .stages.capture import Capture
@@ -262,7 +263,7 @@ class _Job:
             self.timed(Stage.BUNDLE, lambda: write_atomic(bpte, bundled_program(program, reference)))
             record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}
         record.artifact = Artifact(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                                   delegation=delegation)
+                                   delegation=delegation, io=program_io(program.executorch_program, program.exported_program()))
 
 
 def _file_identity(path) -> str:

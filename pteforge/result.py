@@ -153,6 +153,8 @@ class Artifact:
     size: int
     sha256: str
     delegation: Delegation
+    # what its forward takes and returns, in order (pte.program_io): {"inputs": [...], "outputs": [...]}
+    io: dict | None = None
 
 
 @dataclass

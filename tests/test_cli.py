@@ -276,6 +276,9 @@ def test_factory_with_several_inputs_and_dtypes(capsys, out):
     assert code == ExitStatus.OK, err
     [e] = json.loads((out / "index.json").read_text())["models"]
     assert e["inputShapes"] == [[2, 5], [1]] and e["status"] == "VERIFIED"
+    assert e["inputs"] == [{"name": "tokens", "shape": [2, 5], "dtype": "int64"},
+                           {"name": "scale", "shape": [1], "dtype": "float32"}], "what an app feeds the program"
+    assert e["outputs"] == [{"name": "output", "shape": [2, 3], "dtype": "float32"}]
 
 
 @pytest.mark.parametrize("shapes", [["2,5"], ["2,5", "1", "1"]], ids=["one-too-few", "one-too-many"])
@@ -299,15 +302,26 @@ def test_a_model_with_torch_cond_lowers_outside_its_branches_and_verifies(capsys
     assert 0 < e["delegation"]["percent"] < 100, "the first linear delegated, the branches on portable"
 
 
-@pytest.mark.parametrize("how", ["dict", "namedtuple", "mixed"])
-def test_structured_outputs_are_compared_in_the_programs_order(capsys, out, how):
+@pytest.mark.parametrize("how, names", [("dict", ["logits", "features"]), ("namedtuple", ["wide", "narrow"]),
+                                        ("mixed", ["0", "3.0"])])
+def test_structured_outputs_are_compared_in_the_programs_order(capsys, out, how, names):
     """The program returns a model's tensors in torch's pytree order (a dict's insertion
-    order); a namedtuple or an int in the output does not stop the capture or the bundle."""
+    order); a namedtuple or an int in the output does not stop the capture or the bundle.
+    The manifest names each output by its place in what the model returns (the int and
+    None are not returned by the program)."""
     code, _, err = cli(capsys, "export", "--model", f"tiny_models:structured('{how}')", "--input-shape", "1,3,8,8",
                        "--weights", "none", "--backends", "portable", "--bundle", "--out", out)
     assert code == ExitStatus.OK, err
     [e] = json.loads((out / "index.json").read_text())["models"]
     assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60, e
+    import torch
+    from tiny_models import structured
+
+    from pteforge.stages.capture import flatten_outputs
+
+    eager = flatten_outputs(structured(how)(torch.rand(1, 3, 8, 8)))
+    assert e["outputs"] == [{"name": n, "shape": list(t.shape), "dtype": "float32"} for n, t in zip(names, eager)]
+    assert e["inputs"] == [{"name": "x", "shape": [1, 3, 8, 8], "dtype": "float32"}]
 
 
 @pytest.mark.parametrize(

@@ -106,6 +106,8 @@ def test_manifest_entries_carry_what_a_runner_needs(exported):
         assert (e["maxSeqLen"], e["vocabSize"], e["bosId"], e["eosIds"]) == (MAX_SEQ_LEN, 512, 2, [1])
         for rel in [*e["tokenizer"]["files"], e["tokenizer"]["vocabFile"], e["tokenizer"]["configFile"]]:
             assert (out / rel).is_file(), rel
+        assert [i["dtype"] for i in e["inputs"]] == ["int64", "int64"], "token ids and their position"
+        assert [o["shape"][-1] for o in e["outputs"]] == [512], "logits over the vocabulary"
     assert "8da4w" in entries["xnnpack:8da4w"]["quantization"]["scheme"]
     assert entries["xnnpack:8da4w"]["relative"]["size"] < 0.5  # int4 linears, int8 embedding
     assert rejections(manifest) == [] and rejections(manifest, older=True) == []

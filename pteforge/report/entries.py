@@ -109,6 +109,8 @@ def manifest_entries(
                 sameProgramAs=rec.same_program_as,
                 timings=rec.timings,
                 inputShapes=rec.input_shapes,
+                inputs=(rec.artifact.io or {}).get("inputs"),
+                outputs=(rec.artifact.io or {}).get("outputs"),
                 preprocessing=asdict(spec.preprocessing) if spec.preprocessing else None,
                 bundle=(
                     {**rec.bundle, "file": Path(os.path.relpath(rec.bundle["file"], out)).as_posix()}

@@ -75,6 +75,11 @@ class ModelEntry(BaseModel):
     quantization: dict[str, Any] | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     inputShapes: list[list[int]] = Field(default_factory=list)
+    # what the program's forward takes and returns, in the runtime's order, read from the
+    # program itself: {"name", "shape", "dtype"} per tensor ("dynamic": true when "shape"
+    # is the largest it takes), {"name", "type"} per other value (pte.program_io)
+    inputs: list[dict[str, Any]] | None = None
+    outputs: list[dict[str, Any]] | None = None
     preprocessing: dict[str, Any] | None = None
     bundle: dict[str, Any] | None = None  # {"file": "<rel>.bpte", "testsets": n}
     bench: dict[str, Any] | None = None  # `pteforge bench`: load, first run, p50/p90, peak RSS, threads

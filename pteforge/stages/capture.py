@@ -190,7 +190,9 @@ _PLAIN_CONTAINERS = (tuple, list, dict, OrderedDict)
 def export_model(model, example: tuple):
     """``torch.export`` of ``model``; a model that returns more than tensors in lists,
     tuples and dicts (a namedtuple, a dataclass such as a Hugging Face ``ModelOutput``, an
-    int, None) is captured as returning the tuple of its tensors, in pytree order.
+    int, None) is captured as returning a dict of its tensors, in pytree order, each
+    under its place in the output (``logits``, ``3.0``: ``pte.output_names``), which the
+    manifest names them by.
 
     An ExecuTorch program returns a flat list anyway; but a namedtuple or a registered
     class in the output's structure cannot be saved without its type registered, or
@@ -198,12 +200,15 @@ def export_model(model, example: tuple):
     The eager reference (``flatten_outputs``) is the same tensors in the same order."""
     import torch
 
+    from ..pte import output_names
+
     if isinstance(model, torch.jit.ScriptModule):
         return _converted(model, example)
     with torch.no_grad():
         exported = torch.export.export(model, example)
         if _tensors_in_plain_containers(exported):
             return exported
+        names = output_names(exported) or []
 
         class TensorOutputs(torch.nn.Module):
             def __init__(self):
@@ -211,9 +216,32 @@ def export_model(model, example: tuple):
                 self.model = model
 
             def forward(self, *args):
-                return tuple(flatten_outputs_live(self.model(*args)))
+                tensors = flatten_outputs_live(self.model(*args))
+                if len(set(names)) == len(tensors) == len(names):
+                    return dict(zip(names, tensors))
+                return tuple(tensors)
+
+        TensorOutputs.forward.__signature__ = _positional_signature(model, len(example))
 
         return torch.export.export(TensorOutputs(), example)
+
+
+def _positional_signature(model, count: int):
+    """``forward(self, <the model's first count arguments>)``, so a wrapper's inputs keep
+    the model's argument names; ``forward(self, *args)`` when they are not plain
+    positional arguments."""
+    import inspect
+
+    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    rest = [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)]
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())[:count]
+    except (TypeError, ValueError):
+        return inspect.Signature([this, *rest])
+    plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if len(params) == count and all(p.kind in plain for p in params):
+        rest = [p.replace(default=inspect.Parameter.empty, annotation=inspect.Parameter.empty) for p in params]
+    return inspect.Signature([this, *rest])
 
 
 def _converted(model, example: tuple):
