@@ -279,6 +279,7 @@ def test_factory_with_several_inputs_and_dtypes(capsys, out):
     assert e["inputs"] == [{"name": "tokens", "shape": [2, 5], "dtype": "int64"},
                            {"name": "scale", "shape": [1], "dtype": "float32"}], "what an app feeds the program"
     assert e["outputs"] == [{"name": "output", "shape": [2, 3], "dtype": "float32"}]
+    assert "| tokens: int64[2, 5]; scale: float32[1] | output: float32[2, 3] |" in (out / "EXPORT_SUMMARY.md").read_text()
 
 
 @pytest.mark.parametrize("shapes", [["2,5"], ["2,5", "1", "1"]], ids=["one-too-few", "one-too-many"])

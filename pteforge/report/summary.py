@@ -127,12 +127,41 @@ def markdown(man: Manifest, failures: list[dict]) -> str:
         lines += ["", f"## {title}", "", "| model | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
         for m in models:
             lines.append(f"| {m} | " + " | ".join(fn(cell[(m, t)]) if (m, t) in cell else "—" for t in targets) + " |")
-    lines += precision_lines(man) + fallback_lines(man) + numerics_lines(man)
+    lines += io_lines(man) + precision_lines(man) + fallback_lines(man) + numerics_lines(man)
     failed = [(m, r) for m in model_names(man, failures) for r in rows_for(man, failures, m) if status_kind(r["status"]) == "fail"]
     if failed:
         lines += ["", "## Failed or unavailable", "", "| model | target | status | reason |", "|---|---|---|---|"]
         lines += [f"| {m} | {r['target']} | {r['status']} | {_md(r['reason'])} |" for m, r in failed]
     return "\n".join(lines) + "\n"
+
+
+def io_lines(man: Manifest) -> list[str]:
+    """Per model, what its programs take and return (the manifest's ``inputs`` and
+    ``outputs``), once for the targets whose programs agree."""
+    rows: dict[tuple, list[str]] = {}
+    for e in man.models:
+        if e.inputs is not None and e.outputs is not None:
+            key = (e.base_model, _values(e.inputs), _values(e.outputs))
+            rows.setdefault(key, []).append(e.target)
+    if not rows:
+        return []
+    lines = ["", "## Inputs and outputs", "",
+             "What each program takes and returns, in order (the manifest's `inputs` and `outputs`); "
+             "`≤` marks a dynamic size, at its largest.", "",
+             "| model | targets | inputs | outputs |", "|---|---|---|---|"]
+    for (model, inputs, outputs), targets in rows.items():
+        lines.append(f"| {model} | {', '.join(targets)} | {_md(inputs)} | {_md(outputs)} |")
+    return lines
+
+
+def _values(values: list[dict]) -> str:
+    def one(v: dict) -> str:
+        if "shape" not in v:
+            return f"{v['name']}: {v.get('type', '?')}"
+        shape = ", ".join(str(d) for d in v["shape"])
+        return f"{v['name']}: {v.get('dtype', '?')}[{'≤' if v.get('dynamic') else ''}{shape}]"
+
+    return "; ".join(one(v) for v in values)
 
 
 def fallback_lines(man: Manifest) -> list[str]:
