@@ -93,7 +93,7 @@ def test_an_onnx_file_is_imported_lowered_and_verified_against_onnx_runtime(tmp_
                                 torch.nn.Flatten(), torch.nn.Linear(8, 4)).eval()
     onnx_file = tmp_path / "tinynet.onnx"
     torch.onnx.export(model, (torch.rand(1, 3, 32, 32),), str(onnx_file), dynamo=False,
-                      input_names=["image"], dynamic_axes={"image": {0: "batch"}})
+                      input_names=["image.1"], output_names=["logits"], dynamic_axes={"image.1": {0: "batch"}})
     out = tmp_path / "out"
     proc = run_cli("export", "--model", onnx_file, "--backends", "xnnpack", "--bench-runs", "0", "--out", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -101,6 +101,9 @@ def test_an_onnx_file_is_imported_lowered_and_verified_against_onnx_runtime(tmp_
     assert e["source"] == str(onnx_file.resolve()) and e["status"] == "VERIFIED"
     assert e["inputShapes"] == [[1, 3, 32, 32]], "the dynamic batch dimension became 1"
     assert e["verification"]["sqnr_db"] > 60
+    # the graph's own names (made a Python identifier), as the app's author knows them from the file
+    assert (e["inputs"], e["outputs"]) == ([{"name": "image_1", "shape": [1, 3, 32, 32], "dtype": "float32"}],
+                                           [{"name": "logits", "shape": [1, 4], "dtype": "float32"}])
     proc = run_cli("validate", "--models-dir", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [f] = json.loads((out / "validation_report.json").read_text())["files"]

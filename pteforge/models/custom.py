@@ -304,7 +304,7 @@ def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = ()) -> ModelSpec:
             raise UsageError(f"'{path}' has {len(found)} input(s); {len(inputs)} --input-shape given", fix="give one --input-shape per graph input")
         found = [InputSpec(i.shape, f.dtype) for i, f in zip(inputs, found)]
     return ModelSpec(name=p.stem, family="custom", task="custom", inputs=tuple(found),
-                     factory="pteforge.models.custom:build_onnx", source="onnx", path=str(p.resolve()))
+                     factory="pteforge.models.custom:build_onnx_named", source="onnx", path=str(p.resolve()))
 
 
 def build_onnx(spec: ModelSpec, weights: str, seed: int):
@@ -331,6 +331,36 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
 
 
 ONNX2TORCH_OPSETS = (17, 13)  # opsets a newer file is converted down to, in turn
+
+
+def build_onnx_named(spec: ModelSpec, weights: str, seed: int):
+    """``build_onnx``, taking the graph's inputs under their ONNX names and returning its
+    outputs as a dict keyed by theirs: the names the manifest gives the program's inputs
+    and outputs, as the app's author knows them from the file."""
+    import onnx
+    import torch
+
+    from ..stages.capture import forward_signature
+
+    converted = build_onnx(spec, weights, seed)
+    graph = onnx.load(spec.path, load_external_data=False).graph
+    initializers = {init.name for init in graph.initializer}
+    outputs = [o.name for o in graph.output]
+
+    class Named(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.onnx = converted  # not "graph": a GraphModule made of this has its own
+
+        def forward(self, *args):
+            out = self.onnx(*args)
+            values = list(out) if isinstance(out, (list, tuple)) else [out]
+            if len(values) == len(outputs) == len(set(outputs)) and all(isinstance(v, torch.Tensor) for v in values):
+                return dict(zip(outputs, values))
+            return out
+
+    Named.forward.__signature__ = forward_signature([i.name for i in graph.input if i.name not in initializers])
+    return Named().eval()
 
 
 class OnnxReference:

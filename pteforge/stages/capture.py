@@ -232,16 +232,30 @@ def _positional_signature(model, count: int):
     positional arguments."""
     import inspect
 
-    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    rest = [inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)]
     try:
         params = list(inspect.signature(model.forward).parameters.values())[:count]
     except (TypeError, ValueError):
-        return inspect.Signature([this, *rest])
+        return forward_signature(None)
     plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    if len(params) == count and all(p.kind in plain for p in params):
-        rest = [p.replace(default=inspect.Parameter.empty, annotation=inspect.Parameter.empty) for p in params]
-    return inspect.Signature([this, *rest])
+    return forward_signature([p.name for p in params] if len(params) == count and all(p.kind in plain for p in params)
+                             else None)
+
+
+def forward_signature(names: list[str] | None):
+    """``forward(self, <names>)``: what torch.export names a wrapper's inputs by, given to
+    its ``forward`` (which takes ``*args``) as ``__signature__``. Names that are not
+    Python identifiers are made so (ONNX's ``input.1``: ``input_1``); ``forward(self,
+    *args)`` for None or names that would then collide."""
+    import inspect
+    import keyword
+    import re
+
+    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    made = [re.sub(r"\W|^(?=\d)", "_", n) for n in names or []]
+    made = [f"{n}_" if keyword.iskeyword(n) or n == "self" else n for n in made]
+    if names is None or len(set(made)) != len(made):
+        return inspect.Signature([this, inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
+    return inspect.Signature([this, *(inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in made)])
 
 
 def _converted(model, example: tuple):
