@@ -7,10 +7,11 @@ Kept light: importing this module imports neither torch nor ExecuTorch, so
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
-from .errors import ExitStatus, NoBackendError, PteforgeError
+from .errors import ExitStatus, NoBackendError, PteforgeError, UsageError
 
 COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "backends", "models", "docs", "cache")
 
@@ -171,13 +172,37 @@ def _with_config(parser, given, argv: list[str]):
     a flag on the command line wins over the file (a repeated flag replaces its list)."""
     from .config import load_config
 
+    from .config import load_config, locations
+
     values = load_config(Path(given.config), {a.dest: list(a.choices) for a in parser.export_parser._actions if a.choices})
     parser.export_parser.set_defaults(**values)
     args = parser.parse_args(_normalise_argv(argv))
     for dest in ("model", "input_shape", "input_dtype"):  # append flags: given ones replace the file's
         if getattr(given, dest):
             setattr(args, dest, getattr(given, dest))
+    where = locations(Path(given.config))
+    # the options the file set and no flag overrode: a later error about one names its line
+    args.from_file = {dest: (where.get(dest, given.config), value) for dest, value in values.items()
+                      if getattr(args, dest, None) == value}
     return args
+
+
+def _located(exc: UsageError, args) -> UsageError:
+    """``exc`` naming the config file's line, when it is about one option the file set: its
+    flag, or one of its values, is in the message (``unknown backend 'nosuch'``)."""
+    text = str(exc)
+    about = []
+    for dest, (where, value) in getattr(args, "from_file", {}).items():
+        flag = "--" + dest.replace("_", "-")
+        words = [str(v) for v in (value if isinstance(value, list) else [value]) if not isinstance(v, bool)]
+        if flag in text or any(len(w) > 1 and re.search(rf"(?<![\w.-]){re.escape(w)}(?![\w-])", text) for w in words):
+            about.append((dest, where))
+    if len(about) != 1 or text.startswith(str(about[0][1])):
+        return exc
+    dest, where = about[0]
+    located = type(exc)(f"{where}: {dest.replace('_', '-')}: {text}", fix=exc.fix)
+    located.__cause__ = exc.__cause__
+    return located
 
 
 def _normalise_argv(argv: list[str]) -> list[str]:
@@ -226,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     except PteforgeError as exc:
         if debug:
             ui.traceback()
+        if isinstance(exc, UsageError):
+            exc = _located(exc, args)
         ui.error(exc.one_line())
         return int(exc.exit_status)
     except KeyboardInterrupt:
@@ -327,7 +354,7 @@ def _cmd_export(args, ui, debug: bool) -> int:
 
 
 def _cmd_validate(args, ui) -> int:
-    from .errors import UsageError
+
     from .vision import image_dir, shipped_images
 
     models_dir = Path(args.models_dir)
@@ -358,7 +385,7 @@ def _cmd_validate(args, ui) -> int:
 
 def _cmd_bench(args, ui) -> int:
     from .bench import bench
-    from .errors import UsageError
+
 
     if not Path(args.path).exists():
         raise UsageError(f"{args.path}: no such file or directory", fix="give a directory of artifacts or a .pte")

@@ -161,6 +161,18 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
     return values
 
 
+def locations(path: Path) -> dict[str, str]:
+    """``path:line`` of each option the file sets, by the command line's destination."""
+    path = Path(path)
+    text = path.read_text()
+    data = tomllib.loads(text)
+    table, prefix = (data.get("tool", {}).get("pteforge", {}), "tool.pteforge") if path.name == "pyproject.toml" else (data, "")
+    schema = export_file()
+    dests = {spelling: name for name in schema.model_fields for spelling in _spellings(schema, name)}
+    return {dests.get(key.replace("-", "_"), key.replace("-", "_")): _where(path, text, key.replace("-", "_"), prefix)
+            for key in table}
+
+
 def _spellings(schema: type[BaseModel], name: str) -> list[str]:
     """The keys a file may set option ``name`` with: its name, or its aliases (``platform``)."""
     alias = schema.model_fields[name].validation_alias

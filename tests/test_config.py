@@ -51,6 +51,12 @@ def test_pyproject_tool_table(capsys, tmp_path):
         ('out = "x"\nexecutor = "dask"\n', "pteforge.toml:2: executor has a wrong value: 'dask' is not one of local, ray"),
         ('out = "x"\n[[model]]\nname = "net"\n', "pteforge.toml:2: model has a wrong value"),  # a table, not a list
         ('seed = 1\n[extra]\nseed = "two"\n', "pteforge.toml:2: extra is not an option"),
+        # values only the export itself finds wrong: the line of the option they came from
+        ('mobilenet = true\nbackends = ["xnnpack", "nosuch"]\n', "pteforge.toml:2: backends: unknown backend 'nosuch'"),
+        ('weights = "none"\nyolo = ["yolo99"]\n', "pteforge.toml:2: yolo: unknown model 'yolo99'"),
+        ('mobilenet = true\nprecision = "int3"\n', "pteforge.toml:2: precision: unknown precision 'int3'"),
+        ('model = ["tiny_models:tiny"]\ninput-shape = ["1,3,8,8"]\ninput-dtype = ["complex64"]\n',
+         "pteforge.toml:3: input-dtype: unsupported --input-dtype 'complex64'"),
     ],
 )
 def test_errors_name_the_key_and_the_line(capsys, tmp_path, text, needle):
@@ -59,6 +65,14 @@ def test_errors_name_the_key_and_the_line(capsys, tmp_path, text, needle):
     assert code == ExitStatus.USAGE
     [line] = error_lines(err)
     assert needle in line, line
+
+
+def test_a_wrong_value_a_flag_gave_is_not_blamed_on_the_file(capsys, tmp_path):
+    (tmp_path / "pteforge.toml").write_text('mobilenet = true\nbackends = ["xnnpack"]\n')
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml", "--backends", "nosuch")
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert "unknown backend 'nosuch'" in line and "pteforge.toml" not in line, line
 
 
 def test_platform_is_the_targets_other_name(tmp_path):
