@@ -28,6 +28,19 @@ def _listed(value):
 Strings = Annotated[list[str] | None, BeforeValidator(_listed)]
 
 
+def _shapes(value):
+    """Shapes as the flag writes them (``"1,3,224,224"``) or as TOML lists of integers
+    (``[1, 3, 224, 224]``, or a list of those for several inputs)."""
+    def dims(v):
+        return isinstance(v, list) and v and all(isinstance(d, int) and not isinstance(d, bool) for d in v)
+
+    if dims(value):
+        return [",".join(map(str, value))]
+    if isinstance(value, list):
+        return [",".join(map(str, v)) if dims(v) else v for v in value]
+    return _listed(value)
+
+
 class ExportOptions(BaseModel):
     """The keys a config file may hold; each is the export flag of the same name. Each task
     family adds its own key (``mobilenet``, ``yolo``, ``yolo-pose``, ...): see ``export_file``."""
@@ -37,7 +50,7 @@ class ExportOptions(BaseModel):
     # models
     all: bool | None = None
     model: Strings = None  # package.module:factory(args...) or file.pt2
-    input_shape: Strings = None
+    input_shape: Annotated[list[str] | None, BeforeValidator(_shapes)] = None
     input_dtype: Strings = None
     labels: bool | None = None
     # targets and precision

@@ -67,6 +67,15 @@ def test_errors_name_the_key_and_the_line(capsys, tmp_path, text, needle):
     assert needle in line, line
 
 
+@pytest.mark.parametrize("shapes, expected", [('"1,3,8,8"', ["1,3,8,8"]), ("[1, 3, 8, 8]", ["1,3,8,8"]),
+                                             ('[[2, 5], "1"]', ["2,5", "1"])])
+def test_input_shapes_may_be_toml_lists_of_integers(tmp_path, shapes, expected):
+    from pteforge.config import load_config
+
+    (tmp_path / "pteforge.toml").write_text(f"input-shape = {shapes}\n")
+    assert load_config(tmp_path / "pteforge.toml") == {"input_shape": expected}
+
+
 def test_a_wrong_value_a_flag_gave_is_not_blamed_on_the_file(capsys, tmp_path):
     (tmp_path / "pteforge.toml").write_text('mobilenet = true\nbackends = ["xnnpack"]\n')
     code, _, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml", "--backends", "nosuch")
