@@ -170,8 +170,6 @@ def _parser() -> argparse.ArgumentParser:
 def _with_config(parser, given, argv: list[str]):
     """The command line again, with the config file's values as the export's defaults:
     a flag on the command line wins over the file (a repeated flag replaces its list)."""
-    from .config import load_config
-
     from .config import load_config, locations
 
     values = load_config(Path(given.config), {a.dest: list(a.choices) for a in parser.export_parser._actions if a.choices})
@@ -354,7 +352,6 @@ def _cmd_export(args, ui, debug: bool) -> int:
 
 
 def _cmd_validate(args, ui) -> int:
-
     from .vision import image_dir, shipped_images
 
     models_dir = Path(args.models_dir)
@@ -385,7 +382,6 @@ def _cmd_validate(args, ui) -> int:
 
 def _cmd_bench(args, ui) -> int:
     from .bench import bench
-
 
     if not Path(args.path).exists():
         raise UsageError(f"{args.path}: no such file or directory", fix="give a directory of artifacts or a .pte")

@@ -129,11 +129,9 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
         raise UsageError(f"-c {path}: {exc.strerror}", fix="give the path of a pteforge.toml or pyproject.toml") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not valid TOML ({exc})", fix="fix the TOML syntax at that line") from None
-    table, prefix = data, ""
-    if path.name == "pyproject.toml":
-        table, prefix = data.get("tool", {}).get("pteforge"), "tool.pteforge."
-        if table is None:
-            raise UsageError(f"{path} has no [tool.pteforge] table", fix="add [tool.pteforge] with the export options")
+    table, prefix = _options(path, data)
+    if table is None:
+        raise UsageError(f"{path} has no [tool.pteforge] table", fix="add [tool.pteforge] with the export options")
     table = {key.replace("-", "_"): value for key, value in table.items()}
     schema = export_file()
     for name in schema.model_fields:
@@ -174,16 +172,23 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
     return values
 
 
+def _options(path: Path, data: dict) -> tuple[dict | None, str]:
+    """The table of ``data`` (``path``'s TOML) that holds the options, and its dotted
+    name with a trailing dot ("" for the top level)."""
+    if path.name == "pyproject.toml":
+        return data.get("tool", {}).get("pteforge"), "tool.pteforge."
+    return data, ""
+
+
 def locations(path: Path) -> dict[str, str]:
     """``path:line`` of each option the file sets, by the command line's destination."""
     path = Path(path)
     text = path.read_text()
-    data = tomllib.loads(text)
-    table, prefix = (data.get("tool", {}).get("pteforge", {}), "tool.pteforge") if path.name == "pyproject.toml" else (data, "")
+    table, prefix = _options(path, tomllib.loads(text))
     schema = export_file()
     dests = {spelling: name for name in schema.model_fields for spelling in _spellings(schema, name)}
-    return {dests.get(key.replace("-", "_"), key.replace("-", "_")): _where(path, text, key.replace("-", "_"), prefix)
-            for key in table}
+    keys = [key.replace("-", "_") for key in table or {}]
+    return {dests.get(key, key): _where(path, text, key, prefix[:-1]) for key in keys}
 
 
 def _spellings(schema: type[BaseModel], name: str) -> list[str]:

@@ -262,8 +262,9 @@ class _Job:
             bpte = path.with_suffix(".bpte")
             self.timed(Stage.BUNDLE, lambda: write_atomic(bpte, bundled_program(program, reference)))
             record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}
+        io = program_io(program.executorch_program, program.exported_program())
         record.artifact = Artifact(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                                   delegation=delegation, io=program_io(program.executorch_program, program.exported_program()))
+                                   delegation=delegation, io=io)
 
 
 def _file_identity(path) -> str:

@@ -59,7 +59,8 @@ def _value(value, name: str) -> dict:
     if kind != "Tensor":
         return {"name": name, "type": _SCALARS.get(kind, kind)}
     code = int(value.scalar_type)
-    described = {"name": name, "shape": list(value.sizes), "dtype": DTYPES.get(code, getattr(value.scalar_type, "name", str(code)).lower())}
+    dtype = DTYPES.get(code, getattr(value.scalar_type, "name", str(code)).lower())
+    described = {"name": name, "shape": list(value.sizes), "dtype": dtype}
     if int(value.shape_dynamism) != 0:  # TensorShapeDynamism.STATIC
         described["dynamic"] = True
     return described

@@ -145,13 +145,16 @@ def io_lines(man: Manifest) -> list[str]:
             rows.setdefault(key, []).append(e.target)
     if not rows:
         return []
-    lines = ["", "## Inputs and outputs", "",
-             "What each program takes and returns, in order (the manifest's `inputs` and `outputs`); "
-             "`≤` marks a dynamic size, at its largest.", "",
-             "| model | targets | inputs | outputs |", "|---|---|---|---|"]
+    lines = _section("Inputs and outputs", "What each program takes and returns, in order (the manifest's `inputs` "
+                     "and `outputs`); `≤` marks a dynamic size, at its largest.", "model", "targets", "inputs", "outputs")
     for (model, inputs, outputs), targets in rows.items():
         lines.append(f"| {model} | {', '.join(targets)} | {_md(inputs)} | {_md(outputs)} |")
     return lines
+
+
+def _section(title: str, note: str, *columns: str) -> list[str]:
+    """A section's heading, its note and its table's header."""
+    return ["", f"## {title}", "", note, "", "| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
 
 
 def _values(values: list[dict]) -> str:
@@ -170,10 +173,9 @@ def fallback_lines(man: Manifest) -> list[str]:
         return []
     host = host_platform()
     status = {e.name: e.status for e in man.models}
-    lines = ["", "## Load order per platform", "",
-             f"The order an app should try the artifacts (the manifest's `fallback`). This host is `{host}`: "
-             "it recommends the first artifact that was verified here.", "",
-             "| model | platform | try in order | this host |", "|---|---|---|---|"]
+    lines = _section("Load order per platform", f"The order an app should try the artifacts (the manifest's `fallback`). "
+                     f"This host is `{host}`: it recommends the first artifact that was verified here.",
+                     "model", "platform", "try in order", "this host")
     for model, platforms in man.fallback.items():
         for platform, names in platforms.items():
             order = " → ".join(f"{n} ({status.get(n, '?')})" for n in names) or "no artifact serves it"
@@ -190,10 +192,9 @@ def numerics_lines(man: Manifest) -> list[str]:
     checked = [e for e in man.artifacts() if e.verification]
     if not checked:
         return []
-    lines = ["", "## Numerics against eager PyTorch", "",
-             "Pass or fail is judged on the seeded inputs (worst SQNR against the threshold); "
-             "the photos are shown against the same threshold.", "",
-             "| artifact | computed in | input | SQNR | cosine | top-1 | threshold |", "|---|---|---|---|---|---|---|"]
+    lines = _section("Numerics against eager PyTorch", "Pass or fail is judged on the seeded inputs (worst SQNR against "
+                     "the threshold); the photos are shown against the same threshold.",
+                     "artifact", "computed in", "input", "SQNR", "cosine", "top-1", "threshold")
     for e in checked:
         v = e.verification
         thr, rt = _db(v.get("threshold_sqnr_db")), v.get("runtime_precision") or e.precision
