@@ -203,3 +203,32 @@ def test_a_torchscript_module_is_captured_as_torch_export_captures_the_module(ho
 
     assert facts(export_model(scripted, example)) == facts(torch.export.export(model, example))
     assert torch.equal(export_model(scripted, example).module()(*example), model(*example))
+
+
+
+def test_a_published_onnx_file_as_the_families_import_it_lowers_and_verifies(tmp_path):
+    """MoveNet's and BlazeFace's pretrained weights are published ONNX files (NHWC input),
+    imported with onnx2torch and wrapped to take pteforge's NCHW input
+    (``onnx_file_model``). The imported layers' names hold "/" ("c/0/Conv"): lowering once
+    looked them up in the wrapper's own fx graph and failed on every backend."""
+    import torch
+
+    class Nhwc(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 3))
+
+        def forward(self, x):
+            return self.c(x.permute(0, 3, 1, 2))
+
+    onnx_file = tmp_path / "published.onnx"
+    torch.onnx.export(Nhwc().eval(), (torch.rand(1, 16, 16, 3),), str(onnx_file), dynamo=False, opset_version=13)
+    (tmp_path / "published.py").write_text(
+        "from pteforge.models.custom import onnx_file_model\n\n\n"
+        f"def build():\n    return onnx_file_model({str(onnx_file)!r}, 'published', nhwc=True)\n")
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", f"{tmp_path / 'published.py'}:build", "--input-shape", "1,3,16,16",
+                   "--weights", "none", "--backends", "xnnpack", "--bench-runs", "0", "--out", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and e["delegation"]["percent"] == 100, e

@@ -350,7 +350,7 @@ def build_onnx_named(spec: ModelSpec, weights: str, seed: int):
     class Named(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.onnx = converted  # not "graph": a GraphModule made of this has its own
+            self.onnx = converted  # not "graph": see onnx_file_model
 
         def forward(self, *args):
             out = self.onnx(*args)
@@ -399,10 +399,12 @@ def onnx_file_model(path, name: str, nhwc: bool = False, int_input: bool = False
     class Adapted(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.graph = graph
+            # not "graph": the GraphModule torch.export makes of this has a graph of its own, and
+            # lowering then looked the imported layers up in it ("nonexistent attribute c/Conv of graph")
+            self.onnx = graph
 
         def forward(self, x):
             x = x.permute(0, 2, 3, 1) if nhwc else x
-            return self.graph(x.round().to(torch.int32) if int_input else x)
+            return self.onnx(x.round().to(torch.int32) if int_input else x)
 
     return Adapted().eval()
