@@ -232,3 +232,32 @@ def test_a_published_onnx_file_as_the_families_import_it_lowers_and_verifies(tmp
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [e] = json.loads((out / "index.json").read_text())["models"]
     assert e["status"] == "VERIFIED" and e["delegation"]["percent"] == 100, e
+
+
+def test_an_onnx_pad_and_reshape_whose_arguments_are_constants_are_captured(tmp_path):
+    """From opset 11 ONNX gives Pad its pads, and Reshape its shape, as inputs; onnx2torch
+    reads them when it runs, which torch.export refuses, so every such file failed its
+    capture (MediaPipe's BlazeFace pads its channels). Where the file gives them as
+    constants they are taken as numbers (ONNX's Reshape 0 included)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Pad", ["x", "pads", "value"], ["padded"], mode="constant"),
+         helper.make_node("Reshape", ["padded", "shape"], ["y"])],
+        "pad_reshape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 36])],
+        [numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], dtype=np.int64), "pads"),
+         numpy_helper.from_array(np.array(0.5, dtype=np.float32), "value"),
+         numpy_helper.from_array(np.array([1, 0, -1], dtype=np.int64), "shape")],
+    )
+    onnx_file = tmp_path / "pad_reshape.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(onnx_file))
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", onnx_file, "--backends", "portable", "--bench-runs", "0", "--out", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60, e
+    assert e["outputs"] == [{"name": "y", "shape": [1, 3, 36], "dtype": "float32"}]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 import re
@@ -322,7 +323,8 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
     errors = []
     for target in [opset, *(v for v in ONNX2TORCH_OPSETS if v < opset)]:
         try:
-            return convert(model if target == opset else onnx.version_converter.convert_version(model, target)).eval()
+            converted = convert(model if target == opset else onnx.version_converter.convert_version(model, target))
+            return with_constant_arguments(converted).eval()
         except Exception as exc:  # noqa: BLE001 - onnx2torch raises what its converters raise
             errors.append(f"at opset {target}: {one_line(exc, 160)}")
     raise ModelError(f"onnx2torch cannot import '{spec.path}': {'; '.join(errors)}",
@@ -331,6 +333,76 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
 
 
 ONNX2TORCH_OPSETS = (17, 13)  # opsets a newer file is converted down to, in turn
+
+
+def with_constant_arguments(graph):
+    """onnx2torch's ``Pad`` (opset 11+) and ``Reshape`` modules read their pads and shape
+    from a tensor input when they run (``pads.tolist()``), which torch.export refuses as
+    data-dependent even where the file gives that input as a constant; each of those
+    whose arguments are the file's constants is replaced with one holding them as numbers
+    (the same ``F.pad`` or ``reshape``)."""
+    import torch
+    from onnx2torch.node_converters.pad import OnnxPadDynamic, _onnx_padding_to_torch, _torch_padding_to_mode_format
+    from onnx2torch.node_converters.reshape import OnnxReshape
+
+    fixed_pad, fixed_reshape = _fixed_modules()
+
+    def constant(arg):
+        if not isinstance(arg, torch.fx.Node) or arg.op != "get_attr":
+            return None
+        value = graph
+        for part in arg.target.split("."):
+            value = getattr(value, part, None)
+        return value.detach() if isinstance(value, torch.Tensor) else None
+
+    changed = False
+    for node in list(graph.graph.nodes):
+        module = graph.get_submodule(node.target) if node.op == "call_module" else None
+        values = [constant(a) for a in node.args[1:]] if module is not None else []
+        if not values or any(v is None for v in values):
+            continue
+        if type(module) is OnnxPadDynamic:
+            pads = _torch_padding_to_mode_format(_onnx_padding_to_torch(values[0].tolist()), module.mode)
+            fixed = fixed_pad(pads, module.mode, float(values[1].item()) if len(values) > 1 else 0.0)
+        elif type(module) is OnnxReshape:
+            fixed = fixed_reshape(values[0].tolist())
+        else:
+            continue
+        name = f"{node.target}/fixed"
+        graph.add_submodule(name, fixed)
+        with graph.graph.inserting_before(node):
+            node.replace_all_uses_with(graph.graph.call_module(name, (node.args[0],)))
+        graph.graph.erase_node(node)
+        changed = True
+    if changed:
+        graph.graph.eliminate_dead_code()
+        graph.delete_all_unused_submodules()
+        graph.recompile()
+    return graph
+
+
+@functools.cache
+def _fixed_modules():
+    """The modules ``with_constant_arguments`` puts in: a pad and a reshape by numbers."""
+    import torch
+
+    class FixedPad(torch.nn.Module):
+        def __init__(self, pads: list[int], mode: str, value: float):
+            super().__init__()
+            self.pads, self.mode, self.value = pads, mode, value
+
+        def forward(self, x):
+            return torch.nn.functional.pad(x, self.pads, mode=self.mode, value=self.value)
+
+    class FixedReshape(torch.nn.Module):
+        def __init__(self, shape: list[int]):
+            super().__init__()
+            self.shape = shape
+
+        def forward(self, x):  # ONNX's 0: that dimension of the input
+            return torch.reshape(x, [x.shape[i] if d == 0 else d for i, d in enumerate(self.shape)])
+
+    return FixedPad, FixedReshape
 
 
 def build_onnx_named(spec: ModelSpec, weights: str, seed: int):
