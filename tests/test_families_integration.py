@@ -210,7 +210,9 @@ def test_a_published_onnx_file_as_the_families_import_it_lowers_and_verifies(tmp
     """MoveNet's and BlazeFace's pretrained weights are published ONNX files (NHWC input),
     imported with onnx2torch and wrapped to take pteforge's NCHW input
     (``onnx_file_model``). The imported layers' names hold "/" ("c/0/Conv"): lowering once
-    looked them up in the wrapper's own fx graph and failed on every backend."""
+    looked them up in the wrapper's own fx graph and failed on every backend. BlazeFace pads
+    its channels: torch's TorchScript-based exporter writes ``F.pad`` with pads the graph
+    computes from constants, which are computed before the import."""
     import torch
 
     class Nhwc(torch.nn.Module):
@@ -219,7 +221,8 @@ def test_a_published_onnx_file_as_the_families_import_it_lowers_and_verifies(tmp
             self.c = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 3))
 
         def forward(self, x):
-            return self.c(x.permute(0, 3, 1, 2))
+            x = torch.nn.functional.pad(x.permute(0, 3, 1, 2), (0, 0, 0, 0, 0, 0))  # as BlazeFace's channel padding
+            return torch.nn.functional.pad(self.c(x), (0, 0, 0, 0, 0, 2))
 
     onnx_file = tmp_path / "published.onnx"
     torch.onnx.export(Nhwc().eval(), (torch.rand(1, 16, 16, 3),), str(onnx_file), dynamo=False, opset_version=13)

@@ -314,25 +314,59 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
     onnx2torch converts each operator at the versions it knows; a file saved at a newer
     opset (torch 2.x's exporter writes 18-20, where ``Constant`` and the reductions
     changed) is converted down with ONNX's own version converter, to the newest opset
-    onnx2torch takes, first. The reference stays ONNX Runtime on the original file."""
+    onnx2torch takes, first. What the graph computes from its constants alone is computed
+    first (``_folded``), and the file as it is imported when that fails. The reference
+    stays ONNX Runtime on the original file."""
     import onnx
     from onnx2torch import convert
 
-    model = onnx.load(spec.path)
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    original = onnx.load(spec.path)
     errors = []
-    for target in [opset, *(v for v in ONNX2TORCH_OPSETS if v < opset)]:
-        try:
-            converted = convert(model if target == opset else onnx.version_converter.convert_version(model, target))
-            return with_constant_arguments(converted).eval()
-        except Exception as exc:  # noqa: BLE001 - onnx2torch raises what its converters raise
-            errors.append(f"at opset {target}: {one_line(exc, 160)}")
+    for model in [m for m in (_folded(original), original) if m is not None]:
+        opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        errors = []
+        for target in [opset, *(v for v in ONNX2TORCH_OPSETS if v < opset)]:
+            try:
+                converted = convert(model if target == opset else onnx.version_converter.convert_version(model, target))
+                return with_constant_arguments(converted).eval()
+            except Exception as exc:  # noqa: BLE001 - onnx2torch raises what its converters raise
+                errors.append(f"at opset {target}: {one_line(exc, 160)}")
     raise ModelError(f"onnx2torch cannot import '{spec.path}': {'; '.join(errors)}",
                      fix="export the PyTorch model directly with --model, or re-export the ONNX file with the "
                          "operators onnx2torch converts") from None
 
 
 ONNX2TORCH_OPSETS = (17, 13)  # opsets a newer file is converted down to, in turn
+
+
+def _folded(model):
+    """``model`` with what it computes from constants alone computed: ONNX Runtime's basic
+    graph optimizations (constant folding, semantics-preserving fusions into standard
+    operators), which turn the pads and shapes torch's TorchScript-based exporter computes
+    (``F.pad``: ConstantOfShape, Concat, Slice) into constants ``with_constant_arguments``
+    then takes. None when ONNX Runtime cannot, or leaves an operator of its own."""
+    import tempfile
+
+    import onnx
+    import onnxruntime
+
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            options = onnxruntime.SessionOptions()
+            options.log_severity_level = 3
+            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+            options.optimized_model_filepath = str(Path(tmp) / "folded.onnx")
+            onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+            folded = onnx.load(options.optimized_model_filepath)
+    except Exception:  # noqa: BLE001 - a model ONNX Runtime cannot optimize (or > 2 GB): imported as it is
+        return None
+    used = {node.domain for node in folded.graph.node}
+    if used - {"", "ai.onnx"}:
+        return None
+    kept = [o for o in folded.opset_import if o.domain in ("", "ai.onnx")]
+    del folded.opset_import[:]
+    folded.opset_import.extend(kept)
+    return folded
 
 
 def with_constant_arguments(graph):
