@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 import torch
 
+from pteforge.backends.openvino import _cpu_has_bf16
 from pteforge.spec import Precision
 from pteforge.stages.rewrite import xnnpack_friendly
 
@@ -615,13 +616,7 @@ def test_int8_conv_output_shared_by_the_portable_kernels_and_a_delegate_fails_up
     _lower_and_run(ConvThenSoftplus, torch.rand(1, 3, 8, 8), Precision.INT8)
 
 
-def _openvino_computes_in_bf16() -> bool:
-    from pteforge.backends.openvino import _cpu_has_bf16
-
-    return _cpu_has_bf16()
-
-
-@pytest.mark.xfail(_openvino_computes_in_bf16(), strict=True, raises=AssertionError, reason=(
+@pytest.mark.xfail(_cpu_has_bf16(), strict=True, raises=AssertionError, reason=(
     "ExecuTorch 1.5.1 / OpenVINO 2025, on a CPU where OpenVINO computes in bf16 (AVX-512 bf16, "
     "AMX): an embedding lookup feeding a linear layer (or a matmul, or either after a ReLU) "
     "inside one OpenVINO delegate computes garbage (max abs ~1e35); an embedding followed by a "
