@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 
 from ..spec import Precision
 from .base import Backend, Docs, Requirement, narrowed_support
@@ -66,6 +67,12 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
         # (iOS 17 for PT2E int8, iOS 18 for int4).
         kwargs = {"minimum_deployment_target": ct.target.iOS15} if not precision.quantized else {}
         return CoreMLRecipeProvider().create_recipe(kind, **kwargs)
+
+    def plan(self, precision):
+        plan = super().plan(precision)
+        if plan.quantizer is not None:
+            plan.quantizer = _patterns_built_where_they_can_match(plan.quantizer)
+        return plan
 
     def source_transform(self, precision):
         if precision is not Precision.INT4_WEIGHT:
@@ -199,3 +206,46 @@ def coremltools():
     import coremltools as ct
 
     return ct
+
+
+def _patterns_built_where_they_can_match(quantizer):
+    """ExecuTorch's ``CoreMLQuantizer``, building only the pattern graphs that may match in
+    the program it annotates (``stages/patterns.built_only_where_they_can_match``): the
+    same annotations (tested), without exporting ~400 patterns at every annotation."""
+    if not hasattr(quantizer, "annotate"):
+        return quantizer
+    guarded = copy.copy(quantizer)
+    guarded.__class__ = _guarded(type(quantizer))
+    return guarded
+
+
+@functools.cache
+def _guarded(base: type) -> type:
+    class PatternsWhereTheyCanMatch(base):
+        def annotate(self, model):
+            from executorch.backends.apple.coreml.quantizer import _coreml_quantizer_utils as utils
+
+            from ..stages.patterns import built_only_where_they_can_match, op_names
+
+            with built_only_where_they_can_match(utils, "_get_aten_graph_module", op_names(model)):
+                return super().annotate(model)
+
+    return PatternsWhereTheyCanMatch
+
+
+def keyed_pattern_sets() -> list[tuple]:
+    """(module, attr, run) of the Core ML quantizer's pattern graphs, as
+    ``_patterns_built_where_they_can_match`` asks for them: ``run()`` annotates a program
+    that holds nothing, at each quantized precision, and so asks for every pattern."""
+    import torch
+    from executorch.backends.apple.coreml.quantizer import _coreml_quantizer_utils as utils
+
+    def run():
+        for precision in CoreML.precisions:
+            quantizer = Backend.plan(CoreML(), precision).quantizer  # ExecuTorch's own, unguarded
+            if quantizer is not None:
+                graph = torch.fx.Graph()
+                graph.output(graph.placeholder("x"))
+                quantizer.annotate(torch.fx.GraphModule(torch.nn.Module(), graph))
+
+    return [(utils, "_get_aten_graph_module", run)]

@@ -15,6 +15,13 @@ ships them for the versions it is locked to (``pteforge/data/patterns.json``, un
 same keys), so a machine's first run does not make them either; other versions make
 them once. ``python -m pteforge.stages.patterns`` prints that file again, made from the
 installed ExecuTorch.
+
+Core ML's quantizer is the same, pattern by pattern: each of its annotators builds its
+pattern graphs (``torch.export`` of a tiny module each, 405 in all, ~0.2 s each: 82 of the
+84 s a tiny model's ``coreml:int8`` job took) at every annotation, whatever the program
+holds. ``built_only_where_they_can_match`` keys each pattern by what its graph is made
+from (its class, the functions and flags it closes over, the example inputs' shapes) and
+gives one whose operators the program lacks a graph that matches nothing, in no time.
 """
 
 from __future__ import annotations
@@ -31,8 +38,25 @@ def op_names(graph_module) -> set[str]:
     """The targets of the call nodes of ``graph_module`` and its submodules, as text."""
     import torch
 
-    return {str(getattr(n.target, "_op", n.target)) for m in graph_module.modules() if isinstance(m, torch.fx.GraphModule)
+    return {op_name(n.target) for m in graph_module.modules() if isinstance(m, torch.fx.GraphModule)
             for n in m.graph.nodes if n.op == "call_function"}
+
+
+def op_name(target) -> str:
+    """A call's target as text that is the same in every process: an operator's name (an
+    edge operator's is its ATen operator's), a function's module and qualified name (the
+    text of a builtin or a pybind function holds its address)."""
+    import torch
+
+    op = getattr(target, "_op", None)  # an edge operator's ATen operator
+    if isinstance(op, torch._ops.OpOverload):
+        return str(op)
+    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+        return str(target)
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order.{target.name()}"
+    module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
+    return f"{module}.{name}" if isinstance(name, str) else str(target)
 
 
 def can_match(graph_module, module, build: Callable[[], list], name: str = "") -> bool:
@@ -131,6 +155,149 @@ def _guarded(call, module, getter: str, empty):
     return guarded
 
 
+@contextlib.contextmanager
+def built_only_where_they_can_match(module, attr: str, have: set[str]):
+    """Inside, ``module.attr(pattern, example_inputs, ...)``, which builds the graph of the
+    ``torch.nn.Module`` ``pattern`` by exporting it, gives a graph that matches nothing
+    (``never_matching``) for a pattern whose operators are known and not all in ``have``
+    (the program's ``op_names``): ``SubgraphMatcher`` matches a pattern only where every
+    one of its operators is, so the matcher finds what it would have found, nothing. A
+    pattern not known yet is built, and its operators are kept (``keyed_path``); one that
+    cannot be keyed (``pattern_key``) is built."""
+    build = getattr(module, attr)
+    path = keyed_path(module)
+    known = {**_keyed(_shipped().get(path.stem)), **_keyed(_read(path))}
+    learned: dict[str, list[str]] = {}
+
+    def guarded(pattern, example_inputs, *args, **kwargs):
+        key = pattern_key(module, pattern, example_inputs, args, kwargs)
+        ops = known.get(key)
+        if ops is not None and not set(ops) <= have:
+            return never_matching()
+        graph = build(pattern, example_inputs, *args, **kwargs)
+        if key is not None and ops is None:
+            known[key] = learned[key] = sorted(op_names(graph))
+        return graph
+
+    try:
+        with replaced(module, attr, guarded):
+            yield
+    finally:
+        if learned:
+            _learn(path, learned)
+
+
+def pattern_key(module, pattern, example_inputs, args=(), kwargs=None) -> str | None:
+    """What the graph of ``pattern`` is made from, as text: its class (defined in
+    ``module``, whose source keys the table), the values its ``forward`` closes over, the
+    example inputs' shapes and dtypes and the other arguments; None when one of them is
+    not plain (a tensor's values, an object: the pattern is then built)."""
+    import torch
+
+    forward = getattr(type(pattern), "forward", None)
+    own = [k for k in vars(pattern) if not k.startswith("_") and k != "training"]
+    if getattr(forward, "__module__", None) != module.__name__ or own or any(pattern.children()) \
+            or any(True for _ in pattern.parameters()) or any(True for _ in pattern.buffers()):
+        return None
+
+    def described(value):
+        if isinstance(value, torch.Tensor):
+            return ["tensor", list(value.shape), str(value.dtype)]
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, (tuple, list)):
+            return [described(v) for v in value]
+        if isinstance(value, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+            return str(value)
+        name, where = getattr(value, "__qualname__", None), getattr(value, "__module__", None)
+        if callable(value) and isinstance(name, str) and isinstance(where, str) and "<locals>" not in name:
+            return f"{where}:{name}"
+        raise ValueError(value)
+
+    try:
+        cells = [described(cell.cell_contents) for cell in forward.__closure__ or ()]
+        return json.dumps([forward.__qualname__, cells, described(tuple(example_inputs)), described(tuple(args)),
+                           sorted((k, described(v)) for k, v in (kwargs or {}).items())])
+    except (ValueError, TypeError):
+        return None
+
+
+def _nowhere(x):
+    """The operator of ``never_matching``'s graph, in no program."""
+    raise AssertionError("a pattern graph that matches nothing was run")
+
+
+def never_matching():
+    """A pattern graph (as ``torch.export`` makes them, returning its output and the map of
+    its named nodes) whose one operator no program holds."""
+    import torch
+    from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
+    from torch.utils import _pytree
+
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    y = graph.call_function(_nowhere, (x,))
+    flat, spec = _pytree.tree_flatten((y, {"output": y}))
+    graph.output(flat)
+    graph._codegen = _PyTreeCodeGen(_PyTreeInfo(["x"], _pytree.tree_flatten(((x,), {}))[1], spec))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+def keyed_path(module) -> Path:
+    """Where the operators of ``module``'s pattern graphs are kept, key by key."""
+    return _path(module, "keyed")
+
+
+def _read(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _keyed(table) -> dict[str, list[str]]:
+    """The well-formed entries of a kept or shipped table of pattern key -> operators."""
+    if not isinstance(table, dict):
+        return {}
+    return {k: v for k, v in table.items() if isinstance(v, list) and v and all(isinstance(op, str) for op in v)}
+
+
+def _learn(path: Path, learned: dict[str, list[str]]) -> None:
+    from filelock import FileLock
+
+    from ..io import write_atomic
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock"):  # another job's entries kept too
+            write_atomic(path, json.dumps({**_keyed(_read(path)), **learned}, sort_keys=True))
+    except OSError:
+        pass  # a read-only cache: built again next time
+
+
+def pattern_keys(module, attr: str, run: Callable[[], object],
+                 build: Callable[[str], bool] = lambda key: False) -> dict[str, list[str] | None]:
+    """Each pattern ``run()`` asks ``module.attr`` to build, by key: its operators where
+    ``build(key)``, else None (not built: it gets ``never_matching()``)."""
+    made = getattr(module, attr)
+    asked: dict[str, list[str] | None] = {}
+
+    def recording(pattern, example_inputs, *args, **kwargs):
+        key = pattern_key(module, pattern, example_inputs, args, kwargs)
+        if key is None:  # built wherever it is asked for: nothing to know
+            return made(pattern, example_inputs, *args, **kwargs)
+        if asked.get(key) is not None or not build(key):  # built already, or not to be
+            asked.setdefault(key, None)
+            return never_matching()
+        graph = made(pattern, example_inputs, *args, **kwargs)
+        asked[key] = sorted(op_names(graph))
+        return graph
+
+    with replaced(module, attr, recording):
+        run()
+    return asked
+
+
 def pattern_sets() -> list[tuple]:
     """(module, build, name) of every pattern set pteforge makes only where it can match."""
     from ..backends.vulkan import pattern_sets as vulkan
@@ -139,9 +306,22 @@ def pattern_sets() -> list[tuple]:
     return [*xnnpack(), *vulkan()]
 
 
-def made_now() -> dict[str, list[list[str]]]:
-    """What ``SHIPPED`` holds for the installed versions, made from the pattern graphs."""
-    return {_path(module, name).stem: [sorted(op_names(graph)) for graph in build()] for module, build, name in pattern_sets()}
+def keyed_pattern_sets() -> list[tuple]:
+    """(module, attr, run) of every builder pteforge calls only for patterns that can match:
+    ``run()`` asks for every pattern it builds."""
+    from ..backends.coreml import keyed_pattern_sets as coreml
+
+    return coreml()
+
+
+def made_now(keyed: Callable[[str], bool] = lambda key: True) -> dict[str, list[list[str]] | dict]:
+    """What ``SHIPPED`` holds for the installed versions, made from the pattern graphs
+    (of the keyed ones, those ``keyed(key)`` says; the others' keys map to None)."""
+    made: dict = {_path(module, name).stem: [sorted(op_names(graph)) for graph in build()]
+                  for module, build, name in pattern_sets()}
+    for module, attr, run in keyed_pattern_sets():
+        made[keyed_path(module).stem] = pattern_keys(module, attr, run, keyed)
+    return made
 
 
 if __name__ == "__main__":
