@@ -4,6 +4,7 @@ as ExecuTorch's own does."""
 
 import dataclasses
 import json
+import sys
 
 import pytest
 import torch
@@ -138,3 +139,37 @@ def test_a_pattern_is_keyed_by_what_its_graph_is_made_from():
             return x
 
     assert patterns.pattern_key(utils, Weighted(), (torch.rand(1),)) is None
+
+
+def made_with(fn, how: str):
+    """A pattern whose graph depends on ``fn``, given to it as a class attribute, a default
+    argument or a closure."""
+
+    class Attribute(torch.nn.Module):
+        act = fn
+
+        def forward(self, x):
+            return self.act(x)
+
+    class Default(torch.nn.Module):
+        def forward(self, x, act=fn):
+            return act(x)
+
+    class Closure(torch.nn.Module):
+        def forward(self, x):
+            return fn(x)
+
+    return {"attribute": Attribute, "default": Default, "closure": Closure}[how]()
+
+
+@pytest.mark.parametrize("how", ["attribute", "default", "closure"])
+def test_a_pattern_s_key_holds_every_value_its_graph_depends_on(how):
+    here = sys.modules[__name__]
+    x = (torch.rand(2),)
+    relu, gelu = patterns.pattern_key(here, made_with(F.relu, how), x), patterns.pattern_key(here, made_with(F.gelu, how), x)
+    assert None not in (relu, gelu) and relu != gelu
+    assert relu == patterns.pattern_key(here, made_with(F.relu, how), x)
+    assert relu != patterns.pattern_key(here, made_with(F.relu, how), (torch.rand(3),)), "another shape"
+    stateful = made_with(F.relu, how)
+    stateful.scale = 2.0
+    assert patterns.pattern_key(here, stateful, x) is None, "state of its own: built"

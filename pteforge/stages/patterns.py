@@ -74,11 +74,7 @@ def needed(module, build: Callable[[], list], name: str = "") -> list[frozenset[
     """The operators of each pattern graph ``build()`` makes: read from the cache
     directory, or from the built graphs, then written there."""
     path = _path(module, name)
-    try:
-        kept = json.loads(path.read_text())
-    except (OSError, ValueError):
-        kept = None
-    for ops in (kept, _shipped().get(path.stem)):
+    for ops in (_read(path), _shipped().get(path.stem)):
         if isinstance(ops, list) and ops and all(isinstance(o, list) and o and all(isinstance(op, str) for op in o)
                                                  for o in ops):
             return [frozenset(o) for o in ops]
@@ -188,15 +184,20 @@ def built_only_where_they_can_match(module, attr: str, have: set[str]):
 
 
 def pattern_key(module, pattern, example_inputs, args=(), kwargs=None) -> str | None:
-    """What the graph of ``pattern`` is made from, as text: its class (defined in
-    ``module``, whose source keys the table), the values its ``forward`` closes over, the
-    example inputs' shapes and dtypes and the other arguments; None when one of them is
-    not plain (a tensor's values, an object: the pattern is then built)."""
+    """What the graph of ``pattern`` is made from, as text: its classes (defined in
+    ``module``, whose source keys the table), what their functions close over and default
+    to and their other attributes, the example inputs' shapes and dtypes and the other
+    arguments; None when one of them is not plain (a tensor's values, an object, a
+    pattern with state of its own: the pattern is then built)."""
+    import inspect
+
     import torch
 
-    forward = getattr(type(pattern), "forward", None)
-    own = [k for k in vars(pattern) if not k.startswith("_") and k != "training"]
-    if getattr(forward, "__module__", None) != module.__name__ or own or any(pattern.children()) \
+    mro = type(pattern).__mro__
+    ours = [c for c in mro if c.__module__ == module.__name__]
+    if not ours or any(c not in ours and c not in torch.nn.Module.__mro__ for c in mro):
+        return None
+    if any(not k.startswith("_") and k != "training" for k in vars(pattern)) or any(pattern.children()) \
             or any(True for _ in pattern.parameters()) or any(True for _ in pattern.buffers()):
         return None
 
@@ -207,17 +208,23 @@ def pattern_key(module, pattern, example_inputs, args=(), kwargs=None) -> str | 
             return value
         if isinstance(value, (tuple, list)):
             return [described(v) for v in value]
+        if isinstance(value, dict):
+            return sorted([str(k), described(v)] for k, v in value.items())
         if isinstance(value, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
             return str(value)
+        if inspect.isfunction(value) and value.__module__ == module.__name__:  # a function of the pattern's own
+            return [value.__qualname__, [described(c.cell_contents) for c in value.__closure__ or ()],
+                    described(value.__defaults__), described(value.__kwdefaults__)]
         name, where = getattr(value, "__qualname__", None), getattr(value, "__module__", None)
         if callable(value) and isinstance(name, str) and isinstance(where, str) and "<locals>" not in name:
             return f"{where}:{name}"
         raise ValueError(value)
 
     try:
-        cells = [described(cell.cell_contents) for cell in forward.__closure__ or ()]
-        return json.dumps([forward.__qualname__, cells, described(tuple(example_inputs)), described(tuple(args)),
-                           sorted((k, described(v)) for k, v in (kwargs or {}).items())])
+        classes = [[c.__qualname__, described({k: v for k, v in vars(c).items()
+                                               if inspect.isfunction(v) or not (k.startswith("__") and k.endswith("__"))})]
+                   for c in ours]
+        return json.dumps([classes, described(tuple(example_inputs)), described(tuple(args)), described(kwargs or {})])
     except (ValueError, TypeError):
         return None
 
