@@ -23,10 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 
 def models() -> dict:
+    """name -> (what builds the model, its input shape)."""
     import tiny_models
 
-    return {"weighty": tiny_models.weighty, "tinynet": lambda: tiny_models.TinyNet(),
-            "mobilenet_v3_small": lambda: __import__("torchvision").models.mobilenet_v3_small()}
+    return {"weighty": (tiny_models.weighty, (1, 3, 32, 32)), "tinynet": (tiny_models.TinyNet, (1, 3, 16, 16)),
+            "mobilenet_v3_small": (lambda: __import__("torchvision").models.mobilenet_v3_small(), (1, 3, 224, 224))}
 
 
 def same(a, b) -> bool:
@@ -58,10 +59,9 @@ def main() -> None:
     print(f"{'model':<20} {'precision':<12} {'ours s':>8} {'theirs s':>9} {'ratio':>6}  same program")
     for name in args.models:
         torch.manual_seed(0)
-        model = models()[name]().eval()
-        example = (torch.rand(1, 3, 224, 224),) if name == "mobilenet_v3_small" else (torch.rand(1, 3, 16, 16),)
-        if name == "weighty":
-            example = (torch.rand(1, 3, 32, 32),)
+        build, shape = models()[name]
+        model = build().eval()
+        example = (torch.rand(*shape),)
         program = torch.export.export(model, example)
         batches = [tuple(torch.rand_like(x) for x in example) for _ in range(4)]
         for precision in map(Precision, args.precisions):

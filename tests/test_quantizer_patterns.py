@@ -86,7 +86,7 @@ def test_the_program_is_quantized_as_by_executorch_s_own_quantizer(builds, preci
     assert not patterns.keyed_path(utils).exists(), "every pattern's operators were shipped: none learned"
 
 
-def test_patterns_not_known_yet_are_built_once_then_only_where_they_can_match(builds, tmp_path, monkeypatch):
+def test_patterns_not_known_yet_are_built_once_then_only_where_they_can_match(builds, monkeypatch):
     """On versions pteforge ships no table for, the first annotation builds every pattern
     and keeps their operators; a damaged table is learned again, never taken as known."""
     from executorch.backends.apple.coreml.quantizer import _coreml_quantizer as upstream

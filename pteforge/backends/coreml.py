@@ -212,8 +212,6 @@ def _patterns_built_where_they_can_match(quantizer):
     """ExecuTorch's ``CoreMLQuantizer``, building only the pattern graphs that may match in
     the program it annotates (``stages/patterns.built_only_where_they_can_match``): the
     same annotations (tested), without exporting ~400 patterns at every annotation."""
-    if not hasattr(quantizer, "annotate"):
-        return quantizer
     guarded = copy.copy(quantizer)
     guarded.__class__ = _guarded(type(quantizer))
     return guarded
