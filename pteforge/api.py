@@ -258,14 +258,17 @@ def _capture_pool(config: ExportConfig, pool, captures: int, on_stage):
     """Where the captures run: on the local executor, worker processes of their own, started
     fresh (spawn), which import torch and not ExecuTorch: the first capture then runs beside
     the fork server's imports (~4 s) instead of after them (the first target job started
-    ~1 s sooner on mobilenet_v3_small). On Ray, the pool's tasks."""
+    ~1 s sooner on mobilenet_v3_small). When an earlier run in this process left the fork
+    server ready, forked from it: a fresh interpreter's imports took ~6 s of a tiny model's
+    7 s capture. On Ray, the pool's tasks."""
     import contextlib
 
-    from .workers import WorkerPool, default_size
+    from .workers import WorkerPool, default_size, fork_server_ready
 
     if config.executor != "local":
         return contextlib.nullcontext(pool)
-    return WorkerPool(config.jobs or default_size(captures), quiet=not config.debug, on_stage=on_stage, fresh=True)
+    return WorkerPool(config.jobs or default_size(captures), quiet=not config.debug, on_stage=on_stage,
+                      fresh=not fork_server_ready())
 
 
 def _ray_resources(job) -> dict:

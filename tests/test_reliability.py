@@ -611,3 +611,22 @@ def test_the_capture_runs_in_a_worker_of_its_own_that_has_not_imported_executorc
     assert json.loads(seen.read_text()) == {"executorch imported": False}
     [row] = json.loads((out / "index.json").read_text())["models"]
     assert row["status"] == "VERIFIED", row
+
+
+def test_a_later_run_in_the_same_process_forks_its_capture_from_the_ready_fork_server(capsys, tmp_path):
+    """Once a run has forked a worker, the fork server has done its imports: a later run in
+    that process (the API called again, a notebook) forks its capture from it instead of
+    starting an interpreter that imports torch again."""
+    seen = tmp_path / "seen.json"
+    (tmp_path / "m.py").write_text(
+        "import json, sys\n\nimport torch\n\n\n"
+        "def build():\n"
+        f"    open({str(seen)!r}, 'w').write(json.dumps({{'executorch imported': 'executorch.exir' in sys.modules}}))\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())\n")
+    for run in ("first", "later"):
+        code, stdout, _ = cli(capsys, "export", "--model", f"{tmp_path / 'm.py'}:build", "--input-shape", "1,4",
+                              "--weights", "none", "--backends", "portable", "--no-cache", "--out", tmp_path / run)
+        assert code == ExitStatus.OK, stdout
+        [row] = json.loads((tmp_path / run / "index.json").read_text())["models"]
+        assert row["status"] == "VERIFIED", row
+    assert json.loads(seen.read_text()) == {"executorch imported": True}, "forked from the fork server"
