@@ -35,6 +35,14 @@ def test_help_does_not_import_the_compiler():
     assert proc.stdout.strip().endswith("CLEAN"), proc.stdout + proc.stderr
 
 
+def test_executorch_reads_its_edge_dialect_table_with_the_c_yaml_parser():
+    """``import executorch.exir`` parses a 138 KB YAML file with ruamel.yaml in every process
+    that lowers; the pure-Python parser took ~1.2 s more (the dependency is for this)."""
+    from ruamel.yaml import YAML
+
+    assert YAML(typ="safe").Parser.__module__.endswith("_ruamel_yaml"), "ruamel.yaml.clib is not installed"
+
+
 def test_unknown_backend_names_the_closest(capsys, out):
     code, _, err = cli(capsys, *TINY, "--backends", "xnnpak", "--out", out)
     assert code == ExitStatus.USAGE
