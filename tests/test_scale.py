@@ -1,6 +1,7 @@
 """Many jobs: longest first, resuming an interrupted run, and the same run on Ray."""
 
 import json
+import os
 import signal
 import time
 
@@ -71,8 +72,9 @@ def test_ray_gives_the_same_manifest_as_the_local_pool(tmp_path, monkeypatch):
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "tiny › xnnpack: lowering" in proc.stderr, "progress as tasks run"
         runs[executor] = json.loads((out / "index.json").read_text())
-        run_id = (tmp_path / f"probe-{executor}").read_text()
-        assert len(run_id) == 12, "a task sees pteforge's variables: the user's (the probe) and the run's (its id)"
+        probe = json.loads((tmp_path / f"probe-{executor}").read_text())
+        assert len(probe["run_id"]) == 12, "a task sees pteforge's variables: the user's (the probe) and the run's (its id)"
+        assert probe["niceness"] == os.nice(0), "a task runs at the run's priority (Ray's default, 15, starved it)"
     local, ray_ = (_without_run_facts(runs[k]) for k in ("local", "ray"))
     assert [e["hash"] for e in local] == [e["hash"] for e in ray_], "the same bytes"
     assert local == ray_

@@ -1,5 +1,6 @@
 """Tiny models for fast tests: real torch modules, exported and lowered for real."""
 
+import json
 import os
 
 import torch
@@ -142,7 +143,7 @@ def tiny():
         return DataDependent()
     if os.environ.get("PTEFORGE_TEST_PROBE"):  # what the process building the model sees
         with open(os.environ["PTEFORGE_TEST_PROBE"], "w") as f:
-            f.write(os.environ.get("PTEFORGE_RUN_ID", ""))
+            json.dump({"run_id": os.environ.get("PTEFORGE_RUN_ID", ""), "niceness": os.nice(0)}, f)
     return TinyNet()
 
 
