@@ -289,10 +289,13 @@ class WorkerPool:
 
 
 # Imported once by the fork server; every worker forks from it with them loaded
-# (``import executorch.runtime`` alone costs ~10 s).
+# (``import executorch.runtime`` alone costs ~10 s; ``executorch.devtools.backend_debug``,
+# read for every lowering's delegation, imports ExecuTorch's inspector and pandas: ~0.4 s
+# in each worker otherwise).
 # Set by ExecuTorch's pybindings at import so its OpenVINO backend finds libopenvino_c.
 PRELOAD_ENV = ("OPENVINO_LIB_PATH",)
-PRELOAD = ["torch", "executorch.exir", "executorch.runtime", "pteforge.pipeline", "pteforge.stages.capture"]
+PRELOAD = ["torch", "executorch.exir", "executorch.runtime", "executorch.devtools.backend_debug", "pteforge.pipeline",
+           "pteforge.stages.capture"]
 
 
 def preload() -> None:
