@@ -50,6 +50,23 @@ def _the_app_reads_every_manifest_written(tmp_path_factory):
         ModelVersions.from_json(json.loads(path.read_text()))
 
 
+# Test files, heaviest first: their worker time in a CI run on this 2-core machine (junit),
+# 339 s down to a few. pytest-xdist's loadfile hands whole files to the workers in this
+# order (``--no-loadscope-reorder``; by default it orders them by their number of tests,
+# which started test_integration's 286 s among the last files and left one core idle at the
+# end). Files not named follow, in collection order.
+HEAVIEST_FIRST = [
+    "test_reliability", "test_families_integration", "test_integration", "test_rewrite", "test_scale", "test_llm",
+    "test_precision", "test_memo", "test_validate", "test_cli", "test_host", "test_cache", "test_quantizer_patterns",
+    "test_no_silent_loss", "test_contract", "test_plugins", "test_platforms",
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(HEAVIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: each file's own order kept
+
+
 def pytest_configure(config):
     from pteforge.backends import backend_classes
 

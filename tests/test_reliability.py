@@ -142,9 +142,9 @@ def test_jobs_of_a_group_run_on_one_worker_and_no_core_idles():
 
 def test_ctrl_c_stops_promptly_and_keeps_what_finished(tmp_path):
     out = tmp_path / "out"
-    proc = popen_cli("export", "--mobilenet", "--weights", "none", "--backends", "portable", "xnnpack", "vulkan",
-                     "coreml", "--jobs", "1", "--out", out)
-    wait_for_line(proc.stderr, "✓ mobilenet_v3_small coreml")  # the longest job starts first
+    proc = popen_cli("export", *TINY, "--backends", "portable", "xnnpack", "vulkan", "coreml", "--jobs", "1",
+                     "--out", out)
+    wait_for_line(proc.stderr, "✓ tiny coreml")  # the longest job starts first
     workers = children_of(proc.pid)
     proc.send_signal(signal.SIGINT)
     t0 = time.monotonic()
@@ -153,17 +153,18 @@ def test_ctrl_c_stops_promptly_and_keeps_what_finished(tmp_path):
     assert proc.returncode == ExitStatus.INTERRUPTED
     assert "interrupted" in err
     manifest = assert_manifest_matches_disk(out)
-    assert "mobilenet_v3_small_coreml.pte" in {e["name"] for e in manifest["models"]}
+    assert "tiny_coreml.pte" in {e["name"] for e in manifest["models"]}
     assert not still_alive(workers, within=15), "workers are ended"
 
 
 def test_sigkill_of_the_parent_leaves_intact_results(tmp_path):
     out = tmp_path / "out"
-    proc = popen_cli("export", "--mobilenet", "--weights", "none", "--backends", "portable", "xnnpack", "vulkan",
-                     "coreml", "--jobs", "1", "--out", out)
-    wait_for_line(proc.stderr, "✓ mobilenet_v3_small coreml")  # the longest job starts first
-    time.sleep(3)  # mid-way through the next target
+    proc = popen_cli("export", *TINY, "--backends", "portable", "xnnpack", "vulkan", "coreml", "--jobs", "1",
+                     "--out", out)
+    wait_for_line(proc.stderr, "tiny › ")  # the first target job is under way
+    wait_for_line(proc.stderr, "✓ tiny ")  # and has finished; the next is mid-way
     workers = children_of(proc.pid)
+    assert proc.poll() is None and workers, "killed mid-run"
     proc.kill()
     proc.wait(timeout=30)
     assert not still_alive(workers, within=30), "workers die with the parent"
