@@ -597,16 +597,22 @@ def test_a_worker_that_did_not_capture_a_model_loads_its_custom_operators(tmp_pa
     assert "out variant and a kernel the runtime links" in proc.stdout
 
 
-def test_the_capture_runs_in_a_worker_of_its_own_that_has_not_imported_executorch(tmp_path, out):
-    """Captures need torch only: their workers start fresh beside the fork server (which
-    imports torch and ExecuTorch, ~4 s) instead of forking from it once it is done."""
+def _model_that_says_what_its_process_imported(tmp_path) -> tuple[str, Path]:
+    """A factory (``--model``) whose process writes to ``seen`` whether it had imported ExecuTorch."""
     seen = tmp_path / "seen.json"
     (tmp_path / "m.py").write_text(
         "import json, sys\n\nimport torch\n\n\n"
         "def build():\n"
         f"    open({str(seen)!r}, 'w').write(json.dumps({{'executorch imported': 'executorch.exir' in sys.modules}}))\n"
         "    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())\n")
-    proc = run_cli("export", "--model", f"{tmp_path / 'm.py'}:build", "--input-shape", "1,4", "--weights", "none",
+    return f"{tmp_path / 'm.py'}:build", seen
+
+
+def test_the_capture_runs_in_a_worker_of_its_own_that_has_not_imported_executorch(tmp_path, out):
+    """Captures need torch only: their workers start fresh beside the fork server (which
+    imports torch and ExecuTorch, ~4 s) instead of forking from it once it is done."""
+    model, seen = _model_that_says_what_its_process_imported(tmp_path)
+    proc = run_cli("export", "--model", model, "--input-shape", "1,4", "--weights", "none",
                    "--backends", "portable", "--out", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads(seen.read_text()) == {"executorch imported": False}
@@ -618,14 +624,9 @@ def test_a_later_run_in_the_same_process_forks_its_capture_from_the_ready_fork_s
     """Once a run has forked a worker, the fork server has done its imports: a later run in
     that process (the API called again, a notebook) forks its capture from it instead of
     starting an interpreter that imports torch again."""
-    seen = tmp_path / "seen.json"
-    (tmp_path / "m.py").write_text(
-        "import json, sys\n\nimport torch\n\n\n"
-        "def build():\n"
-        f"    open({str(seen)!r}, 'w').write(json.dumps({{'executorch imported': 'executorch.exir' in sys.modules}}))\n"
-        "    return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())\n")
+    model, seen = _model_that_says_what_its_process_imported(tmp_path)
     for run in ("first", "later"):
-        code, stdout, _ = cli(capsys, "export", "--model", f"{tmp_path / 'm.py'}:build", "--input-shape", "1,4",
+        code, stdout, _ = cli(capsys, "export", "--model", model, "--input-shape", "1,4",
                               "--weights", "none", "--backends", "portable", "--no-cache", "--out", tmp_path / run)
         assert code == ExitStatus.OK, stdout
         [row] = json.loads((tmp_path / run / "index.json").read_text())["models"]
