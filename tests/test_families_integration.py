@@ -6,6 +6,7 @@ import json
 
 import pytest
 from conftest import run_cli
+from test_cli import cli
 from test_reports import dump_dom, section
 
 pytestmark = pytest.mark.slow
@@ -17,6 +18,14 @@ FAMILIES = {  # flag -> (category, model)
     "--movenet": ("movenet", "movenet_lightning"),
     "--blazeface": ("blazeface", "blazeface"),
 }
+
+
+def export_here(capsys, *args) -> None:
+    """``pteforge export`` in this process, through the command line's own entry point
+    (``cli.main``): it reuses the fork server an earlier export left in this process, where
+    a new process starts its own (~7 s of imports) and a fresh interpreter per capture."""
+    code, stdout, err = cli(capsys, "export", *args)
+    assert code == 0, stdout + err
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +95,7 @@ def test_validate_decodes_every_family_on_real_photos_and_draws_them(families_ru
     assert "data-loaded=\"0\"" not in shown
 
 
-def test_an_onnx_file_is_imported_lowered_and_verified_against_onnx_runtime(tmp_path):
+def test_an_onnx_file_is_imported_lowered_and_verified_against_onnx_runtime(capsys, tmp_path):
     import torch
 
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
@@ -95,8 +104,7 @@ def test_an_onnx_file_is_imported_lowered_and_verified_against_onnx_runtime(tmp_
     torch.onnx.export(model, (torch.rand(1, 3, 32, 32),), str(onnx_file), dynamo=False,
                       input_names=["image.1"], output_names=["logits"], dynamic_axes={"image.1": {0: "batch"}})
     out = tmp_path / "out"
-    proc = run_cli("export", "--model", onnx_file, "--backends", "xnnpack", "--bench-runs", "0", "--out", out)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    export_here(capsys, "--model", onnx_file, "--backends", "xnnpack", "--bench-runs", "0", "--out", out)
     [e] = json.loads((out / "index.json").read_text())["models"]
     assert e["source"] == str(onnx_file.resolve()) and e["status"] == "VERIFIED"
     assert e["inputShapes"] == [[1, 3, 32, 32]], "the dynamic batch dimension became 1"
@@ -116,8 +124,7 @@ def test_an_onnx_file_is_imported_lowered_and_verified_against_onnx_runtime(tmp_
 
     newer = tmp_path / "scaled.onnx"
     torch.onnx.export(Scaled(), (torch.rand(1, 3, 8, 8),), str(newer), dynamo=False, opset_version=19)
-    proc = run_cli("export", "--model", newer, "--backends", "portable", "--bench-runs", "0", "--out", out)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    export_here(capsys, "--model", newer, "--backends", "portable", "--bench-runs", "0", "--out", out)
     entries = {e["name"]: e for e in json.loads((out / "index.json").read_text())["models"]}
     assert entries["scaled_portable.pte"]["status"] == "VERIFIED"
     onnx_file.write_bytes(b"not onnx")
@@ -125,7 +132,7 @@ def test_an_onnx_file_is_imported_lowered_and_verified_against_onnx_runtime(tmp_
     assert proc.returncode != 0 and "is not an ONNX model" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_a_torchscript_file_is_converted_lowered_and_verified(tmp_path):
+def test_a_torchscript_file_is_converted_lowered_and_verified(capsys, tmp_path):
     """PyTorch Mobile's TorchScript files (scripted, traced, .ptl) are converted with
     torch's TS2EPConverter, lowered and verified against the TorchScript module itself;
     a torch.save file of weights is refused, saying how to export it."""
@@ -151,10 +158,9 @@ def test_a_torchscript_file_is_converted_lowered_and_verified(tmp_path):
 
     torch.jit.trace(Grid().eval(), (example,)).save(str(tmp_path / "grid.pt"))
     out = tmp_path / "out"
-    proc = run_cli("export", "--model", tmp_path / "scripted.pt", "--model", tmp_path / "traced.ptl",
-                   "--model", tmp_path / "grid.pt", "--input-shape", "1,3,16,16", "--backends", "xnnpack", "portable",
-                   "--bench-runs", "0", "--out", out)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    export_here(capsys, "--model", tmp_path / "scripted.pt", "--model", tmp_path / "traced.ptl",
+                "--model", tmp_path / "grid.pt", "--input-shape", "1,3,16,16", "--backends", "xnnpack", "portable",
+                "--bench-runs", "0", "--out", out)
     entries = json.loads((out / "index.json").read_text())["models"]
     assert {(e["model"], e["target"]) for e in entries} == {(m, t) for m in ("scripted", "traced", "grid")
                                                             for t in ("xnnpack", "portable")}
@@ -206,7 +212,7 @@ def test_a_torchscript_module_is_captured_as_torch_export_captures_the_module(ho
 
 
 
-def test_a_published_onnx_file_as_the_families_import_it_lowers_and_verifies(tmp_path):
+def test_a_published_onnx_file_as_the_families_import_it_lowers_and_verifies(capsys, tmp_path):
     """MoveNet's and BlazeFace's pretrained weights are published ONNX files (NHWC input),
     imported with onnx2torch and wrapped to take pteforge's NCHW input
     (``onnx_file_model``). The imported layers' names hold "/" ("c/0/Conv"): lowering once
@@ -230,14 +236,13 @@ def test_a_published_onnx_file_as_the_families_import_it_lowers_and_verifies(tmp
         "from pteforge.models.custom import onnx_file_model\n\n\n"
         f"def build():\n    return onnx_file_model({str(onnx_file)!r}, 'published', nhwc=True)\n")
     out = tmp_path / "out"
-    proc = run_cli("export", "--model", f"{tmp_path / 'published.py'}:build", "--input-shape", "1,3,16,16",
-                   "--weights", "none", "--backends", "xnnpack", "--bench-runs", "0", "--out", out)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    export_here(capsys, "--model", f"{tmp_path / 'published.py'}:build", "--input-shape", "1,3,16,16",
+                "--weights", "none", "--backends", "xnnpack", "--bench-runs", "0", "--out", out)
     [e] = json.loads((out / "index.json").read_text())["models"]
     assert e["status"] == "VERIFIED" and e["delegation"]["percent"] == 100, e
 
 
-def test_an_onnx_pad_and_reshape_whose_arguments_are_constants_are_captured(tmp_path):
+def test_an_onnx_pad_and_reshape_whose_arguments_are_constants_are_captured(capsys, tmp_path):
     """From opset 11 ONNX gives Pad its pads, and Reshape its shape, as inputs; onnx2torch
     reads them when it runs, which torch.export refuses, so every such file failed its
     capture (MediaPipe's BlazeFace pads its channels). Where the file gives them as
@@ -259,8 +264,7 @@ def test_an_onnx_pad_and_reshape_whose_arguments_are_constants_are_captured(tmp_
     onnx_file = tmp_path / "pad_reshape.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(onnx_file))
     out = tmp_path / "out"
-    proc = run_cli("export", "--model", onnx_file, "--backends", "portable", "--bench-runs", "0", "--out", out)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    export_here(capsys, "--model", onnx_file, "--backends", "portable", "--bench-runs", "0", "--out", out)
     [e] = json.loads((out / "index.json").read_text())["models"]
     assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60, e
     assert e["outputs"] == [{"name": "y", "shape": [1, 3, 36], "dtype": "float32"}]
