@@ -942,6 +942,48 @@ def test_lazy_codegen_makes_the_same_tosa_program():
     assert lazy == plain
 
 
+def test_quantize_and_dequantize_are_cached_on_fake_tensors_and_make_the_same_program(monkeypatch):
+    """Inside ``cached_quant_ops``, fake dispatch caches torch's quantize/dequantize operators
+    (each cached output checked by torch against a fresh dispatch), a TOSA INT lowering makes
+    the same program bytes as without, and torch is put back as it was."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from pteforge.backends import default_registry
+    from pteforge.spec import Precision
+    from pteforge.stages.lower import cached_quant_ops, lower
+    from pteforge.stages.quantize import quantize
+
+    backend = default_registry().get("tosa")
+    if not backend.lower_check().ok:
+        pytest.skip(f"tosa does not lower here: {backend.lower_check().reason}")
+    monkeypatch.setattr(torch._dynamo.config, "fake_tensor_cache_crosscheck_enabled", True)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Hardswish(), torch.nn.Conv2d(8, 8, 3, groups=8),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(1), torch.nn.Linear(8, 4)).eval()
+    x = torch.rand(1, 3, 16, 16)
+    batches = [(torch.rand(1, 3, 16, 16, generator=torch.Generator().manual_seed(i)),) for i in range(3)]
+    plan = backend.plan(Precision.INT8)
+
+    def lowered():
+        before = FakeTensorMode.cache_info()
+        exported = quantize(backend.prepare(torch.export.export(model, (x,)), Precision.INT8, (x,)), plan, batches, (x,))
+        data = lower(exported, [backend], Precision.INT8, plan).to_executorch().buffer
+        after = FakeTensorMode.cache_info()
+        return data, after.bypasses.get("non-builtin", 0) - before.bypasses.get("non-builtin", 0), after.hits - before.hits
+
+    original = FakeTensorMode._validate_cache_key
+    plain, plain_bypassed, plain_hits = lowered()
+    with cached_quant_ops():
+        assert FakeTensorMode._validate_cache_key is not original
+        cached, cached_bypassed, cached_hits = lowered()
+    assert FakeTensorMode._validate_cache_key is original
+    assert cached == plain
+    # quantize/dequantize dispatches, bypassed before, are cache hits now (tosa's own ops are not)
+    assert cached_hits - plain_hits > 100 and plain_bypassed - cached_bypassed > 100, \
+        (plain_hits, cached_hits, plain_bypassed, cached_bypassed)
+
+
 class InPlace(torch.nn.Module):
     """In-place ops: torch.export keeps them until a program is functionalized; one whose
     functional form is in the table (``unsqueeze_``) is only seen after that."""
