@@ -11,6 +11,11 @@
    machine does not land on one side only; the median of each side.
 3. The one run again, unchanged, with the cache warm (goal ≤ 1 s).
 
+This machine's pace moves from hour to hour (a cold single XNNPACK run of
+mobilenet_v3_small has taken 10.8 s in one session and 22–33 s in others, the same code),
+so the bench times a fixed CPU-bound reference (``PACE``: a pure-Python loop, one thread)
+at its start and end: compare figures only between runs of a similar pace.
+
 Every run uses ``--weights none``, its own output directory and a fresh cache
 directory (``--no-cache`` for the cold runs), so no run reuses another's work.
 """
@@ -55,6 +60,15 @@ def run(args: list[str], cache: Path) -> tuple[float, int, int]:
     return wall, proc.returncode, peak
 
 
+PACE = "import time; t = time.perf_counter(); s = 0\nfor i in range(20_000_000): s += i\nprint(time.perf_counter() - t)"
+
+
+def pace() -> float:
+    """Seconds this machine takes for ``PACE`` now, in a process of its own."""
+    out = subprocess.run([sys.executable, "-c", PACE], capture_output=True, text=True, check=True)
+    return float(out.stdout)
+
+
 def lowerable_targets() -> list[str]:
     from pteforge.backends import default_registry
 
@@ -65,11 +79,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="mobilenet_v3_small")
     ap.add_argument("--cache-only", action="store_true", help="only part 3: fill the cache, then re-export unchanged")
+    ap.add_argument("--ratio-only", action="store_true", help="only part 1: the one run and the cold single runs")
     args = ap.parse_args()
     targets = lowerable_targets()
     base = ["export", "--mobilenet", args.model, "--weights", "none"]
     work = Path(tempfile.mkdtemp(prefix="pteforge-bench-throughput-"))
-    print(f"{args.model} to {len(targets)} targets: {' '.join(targets)}\n", flush=True)
+    print(f"{args.model} to {len(targets)} targets: {' '.join(targets)}", flush=True)
+    start_pace = pace()
+    print(f"this machine's pace: {start_pace:.2f} s for the reference loop\n", flush=True)
     if args.cache_only:
         print(f"\nunchanged re-export: {cache_part(base, targets, work):.2f} s, median of 3 (goal ≤ 1 s)")
         return 0
@@ -88,6 +105,11 @@ def main() -> int:
         singles[t] = wall
         print(f"  cold single run {t:<12}   {wall:7.1f} s  (exit {code})", flush=True)
     total = sum(singles.values())
+    if args.ratio_only:
+        print(f"\n  the default run: {one:.1f} s wall   (goal ≤ 60 s)")
+        print(f"  one run / sum of {len(targets)} cold single runs = {one:.1f} / {total:.1f} = {one / total:.2f}   (goal ≤ 0.25)")
+        print(f"  this machine's pace: {start_pace:.2f} s at the start, {pace():.2f} s at the end")
+        return 0
 
     with_verify, without = [one], []  # alternating: with, without, with, without, with, without
     for i in range(3):
@@ -112,6 +134,7 @@ def main() -> int:
           f"of worker time)   (goal ≤ 10 %)")
     print(f"  peak memory of the all-targets run: {peak / 2**30:.2f} GiB   (goal ≤ 4 GiB)")
     print(f"  unchanged re-export: {warm:.2f} s, median of 3   (goal ≤ 1 s)")
+    print(f"  this machine's pace: {start_pace:.2f} s at the start, {pace():.2f} s at the end")
     return 0
 
 
