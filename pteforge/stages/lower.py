@@ -113,6 +113,9 @@ def cached_quant_ops():
     applies; views are left out, as torch leaves out composite views), so the program is
     the one made without (tested, with torch's own cross-check of cached outputs). The
     entries made inside stay in torch's cache after it: each is the output a dispatch gives.
+    ``bench/quantized_lowering.py``: Cortex-M's lowering of mobilenet_v3_small 12.6 -> 9.7 s;
+    TOSA INT's 32.7 -> 32.6 s (it folds the nodes away early; the calls were cached, the time
+    is elsewhere).
     """
     try:
         from torch._subclasses.fake_tensor import FakeTensorMode, _BypassDispatchCache, _DispatchCacheBypassEntry
