@@ -52,7 +52,7 @@ print(json.dumps({"quantize": t1 - t0, "lower": t2 - t1, "sha256": hashlib.sha25
 
 def once(model: str, target: str, side: str) -> dict:
     env = {**os.environ, "SIDE": side, "PYTHONWARNINGS": "ignore"}
-    out = subprocess.run([sys.executable, "-c", RUN, model, target], env=env, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", RUN, model, target], env=env, capture_output=True, text=True, check=False)
     if out.returncode:
         sys.exit(f"{target} ({side}) failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

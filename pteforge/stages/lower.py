@@ -118,7 +118,11 @@ def cached_quant_ops():
     is elsewhere).
     """
     try:
-        from torch._subclasses.fake_tensor import FakeTensorMode, _BypassDispatchCache, _DispatchCacheBypassEntry
+        from torch._subclasses.fake_tensor import (
+            FakeTensorMode,
+            _BypassDispatchCache,
+            _DispatchCacheBypassEntry,
+        )
         original = FakeTensorMode._validate_cache_key
     except (ImportError, AttributeError):
         yield
