@@ -114,8 +114,7 @@ def cached_quant_ops():
     the one made without (tested, with torch's own cross-check of cached outputs). The
     entries made inside stay in torch's cache after it: each is the output a dispatch gives.
     ``bench/quantized_lowering.py``: Cortex-M's lowering of mobilenet_v3_small 12.6 -> 9.7 s;
-    TOSA INT's 32.7 -> 32.6 s (it folds the nodes away early; the calls were cached, the time
-    is elsewhere).
+    TOSA INT's 32.7 -> 32.6 s (its calls were cached too; why that saved no time is not known).
     """
     try:
         from torch._subclasses.fake_tensor import (
