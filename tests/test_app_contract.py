@@ -86,6 +86,38 @@ def test_manifest_check_says_what_the_app_would_reject(capsys, run, tmp_path):
         assert needle in line, line
 
 
+def test_manifest_check_notes_what_the_app_reads_but_may_not_show(capsys, run, tmp_path):
+    manifest = json.loads((run / "index.json").read_text())
+    models = manifest["models"]
+    _, stdout, _ = cli(capsys, "manifest", "check", run / "index.json")
+    notes = {line.split("] ", 1)[1]: line for line in stdout.splitlines() if line.startswith("  note: models[")}
+
+    def at(pick):
+        return "models[" + ", ".join(str(i) for i, m in enumerate(models) if pick(m)) + "]"
+
+    everything = at(lambda m: True)
+    assert at(lambda m: False) == "models[]" and everything != "models[]"
+    assert everything in notes["have category 'custom': the app shows only mobilenet, yolo, movenet, blazeface, "
+                               "yolo-pose, yolo-face, gemma"]
+    assert everything in notes["have a relative remoteUrl: the app downloads remoteUrl as it is "
+                               "(export or publish with --base-url)"]
+    unknown = {m["backend"] for m in models} - {"xnnpack", "coreml"}
+    assert unknown == {"portable", "arm", "tosa"}
+    for backend in unknown:
+        [text] = [t for t in notes if t.startswith(f"have backend '{backend}', not one the app knows")]
+        assert at(lambda m, b=backend: m["backend"] == b) in notes[text]
+        assert ("need no delegate" in text) == (backend == "portable"), text
+    assert not any("share the app's key" in t for t in notes)
+
+    twice = copy.deepcopy(manifest)
+    twice["models"].append(copy.deepcopy(twice["models"][0]))
+    path = tmp_path / "twice.json"
+    path.write_text(json.dumps(twice))
+    _, stdout, _ = cli(capsys, "manifest", "check", path)
+    key = f"{models[0]['modelName']}_{models[0]['backend']}"
+    assert f"  note: models[{len(models)}] share the app's key {key} with models[0]: the app keeps one of them" in stdout
+
+
 def test_publish_lays_out_what_the_app_fetches(capsys, run, tmp_path):
     site = tmp_path / "site"
     code, _, err = cli(capsys, "publish", run, "--site", site, "--base-url", "https://models.example.org/pte")

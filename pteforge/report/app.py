@@ -100,8 +100,10 @@ def notes(manifest: dict) -> list[str]:
         if m.get("category") not in APP_CATEGORIES:
             found.setdefault(f"have category {m.get('category')!r}: the app shows only {', '.join(APP_CATEGORIES)}", []).append(i)
         if m.get("backend") not in APP_BACKENDS:
+            where = ("they need no delegate, only the kernels of their operators in its runtime"
+                     if m.get("backend") == "portable" else "they load only where its runtime has their delegate")
             found.setdefault(f"have backend {m.get('backend')!r}, not one the app knows: it lists them without "
-                             "checking, and they load only where its runtime has their delegate", []).append(i)
+                             f"checking, and {where}", []).append(i)
         url = m.get("remoteUrl")
         if isinstance(url, str) and "://" not in url:
             found.setdefault("have a relative remoteUrl: the app downloads remoteUrl as it is "
