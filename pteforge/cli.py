@@ -116,7 +116,8 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--publish-base-url", default=None, metavar="URL", help="the URL SITE is served at")
 
     va = sub.add_parser("validate", parents=[common], help="run every artifact on real images and compare with eager PyTorch")
-    va.add_argument("--models-dir", default="models", metavar="DIR", help="where the artifacts and index.json are (default: models)")
+    va.add_argument("dir", nargs="?", default=None, metavar="DIR", help="the same as --models-dir DIR (as pteforge bench DIR)")
+    va.add_argument("--models-dir", default=None, metavar="DIR", help="where the artifacts and index.json are (default: models)")
     va.add_argument("--images-dir", default=None, metavar="DIR",
                     help="images to run (default: the photos Ultralytics ships, bus.jpg and zidane.jpg)")
     va.add_argument("--output-file", default=None, metavar="FILE",
@@ -354,9 +355,11 @@ def _cmd_export(args, ui, debug: bool) -> int:
 def _cmd_validate(args, ui) -> int:
     from .vision import image_dir, shipped_images
 
-    models_dir = Path(args.models_dir)
+    if args.dir and args.models_dir and Path(args.dir).resolve() != Path(args.models_dir).resolve():
+        raise UsageError(f"two directories to validate: {args.dir} and --models-dir {args.models_dir}", fix="give one of them")
+    models_dir = Path(args.dir or args.models_dir or "models")
     if not models_dir.is_dir():
-        raise UsageError(f"--models-dir {models_dir} is not a directory", fix="export first, or point --models-dir at your artifacts")
+        raise UsageError(f"{models_dir} is not a directory", fix="export first, or give the directory of your artifacts")
     if args.images_dir:
         images, note = image_dir(args.images_dir, "--images-dir")
         if note:

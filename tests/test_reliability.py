@@ -276,7 +276,9 @@ BAD_INPUTS = [
     ([*M, *S, "--bench-runs", "-1"], ExitStatus.USAGE, "--bench-runs must be >= 0 (got -1)"),
     ([*M, *S, "--calibration-samples", "0"], ExitStatus.USAGE, "--calibration-samples must be >= 1"),
     ([*M, *S, "--timeout", "0"], ExitStatus.USAGE, "must be positive"),
-    (["validate", "--models-dir", "/no/such/dir"], ExitStatus.USAGE, "is not a directory"),
+    (["validate", "--models-dir", "/no/such/dir"], ExitStatus.USAGE, "/no/such/dir is not a directory"),
+    (["validate", "/no/such/dir"], ExitStatus.USAGE, "/no/such/dir is not a directory"),
+    (["validate", "/tmp", "--models-dir", "/no/such/dir"], ExitStatus.USAGE, "two directories to validate"),
 ]
 
 

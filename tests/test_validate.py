@@ -31,7 +31,7 @@ def report(path):
 
 
 def test_validate_runs_every_artifact_and_compares_with_eager(capsys, tiny_out):
-    code, stdout, _ = cli(capsys, "validate", "--models-dir", tiny_out)
+    code, stdout, _ = cli(capsys, "validate", tiny_out)  # the same as --models-dir, as bench DIR
     assert code == ExitStatus.OK, stdout
     files = report(tiny_out / "validation_report.json")
     assert files["custom/tiny_xnnpack.pte"]["status"] == "VERIFIED"
