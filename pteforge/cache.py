@@ -41,6 +41,20 @@ def cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("pteforge", appauthor=False))
 
 
+def unwritable() -> str | None:
+    """Why the cache directory cannot be written to, as "DIR: reason"; None when it can."""
+    import tempfile
+
+    root = cache_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".writable-"):
+            pass
+    except OSError as exc:
+        return f"{root}: {exc.strerror or exc}"
+    return None
+
+
 def artifacts_dir() -> Path:
     return cache_root() / "artifacts"
 
@@ -120,13 +134,13 @@ def store(key: str, record: Record, update: bool = False) -> None:
     final = artifacts_dir() / key
     if final.exists():
         if update:
-            from .io import write_atomic
+            from .io import keep
 
             try:
                 created = json.loads((final / "record.json").read_text())["created"]
-                write_atomic(final / "record.json", json.dumps({"created": created, "record": record_to_dict(record)}))
             except (OSError, ValueError, KeyError):
-                pass
+                return
+            keep(final / "record.json", json.dumps({"created": created, "record": record_to_dict(record)}))
         return
     tmp = artifacts_dir() / f".{key}.{os.getpid()}.tmp"
     try:

@@ -341,7 +341,11 @@ def _cmd_export(args, ui, debug: bool) -> int:
         ray_address=args.ray_address,
     )
     from .api import TargetPlan
+    from .cache import CACHE_ENV, unwritable
 
+    if (why := unwritable()) is not None:
+        ui.warn(f"cannot write the cache directory {why}: this run keeps nothing there for the next one "
+                f"(fix: set {CACHE_ENV} to a writable directory)")
     with ui.progress() as reporter:
         result = export(models, plan or TargetPlan([]), config, reporter, write_labels=args.labels)
     ui.summary(result, models)

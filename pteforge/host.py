@@ -83,7 +83,7 @@ def host() -> Host:
     import json
 
     from .cache import cache_root
-    from .io import write_atomic
+    from .io import keep
     path = _cache_path(cache_root())
     if path is not None:
         try:
@@ -92,10 +92,7 @@ def host() -> Host:
             pass
     found = Host.here()
     if path is not None:
-        try:
-            write_atomic(path, json.dumps(found.to_dict()))
-        except OSError:
-            pass
+        keep(path, json.dumps(found.to_dict()))
     return found
 
 

@@ -71,6 +71,17 @@ def write_atomic(path: Path, data: bytes | str) -> None:
         raise _output_error(path, exc) from None
 
 
+def keep(path: Path, data: bytes | str) -> bool:
+    """``write_atomic`` for what is kept only to save time later (the cache directory's
+    host facts, durations, label names, pattern operators): False when it cannot be
+    written, for the caller to do without, instead of failing the run."""
+    try:
+        write_atomic(path, data)
+    except OutputError:
+        return False
+    return True
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

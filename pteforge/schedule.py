@@ -65,7 +65,7 @@ def remember(records: list[Record]) -> None:
     """Keep how long each finished job took, for the next run's order."""
     from filelock import FileLock
 
-    from .io import write_atomic
+    from .io import keep
 
     done = {_key(r.model, r.target): round(sum(r.timings.get(s.value, 0.0) for s in JOB_STAGES), 2)
             for r in records if r.artifact is not None and not r.cache and not r.same_program_as}
@@ -75,6 +75,6 @@ def remember(records: list[Record]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path) + ".lock", timeout=30):
-            write_atomic(path, json.dumps({**measured(), **done}, indent=0, sort_keys=True) + "\n")
+            keep(path, json.dumps({**measured(), **done}, indent=0, sort_keys=True) + "\n")
     except OSError:
-        pass  # a read-only cache: the next run guesses again
+        pass  # a cache that cannot be written: the next run guesses again

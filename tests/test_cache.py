@@ -59,6 +59,24 @@ def test_a_damaged_cache_entry_is_not_used(tmp_path):
     assert "cache" not in _entry(out), "a program whose sha256 does not match is redone"
 
 
+def test_a_cache_directory_that_cannot_be_written_costs_the_cache_not_the_run(capsys, tmp_path, monkeypatch):
+    """PTEFORGE_CACHE_DIR under a file: the export says so in one warning with the fix, and
+    writes its artifacts. It had failed before any target ("cannot write
+    .../runtime/host-….json: a parent is a file", with a fix about --out)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("PTEFORGE_CACHE_DIR", str(blocker / "cache"))
+    out = tmp_path / "out"
+    code = main([*TINY, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == ExitStatus.OK, err
+    assert _entry(out)["status"] == "VERIFIED" and (out / _entry(out)["file"]).is_file()
+    [warning] = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert f"cannot write the cache directory {blocker / 'cache'}" in warning, warning
+    assert "set PTEFORGE_CACHE_DIR to a writable directory" in warning
+    assert blocker.read_text() == "not a directory"
+
+
 def test_cache_clear_empties_it(capsys, tmp_path):
     assert main([*TINY, "--out", str(tmp_path / "out")]) == ExitStatus.OK
     capsys.readouterr()

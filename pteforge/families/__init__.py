@@ -70,7 +70,7 @@ def labels_for(category: str) -> list[str]:
     from importlib import metadata
 
     from ..cache import cache_root
-    from ..io import write_atomic
+    from ..io import keep
 
     fam = family(category)
     source = fam.labels_from or "pteforge"
@@ -80,8 +80,5 @@ def labels_for(category: str) -> list[str]:
     except OSError:
         pass
     names = fam.label_names()
-    try:
-        write_atomic(path, "\n".join(names) + "\n")
-    except OSError:
-        pass
+    keep(path, "\n".join(names) + "\n")
     return names

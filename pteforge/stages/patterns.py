@@ -80,12 +80,9 @@ def needed(module, build: Callable[[], list], name: str = "") -> list[frozenset[
             return [frozenset(o) for o in ops]
     # none kept or shipped for these versions, or a damaged file: learned again from the graphs
     ops = [sorted(op_names(graph)) for graph in build()]
-    from ..io import write_atomic
+    from ..io import keep
 
-    try:
-        write_atomic(path, json.dumps(ops))
-    except OSError:
-        pass  # a read-only cache: built again next time
+    keep(path, json.dumps(ops))  # or, in a cache that cannot be written, built again next time
     return [frozenset(o) for o in ops]
 
 
@@ -272,14 +269,14 @@ def _keyed(table) -> dict[str, list[str]]:
 def _learn(path: Path, learned: dict[str, list[str]]) -> None:
     from filelock import FileLock
 
-    from ..io import write_atomic
+    from ..io import keep
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path) + ".lock"):  # another job's entries kept too
-            write_atomic(path, json.dumps({**_keyed(_read(path)), **learned}, sort_keys=True))
+            keep(path, json.dumps({**_keyed(_read(path)), **learned}, sort_keys=True))
     except OSError:
-        pass  # a read-only cache: built again next time
+        pass  # a cache that cannot be written: built again next time
 
 
 def pattern_keys(module, attr: str, run: Callable[[], object],
