@@ -185,7 +185,7 @@ def export(
     import os
     import uuid
 
-    from .io import RUN_ID_ENV, remove_run_temporaries
+    from .io import RUN_ID_ENV, remove_run_temporaries, work_dir
     from .models.catalog import build_catalog
     from .report.entries import write_label_files
 
@@ -209,7 +209,7 @@ def export(
             labels = side.submit(write_label_files, out, needs, config.base_url)
             with _pool(config, len(plan.targets) * len(models), run.on_stage) as pool, \
                     _capture_pool(config, pool, len(run.pending), run.on_stage) as captures, \
-                    tempfile.TemporaryDirectory(prefix="pteforge-", dir=os.environ.get("PTEFORGE_WORK_DIR")) as work:  # shared by every Ray node
+                    tempfile.TemporaryDirectory(prefix="pteforge-", dir=work_dir()) as work:  # shared by every Ray node
                 run.sink = sink = _ManifestSink(out, config, labels, set(plan.references))
                 if needs and not models:
                     sink.merge([], None)
@@ -230,12 +230,13 @@ def export(
 def _checked_out(models: list[ModelSpec], config: ExportConfig) -> Path:
     """The output directory, once the run's options, the directory and the manifest already
     in it (a broken one is refused before any work) have been checked."""
-    from .io import check_output_dir
+    from .io import check_output_dir, work_dir
     from .report.manifest import MANIFEST_NAME, load_manifest
 
     check_run(models, config)
     out = Path(config.out_dir)
     check_output_dir(out)
+    work_dir()
     existing = load_manifest(out / MANIFEST_NAME)
     if existing is not None:
         _check_against(existing, models, out)

@@ -107,6 +107,23 @@ def _output_error(path: Path, exc: OSError) -> OutputError:
     return OutputError(f"cannot write {path}: {exc.strerror}", fix="check the --out directory")
 
 
+WORK_DIR_ENV = "PTEFORGE_WORK_DIR"
+
+
+def work_dir() -> str | None:
+    """Where a run keeps its captures and other files of its own (``PTEFORGE_WORK_DIR``;
+    None: the system's temporary directory), refused before any work when it cannot be."""
+    value = os.environ.get(WORK_DIR_ENV)
+    if not value:
+        return None
+    fix = f"point {WORK_DIR_ENV} at a writable directory (on several machines, one every node mounts), or unset it"
+    if not Path(value).is_dir():
+        raise OutputError(f"{WORK_DIR_ENV}={value} is not a directory", fix=fix)
+    if not os.access(value, os.W_OK):
+        raise OutputError(f"{WORK_DIR_ENV}={value} is not writable", fix=fix)
+    return value
+
+
 def check_output_dir(out: Path) -> None:
     """Fail early, before any work, when ``out`` cannot hold results."""
     out = Path(out)

@@ -294,6 +294,23 @@ def test_bad_input_table(capsys, earlier, args, status, needle):
     assert_intact(earlier, before)
 
 
+@pytest.mark.parametrize("where", ["missing", "a-file"])
+def test_a_work_directory_that_cannot_be_is_refused_before_any_work(capsys, earlier, tmp_path, monkeypatch, where):
+    """PTEFORGE_WORK_DIR that is not a directory: one line naming it, before any work (it
+    was an "internal error: NotADirectoryError" once the captures were about to start)."""
+    path = tmp_path / where
+    if where == "a-file":
+        path.write_text("not a directory")
+    monkeypatch.setenv("PTEFORGE_WORK_DIR", str(path))
+    before = snapshot(earlier)
+    code, stdout, err = cli(capsys, *M, *S, "--backends", "xnnpack", "--weights", "none", "--out", earlier)
+    assert code == ExitStatus.OUTPUT, err + stdout
+    [line] = error_lines(err)
+    assert f"PTEFORGE_WORK_DIR={path} is not a directory" in line and "fix: point PTEFORGE_WORK_DIR" in line, line
+    assert "Traceback" not in err + stdout and "building and capturing" not in err
+    assert_intact(earlier, before)
+
+
 def write_bad_file(tmp_path, kind):
     if kind == "bad-pt2":
         p = tmp_path / "model.pt2"
