@@ -343,6 +343,11 @@ def _cmd_export(args, ui, debug: bool) -> int:
     from .api import TargetPlan
     from .cache import CACHE_ENV, unwritable
 
+    if args.publish:
+        from .publish import check_site
+
+        check_site(Path(args.publish), "--publish", args.publish_base_url, "--publish-base-url")
+
     if (why := unwritable()) is not None:
         ui.warn(f"cannot write the cache directory {why}: this run keeps nothing there for the next one "
                 f"(fix: set {CACHE_ENV} to a writable directory)")

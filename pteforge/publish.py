@@ -25,6 +25,7 @@ from filelock import FileLock
 from .errors import ManifestError, UsageError
 from .io import write_atomic
 from .report.manifest import MANIFEST_NAME, Manifest, load_manifest, now
+from .spec import check_base_url
 
 VERSIONS_NAME = "versions.json"
 _VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -39,7 +40,23 @@ class Published:
     latest: str
 
 
+def check_site(site: Path, flag: str = "--site", base_url: str | None = None, url_flag: str = "--base-url") -> None:
+    """Refuse, before any work, a site that cannot be a directory, and a base URL the app
+    could not download from."""
+    if base_url is not None:
+        check_base_url(base_url, url_flag)
+    existing = Path(site)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == Path(site) else f"is under {existing}, a file"
+        raise UsageError(f"{flag} {site} {what}, not a directory", fix=f"give {flag} a directory")
+    if not os.access(existing, os.W_OK):
+        raise UsageError(f"{flag} {site} is not writable", fix=f"give {flag} a directory you can write")
+
+
 def publish(out: Path, site: Path, version: str | None = None, base_url: str | None = None) -> Published:
+    check_site(site, base_url=base_url)
     manifest = load_manifest(Path(out) / MANIFEST_NAME)
     if manifest is None:
         raise UsageError(f"no manifest at {Path(out) / MANIFEST_NAME}", fix="export first: pteforge export --out " + str(out))

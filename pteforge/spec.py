@@ -225,6 +225,22 @@ class ExportConfig:
             raise UsageError("--ray-address applies to --executor ray", fix="add --executor ray")
         if self.timeout <= 0:
             raise UsageError(f"--timeout must be positive (got {self.timeout:g})", fix="give --timeout in seconds, e.g. 1200")
+        if self.base_url is not None:
+            check_base_url(self.base_url, "--base-url")
+
+
+def check_base_url(url: str, flag: str) -> None:
+    """The executorch_flutter app downloads ``remoteUrl`` as it is written, so the URL
+    artifacts are served at must be an absolute http(s) URL."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        rest = url.split("://", 1)[-1].lstrip("/")
+        if "." not in rest.split("/")[0]:  # no host in it: a path
+            rest = "models.example.org/" + (rest or "pte")
+        raise UsageError(f"{flag} {url!r} is not an http(s) URL, and the app downloads remoteUrl as it is written",
+                         fix=f"give the whole URL, e.g. {flag} https://{rest}")
 
 
 @dataclass(frozen=True)

@@ -276,6 +276,8 @@ BAD_INPUTS = [
     ([*M, *S, "--bench-runs", "-1"], ExitStatus.USAGE, "--bench-runs must be >= 0 (got -1)"),
     ([*M, *S, "--calibration-samples", "0"], ExitStatus.USAGE, "--calibration-samples must be >= 1"),
     ([*M, *S, "--timeout", "0"], ExitStatus.USAGE, "must be positive"),
+    ([*M, *S, "--base-url", "models.example.org/pte"], ExitStatus.USAGE,
+     "--base-url 'models.example.org/pte' is not an http(s) URL"),
     (["validate", "--models-dir", "/no/such/dir"], ExitStatus.USAGE, "/no/such/dir is not a directory"),
     (["validate", "/no/such/dir"], ExitStatus.USAGE, "/no/such/dir is not a directory"),
     (["validate", "/tmp", "--models-dir", "/no/such/dir"], ExitStatus.USAGE, "two directories to validate"),
@@ -308,6 +310,33 @@ def test_a_work_directory_that_cannot_be_is_refused_before_any_work(capsys, earl
     [line] = error_lines(err)
     assert f"PTEFORGE_WORK_DIR={path} is not a directory" in line and "fix: point PTEFORGE_WORK_DIR" in line, line
     assert "Traceback" not in err + stdout and "building and capturing" not in err
+    assert_intact(earlier, before)
+
+
+def test_a_site_or_base_url_the_app_cannot_use_is_refused_before_any_work(capsys, earlier, tmp_path):
+    """--publish/--site that cannot be a directory and a base URL that is not http(s): one
+    line before any work. A file as the site had been an internal error (FileExistsError)
+    after the whole export; "models.example.org/pte" went into every remoteUrl as it was."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    export = [*M, *S, "--backends", "portable", "--weights", "none", "--out", earlier]
+    cases = [
+        ([*export, "--publish", a_file], f"--publish {a_file} is a file, not a directory"),
+        ([*export, "--publish", a_file / "site"], f"--publish {a_file / 'site'} is under {a_file}, a file"),
+        ([*export, "--publish", tmp_path / "site", "--publish-base-url", "ftp://x.org"],
+         "--publish-base-url 'ftp://x.org' is not an http(s) URL"),
+        (["publish", earlier, "--site", a_file], f"--site {a_file} is a file, not a directory"),
+        (["publish", earlier, "--site", tmp_path / "site", "--base-url", "/pte"],
+         "fix: give the whole URL, e.g. --base-url https://models.example.org/pte"),
+    ]
+    before = snapshot(earlier)
+    for args, needle in cases:
+        code, stdout, err = cli(capsys, *args)
+        assert code == ExitStatus.USAGE, err + stdout
+        [line] = error_lines(err)
+        assert needle in line, line
+        assert "building and capturing" not in err and "Traceback" not in err + stdout
+    assert not (tmp_path / "site").exists() and a_file.read_text() == "not a directory"
     assert_intact(earlier, before)
 
 
