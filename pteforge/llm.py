@@ -125,6 +125,7 @@ def build(spec: ModelSpec, weights: str, seed: int):
 
     config = load_config(spec)
     config = getattr(config, "text_config", None) or config
+    _check_causal(spec, config)
     if weights == WEIGHTS_NONE:
         torch.manual_seed(seed)
         model = _exportable_kernels(lambda **how: AutoModelForCausalLM.from_config(config, dtype=torch.float32, **how))
@@ -139,6 +140,21 @@ def build(spec: ModelSpec, weights: str, seed: int):
                            fix="give the checkpoint directory with --llm DIR, or --weights none")
     _check_length(spec, model.config)
     return model.eval().requires_grad_(False)
+
+
+def _check_causal(spec: ModelSpec, config) -> None:
+    """A model transformers does not build for text generation (an encoder-decoder such as
+    T5, an encoder) is refused in one line naming it, not as a capture failure quoting
+    transformers' list of 189 configuration classes."""
+    try:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    except ImportError:  # moved in another transformers: building it says what is wrong
+        return
+    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise ModelError(f"--llm {spec.path}: {config.model_type} ({type(config).__name__}) is not a model "
+                         "transformers builds for text generation (AutoModelForCausalLM)",
+                         fix="give a decoder-only language model (Llama, Qwen, Gemma, Phi, Mistral, ...); "
+                             "export other models with --model")
 
 
 def _exportable_kernels(make):
@@ -184,13 +200,21 @@ def facts(config) -> dict:
 
 def tokenizer_of(spec: ModelSpec):
     """The source's tokenizer when it has one here (a checkpoint directory, the Hugging
-    Face cache); None otherwise — the proof then feeds token ids and says so."""
+    Face cache); None otherwise — the proof then feeds token ids and says so, and no
+    tokenizer is shipped. transformers makes an empty one for some architectures from
+    config.json alone (Qwen's: one token, no ids for any text), which is none either: it
+    would have been shipped to the app."""
     try:
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(spec.path, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(spec.path, local_files_only=True)
     except Exception:  # noqa: BLE001 -- no tokenizer here is a fact, not a failure
         return None
+    try:
+        empty = len(tokenizer) < 2 or not tokenizer("the", add_special_tokens=False)["input_ids"]
+    except Exception:  # noqa: BLE001 -- one that cannot encode a word is none either
+        return None
+    return None if empty else tokenizer
 
 
 def text_ids(tokenizer, vocab: int, limit: int) -> tuple[list[int], str]:

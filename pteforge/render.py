@@ -162,6 +162,8 @@ class Renderer:
             from .llm import describe
 
             proof = f"verified: {describe(r.generation)}"
+        if r.generation is not None and not r.generation.get("tokenizer"):
+            proof += "; no tokenizer shipped (none with the checkpoint: an app has nothing to encode text with)"
         if r.latency and r.latency.get("p50_ms") is not None:
             proof += f"; p50 {r.latency['p50_ms']:.3g} ms ({r.latency.get('runs')} runs after warm-up)"
         elif r.latency and r.latency.get("skipped") and r.status is Status.VERIFIED:

@@ -175,6 +175,9 @@ def test_architectures_that_refuse_sdpa_or_route_to_experts_export_and_decode_as
     gemma2 = tiny_checkpoint(tmp_path / "gemma2", Gemma2Config(**common, query_pre_attn_scalar=16, sliding_window=64))
     moe = tiny_checkpoint(tmp_path / "moe", Qwen3MoeConfig(**common, num_experts=4, num_experts_per_tok=2,
                                                             moe_intermediate_size=32))
+    for file in moe.glob("*"):  # a checkpoint without its tokenizer: proven on bytes as token ids, and said
+        if file.name != "config.json":
+            file.unlink()
     code, stdout, _ = cli(capsys, "export", "--llm", gemma2, "--llm", moe, "--weights", "none", "--max-seq-len", 32,
                           "--backends", "xnnpack", "--out", tmp_path / "out")
     assert code == ExitStatus.OK, stdout
@@ -182,6 +185,24 @@ def test_architectures_that_refuse_sdpa_or_route_to_experts_export_and_decode_as
     for name in ("gemma2", "moe"):
         assert entries[name]["status"] == "VERIFIED", entries[name]
         assert entries[name]["generation"]["tokenAgreement"] == 1.0, entries[name]["generation"]
+    assert entries["moe"]["generation"]["perplexity"]["tokenizedWith"] == "UTF-8 bytes as token ids (no tokenizer here)"
+    assert "tokenizer" not in entries["moe"] and entries["gemma2"]["tokenizer"]["files"]
+    lines = {name: [ln for ln in stdout.splitlines() if f"{name}_xnnpack.pte" in ln] for name in ("gemma2", "moe")}
+    assert "no tokenizer shipped" in lines["moe"][0] and "no tokenizer" not in lines["gemma2"][0], lines
+
+
+def test_a_model_transformers_does_not_build_for_text_generation_is_one_error_naming_it(capsys, tmp_path):
+    """T5 (encoder-decoder) was a CAPTURE_FAILED quoting transformers' list of 189 classes."""
+    from transformers import T5Config
+
+    ckpt = tmp_path / "t5"
+    T5Config(vocab_size=512, d_model=64, d_ff=128, num_layers=2, num_heads=4).save_pretrained(ckpt)
+    code, _, err = cli(capsys, "export", "--llm", ckpt, "--weights", "none", "--max-seq-len", "32",
+                       "--backends", "xnnpack", "--out", tmp_path / "o")
+    assert code == ExitStatus.MODEL
+    [line] = error_lines(err)
+    assert "t5 (T5Config) is not a model transformers builds for text generation" in line, line
+    assert "export other models with --model" in line
 
 
 def test_max_seq_len_without_a_language_model_is_a_usage_error(capsys, tmp_path):
