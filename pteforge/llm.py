@@ -147,7 +147,9 @@ def _check_causal(spec: ModelSpec, config) -> None:
     T5, an encoder) is refused in one line naming it, not as a capture failure quoting
     transformers' list of 189 configuration classes."""
     try:
-        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        )
     except ImportError:  # moved in another transformers: building it says what is wrong
         return
     if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
