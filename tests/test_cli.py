@@ -333,6 +333,15 @@ def test_structured_outputs_are_compared_in_the_programs_order(capsys, out, how,
     assert e["inputs"] == [{"name": "x", "shape": [1, 3, 8, 8], "dtype": "float32"}]
 
 
+def test_a_model_that_returns_no_tensor_fails_its_capture_saying_so(capsys, out):
+    """It failed in torch.export.save: "ValueError: not enough values to unpack (expected 2, got 0)"."""
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:structured('nothing')", "--input-shape", "1,3,8,8",
+                          "--weights", "none", "--backends", "portable", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED
+    [line] = [ln for ln in stdout.splitlines() if "portable: CAPTURE_FAILED" in ln]
+    assert "the model returns no tensor" in line and "fix: return from forward() the tensors an app reads" in line, line
+
+
 @pytest.mark.parametrize(
     "cli_args, api_call",
     [

@@ -187,7 +187,8 @@ def two_inputs():
 
 class StructuredOutputs(torch.nn.Module):
     """Returns more than one tensor, structured: a dict whose insertion order is not its
-    sorted order ("logits" after "features" would sort first), a namedtuple, an int, None."""
+    sorted order ("logits" after "features" would sort first), a namedtuple, an int, None;
+    or (``nothing``) no tensor at all."""
 
     Pair = __import__("collections").namedtuple("Pair", ["wide", "narrow"])
 
@@ -204,6 +205,8 @@ class StructuredOutputs(torch.nn.Module):
             return {"logits": logits, "features": features}
         if self.how == "namedtuple":
             return self.Pair(features, logits)
+        if self.how == "nothing":
+            return 3, None
         return logits, 3, None, [features]
 
 

@@ -135,6 +135,9 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     except Exception as exc:
         fix = _capture_fix(model, inputs[0]) or "see https://pytorch.org/docs/stable/export.html"
         raise CaptureError(summarize_export_error(exc), fix=fix) from exc
+    if not exported.graph_signature.user_outputs:  # None, a number: a program with no output cannot be saved
+        raise CaptureError("the model returns no tensor, so its program would have no output",
+                           fix="return from forward() the tensors an app reads")
     timings[Stage.CAPTURE.value] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
