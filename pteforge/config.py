@@ -2,7 +2,7 @@
 
 The file holds the same options as the command line, under the flags' names
 (``base-url`` or ``base_url``), at its top level — or under ``[tool.pteforge]`` in a
-``pyproject.toml``. Without ``-c``, the nearest such file is read (``discover``), and
+``pyproject.toml``. Its paths are read from its own directory (``_relative_to``). Without ``-c``, the nearest such file is read (``discover``), and
 the run says so. Flags given on the command line override the file. An unknown key
 or a value of the wrong type is one error line naming the key and its line.
 """
@@ -167,8 +167,34 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
             values[family] = []
         elif values.get(family) is False:
             values.pop(family)
+    return _relative_to(path.parent, values)
+
+
+def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
+    """The file's paths read from its own directory, as ruff and pytest read theirs, so a
+    file found from a subdirectory means what it says: ``out``, ``calibration``,
+    ``publish``, ``weights`` (a state dict) and the files among ``model`` (``nets.py:net``,
+    ``model.pt2``); ``package.module:factory`` references are imported as on the command line."""
+    from .models.custom import TORCHSCRIPT_SUFFIXES
+
+    def here(value: str) -> str:
+        return value if Path(value).is_absolute() else str(base / value)
+
+    for dest in ("out", "calibration", "publish"):
+        if dest in values:
+            values[dest] = here(values[dest])
+    if values.get("weights") not in (None, "pretrained", "none"):
+        values["weights"] = here(values["weights"])
+    models = []
+    for ref in values.get("model", []):
+        module, colon, rest = ref.partition(":")
+        if ref.endswith((".pt2", ".onnx", *TORCHSCRIPT_SUFFIXES)):
+            ref = here(ref)
+        elif colon and module.strip().endswith(".py"):
+            ref = here(module.strip()) + colon + rest
+        models.append(ref)
     if "model" in values:
-        values["model"] = list(values["model"])
+        values["model"] = models
     return values
 
 

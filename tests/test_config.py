@@ -107,6 +107,29 @@ def test_the_file_can_publish_too(capsys, tmp_path):
     assert e["remoteUrl"] == f"https://example.org/pte/{versions['latest']}/custom/sized_portable.pte"
 
 
+def test_paths_in_the_file_are_read_from_its_directory(capsys, tmp_path, monkeypatch):
+    """A file found from a subdirectory means what it says: its model file and its out are
+    beside it (``nets.py`` was "no such file" when read from where pteforge ran)."""
+    import shutil
+
+    from conftest import ROOT
+
+    project = tmp_path / "app"
+    (project / "lib" / "deep").mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "tiny_models.py", project / "nets.py")
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\n\n[tool.pteforge]\nmodel = ["nets.py:tiny"]\n'
+                                            'input-shape = ["1,3,16,16"]\nweights = "none"\nbench-runs = 0\nout = "built"\n')
+    monkeypatch.chdir(project / "lib" / "deep")
+    code, _, err = cli(capsys, "export", "--backends", "portable")
+    assert code == ExitStatus.OK, err
+    [e] = json.loads((project / "built" / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and e["source"] == f"{project / 'nets.py'}:tiny", e["source"]
+    assert not (project / "lib" / "deep" / "built").exists()
+    code, _, err = cli(capsys, "export", "--backends", "portable", "--out", "here")  # a flag: from where it runs
+    assert code == ExitStatus.OK, err
+    assert (project / "lib" / "deep" / "here" / "index.json").is_file()
+
+
 def test_the_example_config_names_the_apps_whole_catalogue():
     from conftest import ROOT
 
