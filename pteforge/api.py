@@ -162,6 +162,7 @@ class RunResult:
     unavailable: list[Unavailable]
     manifest_path: Path | None
     choices: list[dict] = field(default_factory=list)  # --precision auto's winners and why
+    references: list[str] = field(default_factory=list)  # targets added to measure reduced precisions against
 
     @property
     def ok(self) -> bool:
@@ -224,7 +225,7 @@ def export(
         _store(run.fresh)
         write_run_reports(out, run.records, plan, config)
     written = sink.path if (models or needs) and sink.path.exists() else None  # none when no row wrote anything
-    return RunResult(run.records, plan.unavailable, written, choices)
+    return RunResult(run.records, plan.unavailable, written, choices, list(plan.references))
 
 
 def _checked_out(models: list[ModelSpec], config: ExportConfig) -> Path:
