@@ -277,6 +277,33 @@ def test_pt2_model_file(capsys, out, tmp_path):
     assert e["inputShapes"] == [[1, 3, 16, 16]] and e["source"] == str(pt2.resolve())
 
 
+def test_a_pt2_with_a_dynamic_dim_takes_an_input_shape_in_its_range(capsys, out, tmp_path):
+    """--input-shape was ignored for a .pt2 (the artifact kept the example's batch of 2,
+    and a batch beyond the program's range was accepted); reading the dims also made the
+    dynamic one static (``int()`` of it), so no range was left to check."""
+    import torch
+
+    import tiny_models
+
+    pt2 = tmp_path / "batched.pt2"
+    batch = torch.export.Dim("batch", min=1, max=8)
+    torch.export.save(torch.export.export(tiny_models.tiny().eval(), (torch.rand(2, 3, 16, 16),),
+                                          dynamic_shapes=({0: batch},)), str(pt2))
+    code, _, err = cli(capsys, "export", "--model", pt2, "--input-shape", "4,3,16,16", "--weights", "none",
+                       "--backends", "portable", "--bench-runs", "0", "--out", out)
+    assert code == ExitStatus.OK, err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["inputShapes"] == [[4, 3, 16, 16]] and e["inputs"][0]["shape"] == [4, 3, 16, 16]
+    assert e["status"] == "VERIFIED"
+    for shape, dims in (("16,3,16,16", "1..8, 3, 16, 16"), ("4,3,8,8", "1..8, 3, 16, 16")):
+        code, _, err = cli(capsys, "export", "--model", pt2, "--input-shape", shape, "--weights", "none",
+                           "--backends", "portable", "--out", tmp_path / "o")
+        assert code == ExitStatus.USAGE
+        [line] = error_lines(err)
+        assert f"--input-shape {shape} does not fit input x of '{pt2}', whose dims are {dims}" in line, line
+    assert not (tmp_path / "o").exists()
+
+
 def test_factory_with_several_inputs_and_dtypes(capsys, out):
     code, _, err = cli(capsys, "export", "--model", "tiny_models:two_inputs", "--input-shape", "2,5",
                        "--input-dtype", "int64", "--input-shape", "1", "--input-dtype", "float32",

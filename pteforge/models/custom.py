@@ -181,8 +181,10 @@ def _normalise(model, spec: ModelSpec, seed: int) -> None:
             model.eval()
 
 
-def pt2_spec(path: str) -> ModelSpec:
-    """A spec for a ``torch.export.save`` file; inputs come from the program itself."""
+def pt2_spec(path: str, given: tuple[InputSpec, ...] = ()) -> ModelSpec:
+    """A spec for a ``torch.export.save`` file. Its inputs are the program's: their dtypes,
+    and the shapes it was exported with, or ``given`` (``--input-shape``) where its
+    dynamic dims allow them (a static dim must match, a dynamic one be in its range)."""
     import torch
 
     p = Path(path)
@@ -196,10 +198,17 @@ def pt2_spec(path: str) -> ModelSpec:
             fix="write it with torch.export.save(torch.export.export(model, inputs), 'model.pt2')",
         ) from None
     inputs = []
-    for node in ep.graph.nodes:
-        if node.op == "placeholder" and node.name in ep.graph_signature.user_inputs:
-            val = node.meta.get("val")
-            inputs.append(InputSpec(tuple(int(d) for d in val.shape), str(val.dtype).replace("torch.", "")))
+    placeholders = [n for n in ep.graph.nodes if n.op == "placeholder" and n.name in ep.graph_signature.user_inputs]
+    if given and len(given) != len(placeholders):
+        raise UsageError(f"--input-shape given {len(given)} time(s) for '{path}', whose program takes "
+                         f"{len(placeholders)} input(s)", fix="give one --input-shape per input, or none")
+    for i, node in enumerate(placeholders):
+        val = node.meta.get("val")
+        shape, bounds = _dims(val, ep.range_constraints)  # a dynamic dim: the size it was exported with
+        if given:
+            _check_dims(path, node.name, bounds, given[i].shape)
+            shape = given[i].shape
+        inputs.append(InputSpec(shape, str(val.dtype).replace("torch.", "")))
     return ModelSpec(
         name=p.stem,
         family="custom",
@@ -209,6 +218,41 @@ def pt2_spec(path: str) -> ModelSpec:
         source="pt2",
         path=str(p.resolve()),
     )
+
+
+def _dims(val, ranges) -> tuple[tuple[int, ...], list[tuple[int, int | None]]]:
+    """An input's shape as it was exported, and each dim's (least, most): both its size for
+    a static dim, its range for a dynamic one (most None: no upper bound). Read before
+    anything calls ``int()`` on a dynamic dim, which makes it static at its example size."""
+    shape, bounds = [], []
+    for d in val.shape:
+        node = getattr(d, "node", None)
+        r = ranges.get(node.expr) if node is not None else None
+        if r is None:
+            shape.append(int(d))
+            bounds.append((int(d), int(d)))
+        else:
+            shape.append(int(node.hint) if node.hint is not None else int(r.lower))
+            try:
+                high = int(r.upper)
+            except (TypeError, ValueError, AttributeError, OverflowError):  # torch's int_oo
+                high = None
+            bounds.append((int(r.lower), high))
+    return tuple(shape), bounds
+
+
+def _check_dims(path: str, name: str, bounds: list[tuple[int, int | None]], shape: tuple[int, ...]) -> None:
+    """``shape`` (``--input-shape``) against input ``name``'s dims in the program."""
+    if len(shape) == len(bounds) and all(low <= s and (high is None or s <= high)
+                                         for s, (low, high) in zip(shape, bounds)):
+        return
+
+    def said(low: int, high: int | None) -> str:
+        return str(low) if low == high else f"{low} or more" if high is None else f"{low}..{high}"
+
+    raise UsageError(f"--input-shape {','.join(map(str, shape))} does not fit input {name} of '{path}', "
+                     f"whose dims are {', '.join(said(lo, hi) for lo, hi in bounds)}",
+                     fix="give a shape the program was exported for, or export it again with that shape")
 
 
 def build_pt2(spec: ModelSpec, weights: str, seed: int):
@@ -224,7 +268,7 @@ TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ptl", ".torchscript")
 def custom_spec(ref: str, inputs: tuple[InputSpec, ...]) -> ModelSpec:
     """A ``--model``: ``file.pt2``, ``file.onnx``, a TorchScript file or ``package.module:factory(...)``."""
     if ref.endswith(".pt2"):
-        return pt2_spec(ref)
+        return pt2_spec(ref, inputs)
     if ref.endswith(".onnx"):
         return onnx_spec(ref, inputs)
     if ref.endswith(TORCHSCRIPT_SUFFIXES):
