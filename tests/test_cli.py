@@ -301,6 +301,10 @@ def test_a_pt2_with_a_dynamic_dim_takes_an_input_shape_in_its_range(capsys, out,
         assert code == ExitStatus.USAGE
         [line] = error_lines(err)
         assert f"--input-shape {shape} does not fit input x of '{pt2}', whose dims are {dims}" in line, line
+    code, _, err = cli(capsys, "export", "--model", pt2, "--input-shape", "4,3,16,16", "--input-dtype", "int64",
+                       "--weights", "none", "--backends", "portable", "--out", tmp_path / "o")
+    assert code == ExitStatus.USAGE
+    assert f"--input-dtype int64 for input x of '{pt2}', whose program takes float32" in error_lines(err)[0]
     assert not (tmp_path / "o").exists()
 
 

@@ -43,7 +43,7 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
         for i, shape in enumerate(input_shapes)
     )
     for ref in refs:
-        specs.append(custom_spec(ref, inputs))
+        specs.append(custom_spec(ref, inputs, dtypes_given=bool(input_dtypes)))
     from ..llm import TASK, llm_spec
 
     if max_seq_len is not None and not llms and not any(s.task == TASK for s in specs):

@@ -181,10 +181,11 @@ def _normalise(model, spec: ModelSpec, seed: int) -> None:
             model.eval()
 
 
-def pt2_spec(path: str, given: tuple[InputSpec, ...] = ()) -> ModelSpec:
-    """A spec for a ``torch.export.save`` file. Its inputs are the program's: their dtypes,
-    and the shapes it was exported with, or ``given`` (``--input-shape``) where its
-    dynamic dims allow them (a static dim must match, a dynamic one be in its range)."""
+def pt2_spec(path: str, given: tuple[InputSpec, ...] = (), dtypes_given: bool = False) -> ModelSpec:
+    """A spec for a ``torch.export.save`` file. Its inputs are the program's: their dtypes
+    (a ``--input-dtype`` must be the same), and the shapes it was exported with, or
+    ``given`` (``--input-shape``) where its dynamic dims allow them (a static dim must
+    match, a dynamic one be in its range)."""
     import torch
 
     p = Path(path)
@@ -205,10 +206,14 @@ def pt2_spec(path: str, given: tuple[InputSpec, ...] = ()) -> ModelSpec:
     for i, node in enumerate(placeholders):
         val = node.meta.get("val")
         shape, bounds = _dims(val, ep.range_constraints)  # a dynamic dim: the size it was exported with
+        dtype = str(val.dtype).replace("torch.", "")
         if given:
             _check_dims(path, node.name, bounds, given[i].shape)
             shape = given[i].shape
-        inputs.append(InputSpec(shape, str(val.dtype).replace("torch.", "")))
+            if dtypes_given and given[i].dtype != dtype:
+                raise UsageError(f"--input-dtype {given[i].dtype} for input {node.name} of '{path}', whose program "
+                                 f"takes {dtype}", fix=f"give --input-dtype {dtype}, or none")
+        inputs.append(InputSpec(shape, dtype))
     return ModelSpec(
         name=p.stem,
         family="custom",
@@ -265,10 +270,11 @@ def build_pt2(spec: ModelSpec, weights: str, seed: int):
 TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ptl", ".torchscript")
 
 
-def custom_spec(ref: str, inputs: tuple[InputSpec, ...]) -> ModelSpec:
-    """A ``--model``: ``file.pt2``, ``file.onnx``, a TorchScript file or ``package.module:factory(...)``."""
+def custom_spec(ref: str, inputs: tuple[InputSpec, ...], dtypes_given: bool = False) -> ModelSpec:
+    """A ``--model``: ``file.pt2``, ``file.onnx``, a TorchScript file or ``package.module:factory(...)``.
+    ``dtypes_given``: ``inputs``' dtypes were given (``--input-dtype``), not defaults."""
     if ref.endswith(".pt2"):
-        return pt2_spec(ref, inputs)
+        return pt2_spec(ref, inputs, dtypes_given)
     if ref.endswith(".onnx"):
         return onnx_spec(ref, inputs)
     if ref.endswith(TORCHSCRIPT_SUFFIXES):
