@@ -2,9 +2,10 @@
 
 The file holds the same options as the command line, under the flags' names
 (``base-url`` or ``base_url``), at its top level — or under ``[tool.pteforge]`` in a
-``pyproject.toml``. Its paths are read from its own directory (``_relative_to``). Without ``-c``, the nearest such file is read (``discover``), and
-the run says so. Flags given on the command line override the file. An unknown key
-or a value of the wrong type is one error line naming the key and its line.
+``pyproject.toml``. Its paths are read from its own directory (``_relative_to``).
+Without ``-c``, the nearest such file is read (``discover``), and the run says so.
+Flags given on the command line override the file. An unknown key or a value of the
+wrong type is one error line naming the key and its line.
 """
 
 from __future__ import annotations
