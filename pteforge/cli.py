@@ -297,12 +297,8 @@ def _selected_models(args) -> list:
 
 def _cmd_export(args, ui, debug: bool) -> int:
     models = _selected_models(args)
-    from .api import export, plan_targets
-    from .spec import ExportConfig
+    from .api import TargetPlan, export, plan_targets
 
-    from .spec import AccuracyBudget
-
-    budget = AccuracyBudget.parse(args.accuracy_budget) if args.accuracy_budget else None
     if args.calibration:
         from .vision import image_dir
 
@@ -319,7 +315,23 @@ def _cmd_export(args, ui, debug: bool) -> int:
         plan.unavailable += others
     if plan and plan.unavailable:
         ui.unavailable(plan)
-    config = ExportConfig(
+    config = _export_config(args, debug)
+    _check_surroundings(args, ui)
+    with ui.progress() as reporter:
+        result = export(models, plan or TargetPlan([]), config, reporter, write_labels=args.labels)
+    ui.summary(result, models)
+    if args.publish and result.manifest_path:
+        _publish(ui, config.out_dir, args.publish, args.publish_version, args.publish_base_url)
+    elif args.publish:
+        ui.warn(f"nothing published to {args.publish}: the export wrote no manifest")
+    return int(ExitStatus.OK if result.ok else ExitStatus.TARGETS_FAILED)
+
+
+def _export_config(args, debug: bool):
+    """The export's options from the parsed command line (and config file)."""
+    from .spec import AccuracyBudget, ExportConfig
+
+    return ExportConfig(
         out_dir=Path(args.out),
         weights=args.weights,
         seed=args.seed,
@@ -328,7 +340,7 @@ def _cmd_export(args, ui, debug: bool) -> int:
         tolerance=args.tolerance,
         calibration_samples=args.calibration_samples,
         calibration_dir=Path(args.calibration).resolve() if args.calibration else None,
-        accuracy_budget=budget,
+        accuracy_budget=AccuracyBudget.parse(args.accuracy_budget) if args.accuracy_budget else None,
         base_url=args.base_url,
         bundle=args.bundle,
         oplist=args.oplist,
@@ -340,25 +352,23 @@ def _cmd_export(args, ui, debug: bool) -> int:
         executor=args.executor,
         ray_address=args.ray_address,
     )
-    from .api import TargetPlan
+
+
+def _check_surroundings(args, ui) -> None:
+    """Before any work: the site ``--publish`` writes (refused when it cannot be), and the
+    cache directory (a warning when it cannot be written: the run goes on without it)."""
     from .cache import CACHE_ENV, unwritable
 
     if args.publish:
         from .publish import check_site
+        from .spec import check_base_url
 
-        check_site(Path(args.publish), "--publish", args.publish_base_url, "--publish-base-url")
-
+        if args.publish_base_url is not None:
+            check_base_url(args.publish_base_url, "--publish-base-url")
+        check_site(Path(args.publish), "--publish")
     if (why := unwritable()) is not None:
         ui.warn(f"cannot write the cache directory {why}: this run keeps nothing there for the next one "
                 f"(fix: set {CACHE_ENV} to a writable directory)")
-    with ui.progress() as reporter:
-        result = export(models, plan or TargetPlan([]), config, reporter, write_labels=args.labels)
-    ui.summary(result, models)
-    if args.publish and result.manifest_path:
-        _publish(ui, config.out_dir, args.publish, args.publish_version, args.publish_base_url)
-    elif args.publish:
-        ui.warn(f"nothing published to {args.publish}: the export wrote no manifest")
-    return int(ExitStatus.OK if result.ok else ExitStatus.TARGETS_FAILED)
 
 
 def _cmd_validate(args, ui) -> int:

@@ -176,7 +176,7 @@ def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
     file found from a subdirectory means what it says: ``out``, ``calibration``,
     ``publish``, ``weights`` (a state dict) and the files among ``model`` (``nets.py:net``,
     ``model.pt2``); ``package.module:factory`` references are imported as on the command line."""
-    from .models.custom import TORCHSCRIPT_SUFFIXES
+    from .models.custom import FILE_SUFFIXES
 
     def here(value: str) -> str:
         return value if Path(value).is_absolute() else str(base / value)
@@ -189,7 +189,7 @@ def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
     models = []
     for ref in values.get("model", []):
         module, colon, rest = ref.partition(":")
-        if ref.endswith((".pt2", ".onnx", *TORCHSCRIPT_SUFFIXES)):
+        if ref.endswith(FILE_SUFFIXES):
             ref = here(ref)
         elif colon and module.strip().endswith(".py"):
             ref = here(module.strip()) + colon + rest

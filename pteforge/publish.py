@@ -40,11 +40,8 @@ class Published:
     latest: str
 
 
-def check_site(site: Path, flag: str = "--site", base_url: str | None = None, url_flag: str = "--base-url") -> None:
-    """Refuse, before any work, a site that cannot be a directory, and a base URL the app
-    could not download from."""
-    if base_url is not None:
-        check_base_url(base_url, url_flag)
+def check_site(site: Path, flag: str = "--site") -> None:
+    """Refuse, before any work, a site that cannot be a directory."""
     existing = Path(site)
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -56,7 +53,9 @@ def check_site(site: Path, flag: str = "--site", base_url: str | None = None, ur
 
 
 def publish(out: Path, site: Path, version: str | None = None, base_url: str | None = None) -> Published:
-    check_site(site, base_url=base_url)
+    if base_url is not None:
+        check_base_url(base_url, "--base-url")
+    check_site(site)
     manifest = load_manifest(Path(out) / MANIFEST_NAME)
     if manifest is None:
         raise UsageError(f"no manifest at {Path(out) / MANIFEST_NAME}", fix="export first: pteforge export --out " + str(out))

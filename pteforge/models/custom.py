@@ -268,6 +268,7 @@ def build_pt2(spec: ModelSpec, weights: str, seed: int):
 
 
 TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ptl", ".torchscript")
+FILE_SUFFIXES = (".pt2", ".onnx", *TORCHSCRIPT_SUFFIXES)  # a --model that is a file, not a factory
 
 
 def custom_spec(ref: str, inputs: tuple[InputSpec, ...], dtypes_given: bool = False) -> ModelSpec:
