@@ -116,12 +116,17 @@ class InputSpec:
                 f"malformed --input-shape '{shape}'",
                 fix="give positive integers separated by commas, e.g. --input-shape 1,3,224,224",
             )
+        return cls(dims, cls.check_dtype(dtype))
+
+    @staticmethod
+    def check_dtype(dtype: str) -> str:
+        """``dtype`` (an ``--input-dtype``), when pteforge can feed it."""
         valid = ("float32", "float16", "bfloat16", "int64", "int32", "int8", "uint8", "bool")
         if dtype not in valid:
             raise UsageError(
                 f"unsupported --input-dtype '{dtype}'", fix=f"use one of: {', '.join(valid)}"
             )
-        return cls(dims, dtype)
+        return dtype
 
 
 @dataclass(frozen=True)

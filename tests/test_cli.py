@@ -308,6 +308,39 @@ def test_a_pt2_with_a_dynamic_dim_takes_an_input_shape_in_its_range(capsys, out,
     assert not (tmp_path / "o").exists()
 
 
+def test_an_input_dtype_a_model_file_does_not_take_is_refused_with_or_without_shapes(capsys, tmp_path):
+    """A .pt2 and an .onnx say their inputs' dtypes. An --input-dtype without --input-shape
+    was silently ignored (the .pt2 exported as float32, the run said nothing), and an .onnx
+    replaced a given dtype by its own even with shapes."""
+    import onnx
+    import torch
+
+    import tiny_models
+
+    pt2, onnx_file = tmp_path / "two.pt2", tmp_path / "net.onnx"
+    model, example = tiny_models.tiny().eval(), torch.rand(1, 3, 16, 16)
+    torch.export.save(torch.export.export(model, (example,)), str(pt2))
+    onnx.save(onnx.helper.make_model(onnx.helper.make_graph(
+        [onnx.helper.make_node("Relu", ["x"], ["y"])], "net",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])])), str(onnx_file))
+    cases = [
+        ([pt2, "--input-dtype", "float16"], f"--input-dtype float16 for input x of '{pt2}', whose program takes float32"),
+        ([pt2, "--input-dtype", "float32", "--input-dtype", "float32"],
+         f"--input-dtype given 2 times for '{pt2}', whose program takes 1 input(s)"),
+        ([onnx_file, "--input-dtype", "int64"], f"--input-dtype int64 for input x of '{onnx_file}', whose program takes float32"),
+        ([onnx_file, "--input-shape", "2,4", "--input-dtype", "int64"],
+         f"--input-dtype int64 for input x of '{onnx_file}', whose program takes float32"),
+        ([pt2, "--input-dtype", "float"], "unsupported --input-dtype 'float'"),
+    ]
+    for args, said in cases:
+        code, _, err = cli(capsys, "export", "--model", *args, "--weights", "none", "--backends", "portable",
+                           "--out", tmp_path / "o")
+        assert code == ExitStatus.USAGE, (args, err)
+        assert said in error_lines(err)[0], error_lines(err)
+    assert not (tmp_path / "o").exists()
+
+
 def test_factory_with_several_inputs_and_dtypes(capsys, out):
     code, _, err = cli(capsys, "export", "--model", "tiny_models:two_inputs", "--input-shape", "2,5",
                        "--input-dtype", "int64", "--input-shape", "1", "--input-dtype", "float32",

@@ -36,14 +36,15 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
                                  fix=f"use --{other.word} {name}")
             names.append(spec.name)
     specs = [catalog.get(name) for name in dict.fromkeys(names)]
-    if input_dtypes and len(input_dtypes) not in (1, len(input_shapes)):
+    if input_shapes and input_dtypes and len(input_dtypes) not in (1, len(input_shapes)):
         raise UsageError("give one --input-dtype, or one per --input-shape", fix="e.g. --input-shape 1,3 --input-dtype int64")
+    dtypes = tuple(InputSpec.check_dtype(d) for d in input_dtypes)
     inputs = tuple(
-        InputSpec.parse(shape, input_dtypes[i] if len(input_dtypes) > 1 else (input_dtypes[0] if input_dtypes else "float32"))
+        InputSpec.parse(shape, dtypes[i] if len(dtypes) > 1 else (dtypes[0] if dtypes else "float32"))
         for i, shape in enumerate(input_shapes)
     )
     for ref in refs:
-        specs.append(custom_spec(ref, inputs, dtypes_given=bool(input_dtypes)))
+        specs.append(custom_spec(ref, inputs, dtypes))
     from ..llm import TASK, llm_spec
 
     if max_seq_len is not None and not llms and not any(s.task == TASK for s in specs):

@@ -181,11 +181,11 @@ def _normalise(model, spec: ModelSpec, seed: int) -> None:
             model.eval()
 
 
-def pt2_spec(path: str, given: tuple[InputSpec, ...] = (), dtypes_given: bool = False) -> ModelSpec:
+def pt2_spec(path: str, given: tuple[InputSpec, ...] = (), dtypes: tuple[str, ...] = ()) -> ModelSpec:
     """A spec for a ``torch.export.save`` file. Its inputs are the program's: their dtypes
-    (a ``--input-dtype`` must be the same), and the shapes it was exported with, or
-    ``given`` (``--input-shape``) where its dynamic dims allow them (a static dim must
-    match, a dynamic one be in its range)."""
+    (``dtypes``, the ``--input-dtype``s, must be the same), and the shapes it was exported
+    with, or ``given`` (``--input-shape``) where its dynamic dims allow them (a static dim
+    must match, a dynamic one be in its range)."""
     import torch
 
     p = Path(path)
@@ -210,10 +210,8 @@ def pt2_spec(path: str, given: tuple[InputSpec, ...] = (), dtypes_given: bool = 
         if given:
             _check_dims(path, node.name, bounds, given[i].shape)
             shape = given[i].shape
-            if dtypes_given and given[i].dtype != dtype:
-                raise UsageError(f"--input-dtype {given[i].dtype} for input {node.name} of '{path}', whose program "
-                                 f"takes {dtype}", fix=f"give --input-dtype {dtype}, or none")
         inputs.append(InputSpec(shape, dtype))
+    _check_dtypes(path, [n.name for n in placeholders], inputs, dtypes)
     return ModelSpec(
         name=p.stem,
         family="custom",
@@ -246,6 +244,21 @@ def _dims(val, ranges) -> tuple[tuple[int, ...], list[tuple[int, int | None]]]:
     return tuple(shape), bounds
 
 
+def _check_dtypes(path: str, names: list[str], inputs: list[InputSpec], dtypes: tuple[str, ...]) -> None:
+    """The ``--input-dtype``s given for a file that says its inputs' dtypes itself (a .pt2, an
+    .onnx): one for every input or one per input, each the file's own."""
+    if not dtypes:
+        return
+    if len(dtypes) not in (1, len(inputs)):
+        raise UsageError(f"--input-dtype given {len(dtypes)} times for '{path}', whose program takes "
+                         f"{len(inputs)} input(s)", fix="give one --input-dtype per input, or none")
+    for i, (name, spec) in enumerate(zip(names, inputs)):
+        want = dtypes[i] if len(dtypes) > 1 else dtypes[0]
+        if want != spec.dtype:
+            raise UsageError(f"--input-dtype {want} for input {name} of '{path}', whose program takes {spec.dtype}",
+                             fix=f"give --input-dtype {spec.dtype}, or none: the file says its inputs' dtypes")
+
+
 def _check_dims(path: str, name: str, bounds: list[tuple[int, int | None]], shape: tuple[int, ...]) -> None:
     """``shape`` (``--input-shape``) against input ``name``'s dims in the program."""
     if len(shape) == len(bounds) and all(low <= s and (high is None or s <= high)
@@ -271,13 +284,14 @@ TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ptl", ".torchscript")
 FILE_SUFFIXES = (".pt2", ".onnx", *TORCHSCRIPT_SUFFIXES)  # a --model that is a file, not a factory
 
 
-def custom_spec(ref: str, inputs: tuple[InputSpec, ...], dtypes_given: bool = False) -> ModelSpec:
+def custom_spec(ref: str, inputs: tuple[InputSpec, ...], dtypes: tuple[str, ...] = ()) -> ModelSpec:
     """A ``--model``: ``file.pt2``, ``file.onnx``, a TorchScript file or ``package.module:factory(...)``.
-    ``dtypes_given``: ``inputs``' dtypes were given (``--input-dtype``), not defaults."""
+    ``inputs``: the ``--input-shape``s with their dtypes; ``dtypes``: the ``--input-dtype``s
+    as given, which a file that says its dtypes checks (with or without shapes)."""
     if ref.endswith(".pt2"):
-        return pt2_spec(ref, inputs, dtypes_given)
+        return pt2_spec(ref, inputs, dtypes)
     if ref.endswith(".onnx"):
-        return onnx_spec(ref, inputs)
+        return onnx_spec(ref, inputs, dtypes)
     if ref.endswith(TORCHSCRIPT_SUFFIXES):
         return torchscript_spec(ref, inputs)
     return factory_spec(ref, inputs)
@@ -328,9 +342,9 @@ def build_torchscript(spec: ModelSpec, weights: str, seed: int):
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16", 11: "float64"}
 
 
-def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = ()) -> ModelSpec:
+def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = (), dtypes: tuple[str, ...] = ()) -> ModelSpec:
     """A spec for an ONNX file: inputs from its graph (a dynamic dimension is 1 unless
-    --input-shape gives the shapes)."""
+    --input-shape gives the shapes; ``dtypes``, the ``--input-dtype``s, must be the graph's)."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"model file '{path}' does not exist", fix="give the path of an .onnx file")
@@ -341,10 +355,11 @@ def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = ()) -> ModelSpec:
     except Exception as exc:
         raise ModelError(f"'{path}' is not an ONNX model ({one_line(exc, 120)})", fix="give a file written by torch.onnx.export or an ONNX exporter") from None
     weights = {init.name for init in graph.initializer}
-    found = []
+    found, names = [], []
     for value in graph.input:
         if value.name in weights:
             continue
+        names.append(value.name)
         tensor = value.type.tensor_type
         dtype = _ONNX_DTYPES.get(tensor.elem_type)
         if dtype is None:
@@ -355,6 +370,7 @@ def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = ()) -> ModelSpec:
         if len(inputs) != len(found):
             raise UsageError(f"'{path}' has {len(found)} input(s); {len(inputs)} --input-shape given", fix="give one --input-shape per graph input")
         found = [InputSpec(i.shape, f.dtype) for i, f in zip(inputs, found)]
+    _check_dtypes(path, names, found, dtypes)
     return ModelSpec(name=p.stem, family="custom", task="custom", inputs=tuple(found),
                      factory="pteforge.models.custom:build_onnx_named", source="onnx", path=str(p.resolve()))
 
