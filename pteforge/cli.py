@@ -174,6 +174,10 @@ def _with_config(parser, given, argv: list[str]):
     from .config import load_config, locations
 
     values = load_config(Path(given.config), {a.dest: list(a.choices) for a in parser.export_parser._actions if a.choices})
+    if values.get("model"):  # its package.module:factory references, from a subdirectory too
+        from .models.custom import import_from
+
+        import_from(Path(given.config).parent)
     parser.export_parser.set_defaults(**values)
     args = parser.parse_args(_normalise_argv(argv))
     for dest in ("model", "input_shape", "input_dtype"):  # append flags: given ones replace the file's

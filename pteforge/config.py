@@ -175,7 +175,8 @@ def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
     """The file's paths read from its own directory, as ruff and pytest read theirs, so a
     file found from a subdirectory means what it says: ``out``, ``calibration``,
     ``publish``, ``weights`` (a state dict) and the files among ``model`` (``nets.py:net``,
-    ``model.pt2``); ``package.module:factory`` references are imported as on the command line."""
+    ``model.pt2``); ``package.module:factory`` references are imported from the current
+    directory, then from the file's (``cli._with_config``)."""
     from .models.custom import FILE_SUFFIXES
 
     def here(value: str) -> str:

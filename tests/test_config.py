@@ -130,6 +130,27 @@ def test_paths_in_the_file_are_read_from_its_directory(capsys, tmp_path, monkeyp
     assert (project / "lib" / "deep" / "here" / "index.json").is_file()
 
 
+def test_a_package_the_file_names_is_imported_from_its_directory(tmp_path):
+    """``mypkg.nets:tiny`` in a project's ``[tool.pteforge]``, run from a subdirectory, was
+    "No module named 'mypkg'": only the current directory was searched. The workers that
+    capture and lower the model import it too."""
+    import shutil
+
+    from conftest import ROOT, run_cli
+
+    project = tmp_path / "app"
+    (project / "mypkg").mkdir(parents=True)
+    (project / "docs").mkdir()
+    (project / "mypkg" / "__init__.py").write_text("")
+    shutil.copy(ROOT / "tests" / "tiny_models.py", project / "mypkg" / "nets.py")
+    (project / "pyproject.toml").write_text('[project]\nname = "app"\n\n[tool.pteforge]\nmodel = ["mypkg.nets:tiny"]\n'
+                                            'input-shape = ["1,3,16,16"]\nweights = "none"\nbench-runs = 0\n')
+    done = run_cli("export", "--backends", "portable", cwd=project / "docs")  # a process of its own: its workers too
+    assert done.returncode == ExitStatus.OK, done.stderr
+    [e] = json.loads((project / "docs" / "models" / "index.json").read_text())["models"]  # out: a flag's default
+    assert e["status"] == "VERIFIED" and e["source"] == "mypkg.nets:tiny"
+
+
 def test_the_example_config_names_the_apps_whole_catalogue():
     from conftest import ROOT
 

@@ -7,6 +7,7 @@ import ast
 import functools
 import importlib
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
@@ -83,7 +84,7 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
     except Exception as exc:
         raise ModelError(
             f"cannot import '{module_name}' for --model {spec.factory}: {type(exc).__name__}: {exc}",
-            fix="check the module path; it must be importable from the current directory",
+            fix="check the module path; it must be importable from the current directory (or the config file's)",
         ) from None
     factory = getattr(module, func_name, None)
     if not callable(factory):
@@ -111,6 +112,19 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
 
         load_state_dict_file(model, weights)
     return model.eval()
+
+
+def import_from(directory: Path) -> None:
+    """Make ``package.module`` references importable from ``directory`` too (a config
+    file's, found from a subdirectory), in this process and in every worker it starts: the
+    fork server, spawned workers and a local Ray cluster inherit ``PYTHONPATH``. After the
+    current directory, as a child puts ``PYTHONPATH`` after its own first entry."""
+    root = str(directory.resolve())
+    if root not in sys.path:
+        sys.path.insert(1, root)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*paths, root])
 
 
 def import_factory_module(name: str):
