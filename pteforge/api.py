@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tempfile
 import time
@@ -191,6 +192,7 @@ def export(
     from .report.entries import write_label_files
 
     reporter = reporter or SilentReporter()
+    created = not Path(config.out_dir).exists()
     out = _checked_out(models, config)
     started = time.monotonic()
     run = _Run(plan, config, reporter)
@@ -220,6 +222,9 @@ def export(
                 sink.labels  # noqa: B018 - a failure to write them is the run's, even with no row to merge
     except BaseException:
         remove_run_temporaries(out, run_id)
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # made for this run, which wrote nothing in it: not left behind
         raise
     if models:
         _store(run.fresh)
@@ -263,8 +268,6 @@ def _capture_pool(config: ExportConfig, pool, captures: int, on_stage):
     ~1 s sooner on mobilenet_v3_small). When an earlier run in this process left the fork
     server ready, forked from it: a fresh interpreter's imports took ~6 s of a tiny model's
     7 s capture. On Ray, the pool's tasks."""
-    import contextlib
-
     from .workers import WorkerPool, default_size, fork_server_ready
 
     if config.executor != "local":

@@ -90,6 +90,9 @@ def test_bad_input_is_one_line_with_its_exit_code(capsys, out, args, status, nee
     [line] = error_lines(err)
     assert needle in line
     assert "Traceback" not in err + stdout
+    assert not out.exists(), "a directory made for a run that wrote nothing is not left behind"
+    if "cannot import" in needle:
+        assert "capturing" not in err, "a module that is not there is refused before any work"
 
 
 def test_bad_pt2_file(capsys, out, tmp_path):

@@ -60,6 +60,8 @@ def factory_spec(ref: str, inputs: tuple[InputSpec, ...], name: str | None = Non
         if not path.is_file():
             raise UsageError(f"--model {ref}: no such file {module}", fix="give the path of the .py file that defines the factory")
         ref = str(path.resolve()) + ref.strip()[len(module):]
+    elif not _findable(module):  # a typo costs a second, not the run's captures
+        raise ModelError(f"cannot import '{module}' for --model {ref}: no module named '{module}'", fix=IMPORT_FIX)
     if not inputs:
         raise UsageError(
             f"--model {ref} needs its input shape",
@@ -84,7 +86,7 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
     except Exception as exc:
         raise ModelError(
             f"cannot import '{module_name}' for --model {spec.factory}: {type(exc).__name__}: {exc}",
-            fix="check the module path; it must be importable from the current directory (or the config file's)",
+            fix=IMPORT_FIX,
         ) from None
     factory = getattr(module, func_name, None)
     if not callable(factory):
@@ -114,6 +116,27 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
     return model.eval()
 
 
+IMPORT_FIX = "check the module path; it must be importable from the current directory (or the config file's)"
+
+
+def _findable(module: str) -> bool:
+    """Whether ``package.module`` can be found, without running it (its packages are
+    imported); a package that fails to import is the capture's to report, with its error."""
+    _import_here()
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+    except Exception:  # noqa: BLE001 - its package raised: reported where it is built
+        return True
+
+
+def _import_here() -> None:
+    """The current directory on ``sys.path``, as ``python -m`` puts it (a console script does not)."""
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+
+
 def import_from(directory: Path) -> None:
     """Make ``package.module`` references importable from ``directory`` too (a config
     file's, found from a subdirectory), in this process and in every worker it starts: the
@@ -132,8 +155,7 @@ def import_factory_module(name: str):
     its path (imported once per process under a name of its own; its directory goes on
     ``sys.path`` for the file's own imports)."""
     if not name.endswith(".py"):
-        if "" not in sys.path and str(Path.cwd()) not in sys.path:
-            sys.path.insert(0, str(Path.cwd()))
+        _import_here()
         return importlib.import_module(name)
     import hashlib
 
