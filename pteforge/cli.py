@@ -134,10 +134,11 @@ def _parser() -> argparse.ArgumentParser:
     bn.add_argument("--compare", choices=["eager"], default=None, help="time eager PyTorch beside each artifact")
 
     se = sub.add_parser("select", parents=[common], help="which artifact an app on PLATFORM should load, with the fallbacks skipped")
-    se.add_argument("model", metavar="MODEL")
+    se.add_argument("names", nargs="+", metavar="[MANIFEST] MODEL",
+                    help="the manifest (an index.json or its directory; default: models/index.json) and the model")
     se.add_argument("--platform", default=None, choices=[*PLATFORMS, "all"],
                     help="the app's platform (default: any)")
-    se.add_argument("--manifest", default="models/index.json", metavar="FILE", help="default: models/index.json")
+    se.add_argument("--manifest", default=None, metavar="FILE", help="the manifest, as the first of two names")
 
     mf = sub.add_parser("manifest", parents=[common], help="check a manifest, or print its JSON Schema")
     mf_sub = mf.add_subparsers(dest="manifest_command", required=True)
@@ -423,7 +424,14 @@ def _cmd_bench(args, ui) -> int:
 def _cmd_select(args, ui) -> int:
     from .selection import select
 
-    selection = select(args.manifest, args.model, args.platform)
+    if len(args.names) > 2:
+        raise UsageError(f"select takes a manifest and a model, not {len(args.names)} names",
+                         fix="pteforge select [models/index.json] MODEL")
+    *given, model = args.names
+    manifest = given[0] if given else args.manifest or "models/index.json"
+    if given and args.manifest and Path(given[0]).resolve() != Path(args.manifest).resolve():
+        raise UsageError(f"two manifests: {given[0]} and --manifest {args.manifest}", fix="give one of them")
+    selection = select(manifest, model, args.platform)
     ui.selection(selection)
     from .errors import ExitStatus as E
 

@@ -42,7 +42,7 @@ def _manifest(manifest) -> tuple[Manifest, Path]:
         path = path / MANIFEST_NAME
     loaded = load_manifest(path)
     if loaded is None:
-        raise UsageError(f"no manifest at {path}", fix="export first, or give --manifest FILE")
+        raise UsageError(f"no manifest at {path}", fix="export first, or name the manifest: pteforge select DIR_OR_INDEX_JSON MODEL")
     return loaded, path.parent
 
 
