@@ -446,15 +446,18 @@ def _cmd_manifest(args, ui) -> int:
     if args.manifest_command == "schema":
         print(json.dumps(Manifest.model_json_schema(), indent=2))
         return int(ExitStatus.OK)
-    manifest = load_manifest(Path(args.file))
-    if manifest is None:
-        from .errors import UsageError
-
-        raise UsageError(f"no such file: {args.file}", fix="give the path of an index.json")
     from .errors import ManifestError
     from .report.app import notes, rejections
+    from .report.manifest import MANIFEST_NAME
 
-    raw = json.loads(Path(args.file).read_text())
+    path = Path(args.file) / MANIFEST_NAME if Path(args.file).is_dir() else Path(args.file)  # an export's directory
+    try:
+        manifest = load_manifest(path)
+    except ManifestError as exc:  # its fix is the export's (move it away); here the file is the question
+        raise ManifestError(exc.args[0], fix="compare it with `pteforge manifest schema`, or export again to rebuild it") from None
+    if manifest is None:
+        raise UsageError(f"no such file: {path}", fix="give the path of an index.json, or of its directory")
+    raw = json.loads(path.read_text())
     for older, which in ((False, "the executorch_flutter app"), (True, "the older executorch_flutter app")):
         problems = rejections(raw, older)
         if problems:
@@ -462,7 +465,7 @@ def _cmd_manifest(args, ui) -> int:
             raise ManifestError(f"{which} would reject this: {problems[0]}{more}",
                                 fix="regenerate it with pteforge export, or add the field")
     ui.out.print(
-        f"{args.file}: valid pteforge manifest (schema_version {manifest.schema_version}), read by the "
+        f"{path}: valid pteforge manifest (schema_version {manifest.schema_version}), read by the "
         f"executorch_flutter app (current and older parser): {len(manifest.models)} artifact(s) for the app, "
         f"{len(manifest.references)} reference(s), {len(manifest.failed)} failed"
     )

@@ -104,6 +104,9 @@ def test_manifest_check(capsys, three, tmp_path):
     bad.write_text(json.dumps(doc))
     code, _, err = cli(capsys, "manifest", "check", bad)
     assert code == ExitStatus.MANIFEST and "models.0.size" in error_lines(err)[0]
+    assert "(fix: compare it with `pteforge manifest schema`" in error_lines(err)[0], "not the export's 'move it away'"
+    code, stdout, err = cli(capsys, "manifest", "check", three)  # an export's directory: was an internal error
+    assert code == ExitStatus.OK and f"{three / 'index.json'}: valid pteforge manifest" in stdout, err
 
 
 def test_committed_schema_is_current():
