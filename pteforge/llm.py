@@ -69,7 +69,7 @@ SCHEMES = {
 # -- the model ---------------------------------------------------------------------------
 def llm_spec(ref: str, max_seq_len: int | None = None) -> ModelSpec:
     """A catalog name (gemma-3-270m), a Hugging Face id or a local checkpoint directory."""
-    length = max_seq_len or DEFAULT_MAX_SEQ_LEN
+    length = DEFAULT_MAX_SEQ_LEN if max_seq_len is None else max_seq_len  # 0 is refused, not the default
     if length < PROMPT_TOKENS + NEW_TOKENS + 2:
         raise UsageError(f"--max-seq-len {length} is too short for the proof ({PROMPT_TOKENS + 1}-token prompt, "
                          f"{NEW_TOKENS} new tokens)", fix=f"give --max-seq-len {PROMPT_TOKENS + NEW_TOKENS + 2} or more")

@@ -213,6 +213,16 @@ def test_max_seq_len_without_a_language_model_is_a_usage_error(capsys, tmp_path)
     assert "--max-seq-len applies to language models" in line
 
 
+@pytest.mark.parametrize("length", ["0", "-5"])
+def test_a_max_seq_len_too_short_for_the_proof_is_refused_before_any_work(capsys, tmp_path, length):
+    """``--max-seq-len 0`` was read as "not given" and exported the default 128."""
+    code, _, err = cli(capsys, "export", "--llm", "org/some-llm", "--weights", "none", "--max-seq-len", length,
+                       "--out", tmp_path / "o")
+    assert code == ExitStatus.USAGE
+    assert f"--max-seq-len {length} is too short for the proof" in error_lines(err)[0]
+    assert not (tmp_path / "o").exists()
+
+
 def test_an_llm_that_is_neither_a_directory_nor_an_id_is_a_usage_error(capsys, tmp_path):
     code, _, err = cli(capsys, "export", "--llm", "nothing-here", "--weights", "none", "--out", tmp_path / "o")
     assert code == ExitStatus.USAGE
