@@ -381,6 +381,8 @@ def _cmd_validate(args, ui) -> int:
 
     if args.dir and args.models_dir and Path(args.dir).resolve() != Path(args.models_dir).resolve():
         raise UsageError(f"two directories to validate: {args.dir} and --models-dir {args.models_dir}", fix="give one of them")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be positive (got {args.timeout:g})", fix="give the seconds a file may take, e.g. --timeout 300")
     models_dir = Path(args.dir or args.models_dir or "models")
     if not models_dir.is_dir():
         raise UsageError(f"{models_dir} is not a directory", fix="export first, or give the directory of your artifacts")

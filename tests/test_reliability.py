@@ -281,6 +281,7 @@ BAD_INPUTS = [
     (["validate", "--models-dir", "/no/such/dir"], ExitStatus.USAGE, "/no/such/dir is not a directory"),
     (["validate", "/no/such/dir"], ExitStatus.USAGE, "/no/such/dir is not a directory"),
     (["validate", "/tmp", "--models-dir", "/no/such/dir"], ExitStatus.USAGE, "two directories to validate"),
+    (["validate", "/tmp", "--timeout", "0"], ExitStatus.USAGE, "--timeout must be positive (got 0)"),
 ]
 
 
