@@ -224,6 +224,8 @@ class ExportConfig:
                                    ("--calibration-samples", self.calibration_samples, 1), ("--jobs", self.jobs, 1)):
             if value is not None and value < least:
                 raise UsageError(f"{flag} must be >= {least} (got {value})", fix=f"give {flag} {least} or more")
+        if not 0 <= self.seed < 2**32:  # torch's and numpy's seeds, with room for seed + i
+            raise UsageError(f"--seed must be between 0 and {2**32 - 1} (got {self.seed})", fix="give a smaller --seed")
         if self.executor not in ("local", "ray"):
             raise UsageError(f"--executor {self.executor}: unknown executor", fix="use --executor local or --executor ray")
         if self.ray_address and self.executor != "ray":

@@ -275,6 +275,8 @@ BAD_INPUTS = [
     ([*M, *S, "--verify-inputs", "-1"], ExitStatus.USAGE, "--verify-inputs must be >= 0"),
     ([*M, *S, "--bench-runs", "-1"], ExitStatus.USAGE, "--bench-runs must be >= 0 (got -1)"),
     ([*M, *S, "--calibration-samples", "0"], ExitStatus.USAGE, "--calibration-samples must be >= 1"),
+    ([*M, *S, "--seed", str(2**64)], ExitStatus.USAGE, "--seed must be between 0 and 4294967295"),  # was CAPTURE_FAILED
+    ([*M, *S, "--seed", "-1"], ExitStatus.USAGE, "--seed must be between 0 and 4294967295"),
     ([*M, *S, "--timeout", "0"], ExitStatus.USAGE, "must be positive"),
     ([*M, *S, "--base-url", "models.example.org/pte"], ExitStatus.USAGE,
      "--base-url 'models.example.org/pte' is not an http(s) URL"),
