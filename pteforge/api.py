@@ -192,6 +192,9 @@ def export(
     from .report.entries import write_label_files
 
     reporter = reporter or SilentReporter()
+    if plan.auto and config.bench_runs == 0:
+        raise UsageError("--precision auto picks the fastest precision, and --bench-runs 0 times none",
+                         fix="drop --bench-runs 0, or give one precision")
     created = not Path(config.out_dir).exists()
     out = _checked_out(models, config)
     started = time.monotonic()

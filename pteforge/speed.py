@@ -33,8 +33,8 @@ MAX_FRACTION = 0.25  # of the export's wall time
 
 def timing_plan(records: list[Record], needed: list[Record], export_seconds: float, runs: int) -> list[tuple[Record, int]]:
     """(row, runs) to time: ``needed`` rows, then every other verified row within the
-    budget; rows left out get ``latency = {"skipped": why}``."""
-    plan = [(r, max(runs, COMPARISON_RUNS)) for r in needed if r.artifact and r.latency is None]
+    budget; rows left out get ``latency = {"skipped": why}``. ``runs`` 0: none at all."""
+    plan = [(r, max(runs, COMPARISON_RUNS)) for r in needed if r.artifact and r.latency is None] if runs > 0 else []
     chosen = {id(r) for r, _ in plan}
     budget, spent = MAX_FRACTION * export_seconds, 0.0
     for rec in records:

@@ -139,6 +139,9 @@ def test_int8_zero_padding_no_convolution_absorbs_is_quantized_and_loads(capsys,
     assert code == 0, stdout
     [row] = [line for line in stdout.splitlines() if "• xnnpack:int8:" in line]
     assert "100 % delegated" in row and "verified" in row, row
+    [ref] = [line for line in stdout.splitlines() if "↳ fp32 reference" in line]
+    for line in (row, ref):  # the pair too: it was timed (20 runs each) whatever --bench-runs said
+        assert "not timed: timing turned off (--bench-runs 0)" in line, line
 
 
 def test_int8_dynamic_keeps_max_pool_in_xnnpack():
