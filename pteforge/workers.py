@@ -71,6 +71,7 @@ def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
     os.environ.update(env)
     if quiet:
         silence()
+    _thread_lock_for_progress_bars()
     while True:
         try:
             job = conn.recv()
@@ -95,6 +96,22 @@ def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
                 conn.send(("error", job.key, exc, tb))
             except Exception:  # an unpicklable exception: send its text
                 conn.send(("error", job.key, RuntimeError(f"{type(exc).__name__}: {exc}"), tb))
+
+
+def _thread_lock_for_progress_bars() -> None:
+    """tqdm's lock, a thread lock in this worker. By default tqdm makes a multiprocessing
+    lock (a named semaphore) in each process that constructs a bar, and torch.fx's
+    interpreter constructs one (disabled) for every graph it runs: a worker killed mid-job
+    (Ctrl-C, --timeout) left it to multiprocessing's resource tracker, which warned about
+    "leaked semaphore objects" on the terminal after the run's one-line message. A worker
+    draws no bars beside another process's."""
+    import threading
+
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return
+    tqdm.set_lock(threading.RLock())
 
 
 def silence() -> None:

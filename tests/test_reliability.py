@@ -151,7 +151,8 @@ def test_ctrl_c_stops_promptly_and_keeps_what_finished(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert time.monotonic() - t0 < 30, "Ctrl-C stops promptly"
     assert proc.returncode == ExitStatus.INTERRUPTED
-    assert "interrupted" in err
+    assert err.rstrip().splitlines()[-1].startswith("error: interrupted"), "the last line (multiprocessing's resource " \
+        "tracker warned of 'leaked semaphore objects' after it: tqdm's lock in each killed worker)"
     manifest = assert_manifest_matches_disk(out)
     assert "tiny_coreml.pte" in {e["name"] for e in manifest["models"]}
     assert not still_alive(workers, within=15), "workers are ended"
