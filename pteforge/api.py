@@ -353,7 +353,7 @@ class _Run:
                 if isinstance(outcome.error, PteforgeError):
                     raise outcome.error  # weights, model or output: the user must act first
                 _debug_traceback(self.config, outcome)
-            reason, fix = _failure_text(outcome)
+            reason, fix = _failure_text(outcome, capture=True)
             for target in todo:
                 rec = _row(spec, target, Status.CAPTURE_FAILED, reason, fix)
                 self.records.append(rec)
@@ -623,9 +623,14 @@ class _ManifestSink:
         merge(self.out, entries, labels_entries(self.labels), backend_entries, self.config.base_url, references)
 
 
-def _failure_text(outcome) -> tuple[str, str | None]:
+def _failure_text(outcome, capture: bool = False) -> tuple[str, str | None]:
+    """A failed job's reason and fix; ``capture``: the job was a model's capture, which no
+    other backend would change."""
+    if outcome.timed_out:
+        return outcome.crash, "give a longer --timeout for a slow " + ("capture" if capture else "lowering, or try another backend")
     if outcome.crash:
-        return outcome.crash, "the native code crashed or hung: try another backend, or --timeout for slow lowering"
+        return outcome.crash, ("the native code crashed: run with --debug for its output" if capture else
+                               "the native code crashed: try another backend (--debug shows its output)")
     exc = outcome.error
     if isinstance(exc, PteforgeError):
         return str(exc), exc.fix

@@ -276,7 +276,7 @@ class RayPool:
                 for other in rest:  # a group's later jobs, not started: tasks of their own
                     again, state = self._submit([other])
                     running[again] = state
-                yield Outcome(job, crash=f"timed out after {job.timeout:.0f} s (--timeout)")
+                yield Outcome(job, crash=f"timed out after {job.timeout:.0f} s (--timeout)", timed_out=True)
 
     def _outcome(self, job: Job, get: Callable) -> Outcome | None:
         """The job's outcome from ``get()``; None for an infrastructure failure worth retrying."""

@@ -44,6 +44,7 @@ class Outcome:
     value: Any = None
     error: BaseException | None = None  # raised by the job (re-raised domain errors keep their type)
     crash: str | None = None  # the worker died or was killed: "killed by SIGSEGV", "timed out after 30 s"
+    timed_out: bool = False  # the crash was --timeout's
     traceback: str | None = None
 
     @property
@@ -301,7 +302,7 @@ class WorkerPool:
         if time.monotonic() >= w.deadline:
             self.busy.remove(w)
             w.kill()
-            return Outcome(job, crash=f"timed out after {job.timeout:.0f} s (--timeout)")
+            return Outcome(job, crash=f"timed out after {job.timeout:.0f} s (--timeout)", timed_out=True)
         return None
 
 
