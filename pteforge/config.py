@@ -180,7 +180,8 @@ def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
     from .models.custom import FILE_SUFFIXES
 
     def here(value: str) -> str:
-        return value if Path(value).is_absolute() else str(base / value)
+        path = Path(value).expanduser()  # no shell expands a ~ written in the file
+        return str(path if path.is_absolute() else base / path)
 
     for dest in ("out", "calibration", "publish"):
         if dest in values:

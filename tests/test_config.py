@@ -130,6 +130,19 @@ def test_paths_in_the_file_are_read_from_its_directory(capsys, tmp_path, monkeyp
     assert (project / "lib" / "deep" / "here" / "index.json").is_file()
 
 
+def test_a_home_directory_in_the_file_is_expanded(tmp_path, monkeypatch):
+    """No shell expands ``~`` in a file: ``out = "~/built"`` made a directory named ``~``
+    beside the file."""
+    from pteforge.config import load_config
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "pteforge.toml").write_text('out = "~/built"\ncalibration = "~/photos"\nmodel = ["~/nets.py:tiny"]\n')
+    values = load_config(tmp_path / "pteforge.toml")
+    home = tmp_path / "home"
+    assert (values["out"], values["calibration"], values["model"]) == (
+        str(home / "built"), str(home / "photos"), [f"{home / 'nets.py'}:tiny"])
+
+
 def test_a_package_the_file_names_is_imported_from_its_directory(tmp_path):
     """``mypkg.nets:tiny`` in a project's ``[tool.pteforge]``, run from a subdirectory, was
     "No module named 'mypkg'": only the current directory was searched. The workers that
