@@ -40,7 +40,9 @@ def images_in(directory: Path, need: int | None = None) -> list[Path]:
 
 
 def scan_images(directory: Path, need: int | None = None) -> tuple[list[Path], list[Path]]:
-    """(files that decode as images, files that do not) under ``directory``, sorted.
+    """(files that decode as images, files that do not) under ``directory``, sorted, its
+    subdirectories taken in turn (``_in_turn``: the first N of a dataset laid out a
+    directory per class are from every class, not all from the first).
 
     Hidden files are ignored; every other file is one or the other, so nothing in
     the directory is skipped without being named. Files are decoded whole until
@@ -50,12 +52,21 @@ def scan_images(directory: Path, need: int | None = None) -> tuple[list[Path], l
     for the same directory several times (the command line, each target's cache key):
     the answer is kept for as long as no file changes (path, size, modification time)."""
     files = []
-    for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
+    for path in _in_turn(sorted(p for p in Path(directory).rglob("*") if p.is_file())):
         if not any(part.startswith(".") for part in path.relative_to(directory).parts):
             stat = path.stat()
             files.append((path, stat.st_size, stat.st_mtime_ns))
     good, bad = _scanned(tuple(files), need)
     return list(good), list(bad)
+
+
+def _in_turn(paths: list[Path]) -> list[Path]:
+    """``paths`` (sorted) with their directories taken in turn: each one's first file, then
+    each one's second, ...; a flat directory's as they are."""
+    groups: dict[Path, list[Path]] = {}
+    for path in paths:
+        groups.setdefault(path.parent, []).append(path)
+    return [g[i] for i in range(max(map(len, groups.values()), default=0)) for g in groups.values() if i < len(g)]
 
 
 @functools.lru_cache(maxsize=16)

@@ -159,6 +159,22 @@ def test_a_truncated_photo_is_named_and_left_out_of_calibration(tmp_path):
     assert [p.name for p in images_in(photos, 16)] == ["red.png"]
 
 
+def test_calibration_takes_a_directory_per_class_in_turn(tmp_path):
+    """A dataset laid out a directory per class: the first N sorted files were all of the
+    first class, so int8 ranges were calibrated on one class only."""
+    from PIL import Image
+
+    from pteforge.vision import images_in
+
+    for cls, count in (("cat", 5), ("dog", 2), ("fox", 3)):
+        (tmp_path / cls).mkdir()
+        for i in range(count):
+            Image.new("RGB", (8, 8), (i * 40, 0, 0)).save(tmp_path / cls / f"{i}.png")
+    Image.new("RGB", (8, 8)).save(tmp_path / "loose.png")
+    picked = [p.relative_to(tmp_path).as_posix() for p in images_in(tmp_path, 6)]
+    assert picked == ["cat/0.png", "dog/0.png", "fox/0.png", "loose.png", "cat/1.png", "dog/1.png"], picked
+
+
 def test_every_family_reads_a_photo_upright_and_at_8_bits(tmp_path):
     """A phone's portrait photo is stored sideways with an EXIF orientation, and a PNG may
     hold 16 bits per channel. OpenCV's ``imread`` (the detection families' reader) applies
