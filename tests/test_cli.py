@@ -467,3 +467,28 @@ def test_targets_with_the_same_lowering_are_lowered_once(out):
     assert webgpu["hash"] == vulkan["hash"] and webgpu["file"] != vulkan["file"]
     assert (out / webgpu["file"]).read_bytes() == (out / vulkan["file"]).read_bytes()
     assert webgpu["status"] == vulkan["status"] == "NOT_RUNNABLE_HERE"
+
+
+def test_weights_saved_from_a_wrapped_model_load(tmp_path):
+    """``torch.save(model.state_dict())`` of a DataParallel / DDP model prefixes every key
+    with ``module.``, of a torch.compile'd one with ``_orig_mod.``, of a Lightning module
+    with ``model.``: each was "does not match the model: Missing key(s)"."""
+    import torch
+
+    import tiny_models
+    from pteforge.errors import WeightsError
+    from pteforge.models.weights import load_state_dict_file
+
+    torch.manual_seed(1)
+    trained = tiny_models.tiny()
+    for prefix in ("module.", "_orig_mod.", "module._orig_mod.", "model."):
+        path = tmp_path / "w.pt"
+        torch.save({"state_dict": {prefix + k: v for k, v in trained.state_dict().items()}, "epoch": 3}, path)
+        torch.manual_seed(2)
+        fresh = tiny_models.tiny()
+        load_state_dict_file(fresh, str(path))
+        for (name, a), b in zip(trained.state_dict().items(), fresh.state_dict().values()):
+            assert torch.equal(a, b), (prefix, name)
+    torch.save({"module.other." + k: v for k, v in trained.state_dict().items()}, path)
+    with pytest.raises(WeightsError, match="does not match the model"):
+        load_state_dict_file(tiny_models.tiny(), str(path))

@@ -10,8 +10,9 @@ from ..errors import WeightsError, message_line
 def load_state_dict_file(model, path: str) -> None:
     """Load a local checkpoint with ``torch.load(weights_only=True)`` into ``model``.
 
-    Accepts a state dict, or a dict holding one under ``state_dict``/``model``. A
-    pickle that needs arbitrary code is refused and nothing in it runs.
+    Accepts a state dict, or a dict holding one under ``state_dict``/``model``, its keys
+    as a wrapper saved them (``_unwrapped``). A pickle that needs arbitrary code is
+    refused and nothing in it runs.
     """
     import pickle
 
@@ -49,6 +50,7 @@ def load_state_dict_file(model, path: str) -> None:
             f"weights file '{path}' does not hold a state dict of tensors",
             fix="save the weights with torch.save(model.state_dict(), path)",
         )
+    obj = _unwrapped(obj, set(model.state_dict()))
     try:
         model.load_state_dict(obj, strict=True)
     except RuntimeError as exc:
@@ -57,6 +59,24 @@ def load_state_dict_file(model, path: str) -> None:
             f"weights file '{path}' does not match the model: {first}",
             fix="use a checkpoint of this exact architecture",
         ) from None
+
+
+# What wrapping a model adds to every key of its state dict: DataParallel and
+# DistributedDataParallel (``module.``), torch.compile (``_orig_mod.``), a training module
+# holding the network as ``self.model`` (Lightning).
+WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.")
+
+
+def _unwrapped(state: dict, expected: set[str]) -> dict:
+    """``state`` with the prefixes a wrapper put on all of its keys taken off, when the
+    model's own keys do not have them."""
+    while set(state) != expected:
+        prefix = next((p for p in WRAPPER_PREFIXES if state and all(k.startswith(p) for k in state)
+                       and not any(k.startswith(p) for k in expected)), None)
+        if prefix is None:
+            break
+        state = {k[len(prefix):]: v for k, v in state.items()}
+    return state
 
 
 def recalibrate_batchnorm(model, inputs_fn, batches: int = 4) -> None:
