@@ -492,3 +492,24 @@ def test_weights_saved_from_a_wrapped_model_load(tmp_path):
     torch.save({"module.other." + k: v for k, v in trained.state_dict().items()}, path)
     with pytest.raises(WeightsError, match="does not match the model"):
         load_state_dict_file(tiny_models.tiny(), str(path))
+
+
+def test_an_ultralytics_checkpoint_is_refused_saying_how_to_get_its_weights(tmp_path):
+    """``best.pt`` from ``yolo train`` pickles Ultralytics' model classes: refused, as every
+    pickle is, but saying what it is and the two ways on (it said only "not a plain state
+    dict", with a fix that did not say how to get one out of it)."""
+    import torch
+    from ultralytics.nn.tasks import DetectionModel
+
+    from pteforge.errors import WeightsError
+    from pteforge.models.weights import load_state_dict_file
+
+    model = DetectionModel("yolov8n.yaml", nc=3, verbose=False)
+    torch.save({"model": model, "epoch": -1}, tmp_path / "best.pt")
+    with pytest.raises(WeightsError) as refused:
+        load_state_dict_file(model, str(tmp_path / "best.pt"))
+    assert "is an Ultralytics checkpoint, a pickled model" in str(refused.value)
+    assert "YOLO(" in refused.value.fix and "format=onnx" in refused.value.fix
+    torch.save({"model": torch.nn.Linear(2, 2)}, tmp_path / "other.pt")  # another pickle: the general refusal
+    with pytest.raises(WeightsError, match="it is not a plain state dict"):
+        load_state_dict_file(model, str(tmp_path / "other.pt"))

@@ -31,6 +31,14 @@ def load_state_dict_file(model, path: str) -> None:
         _, found, rest = raw.partition("WeightsUnpickler error:")
         reason = found + " " + rest.strip().split("\n\n")[0] if found else raw
         first = message_line(ValueError(reason), 240)
+        if _is_ultralytics_checkpoint(p):
+            raise WeightsError(
+                f"refused to load '{path}': it is an Ultralytics checkpoint, a pickled model (pickles are never run)",
+                fix=f"save its weights: python -c \"import torch; from ultralytics import YOLO; torch.save(YOLO('{path}')"
+                    f".model.float().state_dict(), '{p.stem}.state.pt')\" and give --weights {p.stem}.state.pt (a model of "
+                    f"the family's classes); a model of your own classes: yolo export model={path} format=onnx, then "
+                    f"--model {p.stem}.onnx",
+            ) from None
         raise WeightsError(
             f"refused to load '{path}': it is not a plain state dict ({first})",
             fix="save the weights with torch.save(model.state_dict(), path); pickled objects are never executed",
@@ -59,6 +67,17 @@ def load_state_dict_file(model, path: str) -> None:
             f"weights file '{path}' does not match the model: {first}",
             fix="use a checkpoint of this exact architecture",
         ) from None
+
+
+def _is_ultralytics_checkpoint(path: Path) -> bool:
+    """Whether ``path`` pickles Ultralytics' own classes (what ``yolo train`` writes), read
+    from the pickle's opcodes: nothing in it runs."""
+    import torch
+
+    try:
+        return any(g.startswith("ultralytics.") for g in torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except Exception:  # noqa: BLE001 - not a checkpoint torch can read: the generic refusal
+        return False
 
 
 # What wrapping a model adds to every key of its state dict: DataParallel and
