@@ -268,3 +268,32 @@ def test_an_onnx_pad_and_reshape_whose_arguments_are_constants_are_captured(caps
     [e] = json.loads((out / "index.json").read_text())["models"]
     assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60, e
     assert e["outputs"] == [{"name": "y", "shape": [1, 3, 36], "dtype": "float32"}]
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_an_onnx_file_as_ultralytics_writes_it_is_captured(capsys, tmp_path, opset):
+    """What ``yolo export format=onnx`` writes (opset 18 by default, 13 asked for): an
+    upsampling Resize by constant scales and the head's Slice by constant bounds, which
+    onnx2torch reads when it runs (torch.export: "Could not guard on data-dependent
+    expression", ".numpy() is not supported"), and at opset 18 Split and Resize versions
+    onnx2torch has no converter for, which ONNX's version converter cannot take down.
+    Every such file failed to import or to capture."""
+    import torch
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+            self.up = torch.nn.Upsample(scale_factor=2, mode="nearest")
+
+        def forward(self, x):
+            a, b = self.conv(x).split((2, 4), 1)
+            y = self.up(torch.cat([a.sigmoid(), b], 1))
+            return y[:, :4] * y[:, 4:].flatten(2).softmax(-1).view(1, 2, 16, 16).sum(1, keepdim=True)
+
+    onnx_file = tmp_path / f"yolo_like_{opset}.onnx"
+    torch.onnx.export(Head().eval(), (torch.rand(1, 3, 8, 8),), str(onnx_file), dynamo=False, opset_version=opset)
+    out = tmp_path / "out"
+    export_here(capsys, "--model", onnx_file, "--backends", "xnnpack", "--bench-runs", "0", "--out", out)
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60, e

@@ -423,6 +423,7 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
     import onnx
     from onnx2torch import convert
 
+    _newer_converters()
     original = onnx.load(spec.path)
     errors = []
     for model in [m for m in (_folded(original), original) if m is not None]:
@@ -440,6 +441,62 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
 
 
 ONNX2TORCH_OPSETS = (17, 13)  # opsets a newer file is converted down to, in turn
+
+
+# Operators whose newer versions (opsets 18-21, what torch's and Ultralytics' exporters
+# write) onnx2torch 1.5 lacks, though they only add types, or attributes whose defaults
+# keep the older meaning: converted as their newest older version, when a node leaves the
+# new attributes at those defaults (name -> default).
+SAME_AS_OLDER = {
+    ("Resize", 18): {"antialias": 0, "axes": None, "keep_aspect_ratio_policy": b"stretch"},
+    ("Resize", 19): {"antialias": 0, "axes": None, "keep_aspect_ratio_policy": b"stretch"},
+    **{(op, v): {} for op in ("Reshape", "Identity", "Shape", "Cast", "Constant", "Size") for v in (19, 21)},
+    **{(op, 21): {} for op in ("Squeeze", "Unsqueeze", "Flatten", "Transpose")},
+}
+
+
+@functools.cache
+def _newer_converters() -> tuple:
+    """Register onnx2torch converters for ``SAME_AS_OLDER`` and for ``Split`` 18 (Split 13
+    with an optional ``num_outputs``, which ONNX's version converter cannot take down to 17);
+    the module types they add."""
+    import torch
+    from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY, OperationDescription, add_converter
+    from onnx2torch.node_converters.split import OnnxSplit13
+    from onnx2torch.utils.common import OperationConverterResult, onnx_mapping_from_node
+
+    def older(op: str, version: int):
+        return next((_CONVERTER_REGISTRY[d] for v in range(version - 1, 0, -1)
+                     if (d := OperationDescription(domain="", operation_type=op, version=v)) in _CONVERTER_REGISTRY), None)
+
+    def as_older(op: str, version: int, defaults: dict, convert):
+        def converter(node, graph):
+            for name, default in defaults.items():
+                value = node.attributes.get(name, default)
+                value = value.encode() if isinstance(value, str) and isinstance(default, bytes) else value
+                if value != default:
+                    raise NotImplementedError(f"{op}-{version} with {name}={value!r}")
+            return convert(node, graph)
+        return converter
+
+    for (op, version), defaults in SAME_AS_OLDER.items():
+        convert = older(op, version)
+        if convert is not None and OperationDescription(domain="", operation_type=op, version=version) not in _CONVERTER_REGISTRY:
+            add_converter(operation_type=op, version=version)(as_older(op, version, defaults, convert))
+
+    class OnnxSplit18(OnnxSplit13):
+        def forward(self, input_tensor, split=None):
+            if split is not None:
+                return super().forward(input_tensor, split)
+            size = input_tensor.shape[self.axis]  # num_outputs chunks, the last one smaller
+            return torch.split(input_tensor, -(-size // self.num_splits), dim=self.axis)
+
+    if OperationDescription(domain="", operation_type="Split", version=18) not in _CONVERTER_REGISTRY:
+        @add_converter(operation_type="Split", version=18)
+        def _split18(node, graph):  # noqa: ARG001 - onnx2torch's converter signature
+            module = OnnxSplit18(axis=node.attributes.get("axis", 0), num_splits=len(node.output_values))
+            return OperationConverterResult(torch_module=module, onnx_mapping=onnx_mapping_from_node(node=node))
+    return (OnnxSplit18,)
 
 
 def _folded(model):
@@ -473,16 +530,15 @@ def _folded(model):
 
 
 def with_constant_arguments(graph):
-    """onnx2torch's ``Pad`` (opset 11+) and ``Reshape`` modules read their pads and shape
-    from a tensor input when they run (``pads.tolist()``), which torch.export refuses as
-    data-dependent even where the file gives that input as a constant; each of those
-    whose arguments are the file's constants is replaced with one holding them as numbers
-    (the same ``F.pad`` or ``reshape``)."""
+    """onnx2torch's ``Pad`` (opset 11+), ``Reshape``, ``Resize`` and ``Slice`` modules read
+    their pads, shape, scales and bounds from tensor inputs when they run (``.tolist()``,
+    ``.numpy()``), which torch.export refuses as data-dependent even where the file gives
+    those inputs as constants (Ultralytics' YOLO files: the upsampling's scales, the head's
+    slices); each of those whose arguments are the file's constants is replaced with one
+    holding them as numbers (the same ``F.pad``, ``reshape``, ``interpolate`` or slicing)."""
     import torch
-    from onnx2torch.node_converters.pad import OnnxPadDynamic, _onnx_padding_to_torch, _torch_padding_to_mode_format
-    from onnx2torch.node_converters.reshape import OnnxReshape
 
-    fixed_pad, fixed_reshape = _fixed_modules()
+    builders = _by_numbers()
 
     def constant(arg):
         if not isinstance(arg, torch.fx.Node) or arg.op != "get_attr":
@@ -495,15 +551,16 @@ def with_constant_arguments(graph):
     changed = False
     for node in list(graph.graph.nodes):
         module = graph.get_submodule(node.target) if node.op == "call_module" else None
-        values = [constant(a) for a in node.args[1:]] if module is not None else []
-        if not values or any(v is None for v in values):
+        names, build = builders.get(type(module), ((), None))
+        if build is None:
             continue
-        if type(module) is OnnxPadDynamic:
-            pads = _torch_padding_to_mode_format(_onnx_padding_to_torch(values[0].tolist()), module.mode)
-            fixed = fixed_pad(pads, module.mode, float(values[1].item()) if len(values) > 1 else 0.0)
-        elif type(module) is OnnxReshape:
-            fixed = fixed_reshape(values[0].tolist())
-        else:
+        given = dict(zip(names, node.args[1:]))
+        given.update(node.kwargs)
+        values = {k: constant(v) for k, v in given.items() if v is not None}
+        if not values or any(v is None for v in values.values()):
+            continue
+        fixed = build(module, values)
+        if fixed is None:
             continue
         name = f"{node.target}/fixed"
         graph.add_submodule(name, fixed)
@@ -519,9 +576,15 @@ def with_constant_arguments(graph):
 
 
 @functools.cache
-def _fixed_modules():
-    """The modules ``with_constant_arguments`` puts in: a pad and a reshape by numbers."""
+def _by_numbers() -> dict:
+    """onnx2torch's module type -> (its tensor arguments after the input, by name; how to
+    make the module doing the same with their constant values as numbers, or None to keep it)."""
     import torch
+    from onnx2torch.node_converters.pad import OnnxPadDynamic, _onnx_padding_to_torch, _torch_padding_to_mode_format
+    from onnx2torch.node_converters.reshape import OnnxReshape
+    from onnx2torch.node_converters.resize import OnnxResize, OnnxResizeV10, _onnx_mode_to_torch_mode
+    from onnx2torch.node_converters.slice import OnnxSlice, _do_slice, _get_slices
+    from onnx2torch.node_converters.split import OnnxSplit13
 
     class FixedPad(torch.nn.Module):
         def __init__(self, pads: list[int], mode: str, value: float):
@@ -539,7 +602,65 @@ def _fixed_modules():
         def forward(self, x):  # ONNX's 0: that dimension of the input
             return torch.reshape(x, [x.shape[i] if d == 0 else d for i, d in enumerate(self.shape)])
 
-    return FixedPad, FixedReshape
+    class FixedResize(torch.nn.Module):
+        def __init__(self, scales: list[float], mode: str, align_corners: bool | None):
+            super().__init__()
+            self.scales, self.mode, self.align_corners = scales, mode, align_corners
+
+        def forward(self, x):
+            return torch.nn.functional.interpolate(x, scale_factor=self.scales, mode=self.mode,
+                                                   align_corners=self.align_corners)
+
+    class FixedSplit(torch.nn.Module):
+        def __init__(self, sizes: list[int], axis: int):
+            super().__init__()
+            self.sizes, self.axis = sizes, axis
+
+        def forward(self, x):
+            return torch.split(x, self.sizes, dim=self.axis)
+
+    class FixedSlice(torch.nn.Module):
+        def __init__(self, flip_dims: list, pos: list, neg: list):
+            super().__init__()
+            self.flip_dims, self.pos, self.neg = flip_dims, pos, neg
+
+        def forward(self, x):
+            return _do_slice(x, self.flip_dims, self.pos, self.neg)
+
+    def pad(module, v):
+        pads = _torch_padding_to_mode_format(_onnx_padding_to_torch(v["pads"].tolist()), module.mode)
+        return FixedPad(pads, module.mode, float(v["constant_value"].item()) if "constant_value" in v else 0.0)
+
+    def resize(module, v):
+        """By constant scales only (Ultralytics' upsampling): not output sizes, a region of
+        interest, or a batch or channel scale."""
+        inner = getattr(module, "_resize", module)  # OnnxResizeV10 wraps an OnnxResize
+        scales = v["scales"].tolist() if "scales" in v else []
+        if any(v[k].nelement() for k in ("roi", "sizes") if k in v) or len(scales) < 3 or scales[:2] != [1, 1]:
+            return None
+        mode = _onnx_mode_to_torch_mode(inner.onnx_mode, len(scales) - 2)
+        return FixedResize([float(s) for s in scales[2:]], mode, inner.align_corners)
+
+    def slice_(module, v):
+        if not {"starts", "ends"} <= set(v):
+            return None
+        flip_dims, pos, neg = _get_slices(v["starts"].tolist(), v["ends"].tolist(), v.get("axes"), v.get("steps"))
+
+        def ints(slices: list) -> list:  # numpy's integers (axes, steps) as Python's
+            return [slice(*(None if b is None else int(b) for b in (s.start, s.stop, s.step))) if isinstance(s, slice)
+                    else s for s in slices]
+
+        return FixedSlice([int(d) for d in flip_dims], ints(pos), ints(neg))
+
+    return {
+        OnnxPadDynamic: (("pads", "constant_value"), pad),
+        OnnxReshape: (("shape",), lambda module, v: FixedReshape(v["shape"].tolist())),
+        OnnxResize: (("roi", "scales", "sizes"), resize),
+        OnnxResizeV10: (("scales",), resize),
+        OnnxSlice: (("starts", "ends", "axes", "steps"), slice_),
+        **{split: (("split",), lambda module, v: FixedSplit([int(n) for n in v["split"].tolist()], module.axis))
+           for split in (OnnxSplit13, *_newer_converters())},
+    }
 
 
 def build_onnx_named(spec: ModelSpec, weights: str, seed: int):
