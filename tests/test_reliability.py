@@ -274,6 +274,7 @@ BAD_INPUTS = [
     (["--model", "nope.nothing:f", *S], ExitStatus.MODEL, "cannot import 'nope.nothing'"),
     (["--model", "tiny_models:absent", *S], ExitStatus.MODEL, "has no callable 'absent'"),
     (["--model", "tiny_models:raises", *S], ExitStatus.MODEL, "raised RuntimeError"),
+    (["--model", "tiny_models:downloads", *S], ExitStatus.WEIGHTS, "could not download what it loads: URLError"),
     (["--model", "tiny_models:not_a_module", *S], ExitStatus.MODEL, "returned dict, not a torch.nn.Module"),
     (["--model", "missing.pt2"], ExitStatus.USAGE, "model file 'missing.pt2' does not exist"),
     ([*M, *S, "--weights", "/no/such/weights.pt"], ExitStatus.USAGE, "--weights /no/such/weights.pt: no such file"),

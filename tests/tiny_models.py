@@ -325,6 +325,16 @@ def raises():
     raise RuntimeError("the checkpoint server is down")
 
 
+def downloads():
+    """A factory whose weights download finds no network, as torch.hub's does offline."""
+    import urllib.error
+
+    try:
+        raise OSError(-2, "Name or service not known")
+    except OSError as exc:
+        raise urllib.error.URLError(exc) from exc
+
+
 class Sized(torch.nn.Module):
     def __init__(self, width: int, classes: int, bias: bool):
         super().__init__()

@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from ..errors import ModelError, UsageError, one_line
+from ..errors import ModelError, UsageError, WeightsError, one_line
 from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, InputSpec, ModelSpec
 
 
@@ -99,6 +99,12 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
     try:
         model = factory(*args, **kwargs)
     except Exception as exc:
+        if _offline(exc):
+            raise WeightsError(
+                f"factory {spec.factory} could not download what it loads: {one_line(exc, 160)}",
+                fix="run it once where there is a network (the library caches its downloads), or build it without "
+                    "downloads and give a local state dict with --weights PATH",
+            ) from None
         raise ModelError(
             f"factory {spec.factory} raised {one_line(exc)}",
             fix="fix the factory so that it returns an nn.Module",
@@ -115,6 +121,23 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
 
         load_state_dict_file(model, weights)
     return model.eval()
+
+
+def _offline(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is a download that found no network:
+    urllib's and requests' connection errors, DNS and socket failures, Hugging Face Hub's
+    offline errors."""
+    import socket
+    import urllib.error
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (urllib.error.URLError, ConnectionError, socket.gaierror, TimeoutError)) or \
+                type(exc).__name__ in ("ConnectionError", "LocalEntryNotFoundError", "OfflineModeIsEnabled"):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 IMPORT_FIX = "check the module path; it must be importable from the current directory (or the config file's)"
