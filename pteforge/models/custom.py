@@ -403,7 +403,8 @@ _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: 
 
 def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = (), dtypes: tuple[str, ...] = ()) -> ModelSpec:
     """A spec for an ONNX file: inputs from its graph (a dynamic dimension is 1 unless
-    --input-shape gives the shapes; ``dtypes``, the ``--input-dtype``s, must be the graph's)."""
+    --input-shape gives the shapes, which must keep its static ones; ``dtypes``, the
+    ``--input-dtype``s, must be the graph's)."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"model file '{path}' does not exist", fix="give the path of an .onnx file")
@@ -414,7 +415,7 @@ def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = (), dtypes: tuple[str, 
     except Exception as exc:
         raise ModelError(f"'{path}' is not an ONNX model ({one_line(exc, 120)})", fix="give a file written by torch.onnx.export or an ONNX exporter") from None
     weights = {init.name for init in graph.initializer}
-    found, names = [], []
+    found, names, bounds = [], [], []
     for value in graph.input:
         if value.name in weights:
             continue
@@ -425,9 +426,12 @@ def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = (), dtypes: tuple[str, 
             raise ModelError(f"'{path}': input {value.name} has an ONNX type pteforge cannot feed ({tensor.elem_type})",
                              fix="export the model with float or integer inputs")
         found.append(InputSpec(tuple(d.dim_value if d.dim_value > 0 else 1 for d in tensor.shape.dim), dtype))
+        bounds.append([(d.dim_value, d.dim_value) if d.dim_value > 0 else (1, None) for d in tensor.shape.dim])
     if inputs:
         if len(inputs) != len(found):
             raise UsageError(f"'{path}' has {len(found)} input(s); {len(inputs)} --input-shape given", fix="give one --input-shape per graph input")
+        for name, dims, given in zip(names, bounds, inputs):  # ONNX Runtime, the reference, holds a static dim to its size
+            _check_dims(path, name, dims, given.shape)
         found = [InputSpec(i.shape, f.dtype) for i, f in zip(inputs, found)]
     _check_dtypes(path, names, found, dtypes)
     return ModelSpec(name=p.stem, family="custom", task="custom", inputs=tuple(found),
