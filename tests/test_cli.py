@@ -146,6 +146,18 @@ def test_export_success_and_manifest_contract(capsys, out):
     assert e["hash"] == hashlib.sha256((out / "custom" / "tiny_xnnpack.pte").read_bytes()).hexdigest()
     assert entries["tiny_portable.pte"]["delegation"]["delegated_nodes"] == 0
 
+    # one directory, one base URL: a later run's moves every entry (two runs with two base
+    # URLs left a manifest of both), and a run without one keeps the manifest's
+    from pteforge.report.manifest import merge
+
+    for given, base in (("https://cdn.example.org/v2", "https://cdn.example.org/v2"), (None, "https://cdn.example.org/v2")):
+        merged = merge(out, [], [], {}, given)
+        assert merged.baseUrl == base
+        for entry in merged.models:
+            assert entry.remoteUrl == f"{base}/{entry.file}"
+            assert entry.labelsRemoteUrl is None or entry.labelsRemoteUrl == f"{base}/{entry.labelsFile}"
+        assert all(lab.remoteUrl == f"{base}/{lab.file}" for lab in merged.labels)
+
 
 def test_a_later_run_adds_to_the_manifest(capsys, out):
     assert cli(capsys, *TINY, "--backends", "portable", "--out", out)[0] == ExitStatus.OK

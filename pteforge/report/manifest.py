@@ -258,19 +258,34 @@ def merge(
             for key, items in lists.items():
                 items.pop(entry.name, None)
             lists[where][entry.name] = entry
-        ordered = {k: sorted(v.values(), key=lambda m: (m.category, m.base_model, m.name)) for k, v in lists.items()}
+        base = base_url if base_url is not None else current.baseUrl
+        ordered = {k: sorted((_served_at(base, m) for m in v.values()), key=lambda m: (m.category, m.base_model, m.name))
+                   for k, v in lists.items()}
         merged = Manifest(
             version=current.version,
             generated=now(),
-            baseUrl=base_url if base_url is not None else current.baseUrl,
+            baseUrl=base,
             **ordered,
             fallback=fallback_table(ordered["models"]),
-            labels=_labels(out_dir, current, labels),
+            labels=[_served_at(base, lab) for lab in _labels(out_dir, current, labels)],
             backends={**current.backends, **backends},
             precisionChoices=current.precisionChoices,
         )
         write_atomic(path, merged.model_dump_json(indent=2, exclude_none=True) + "\n")
     return merged
+
+
+def _served_at(base: str | None, entry):
+    """``entry`` with its URLs under ``base``, the directory's one base URL: this run's
+    ``--base-url``, else the manifest's. One directory is served from one place, so an
+    entry an earlier run wrote under another base (or none) moves with the rest; before,
+    two runs with two base URLs left a manifest of both."""
+    from .entries import _url
+
+    urls = {"remoteUrl": _url(base, entry.file)}
+    if isinstance(entry, ModelEntry) and entry.labelsFile:
+        urls["labelsRemoteUrl"] = _url(base, entry.labelsFile)
+    return entry.model_copy(update=urls)
 
 
 def _labels(out_dir: Path, current: Manifest, new: list[LabelsEntry]) -> list[LabelsEntry]:
