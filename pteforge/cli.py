@@ -223,7 +223,11 @@ def _normalise_argv(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
-    args = parser.parse_args(_normalise_argv(argv))
+    args, extra = parser.parse_known_args(_normalise_argv(argv))
+    if extra and args.command == "select" and not any(e.startswith("-") for e in extra):
+        args.names += extra  # select's names around an option (`select models --platform ios m`): argparse takes the first only
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     debug = bool(getattr(args, "debug", False)) or "--debug" in argv
     if not debug:
         import logging

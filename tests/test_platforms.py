@@ -67,20 +67,14 @@ def test_load_best_skips_an_altered_file(three, tmp_path):
     assert dict(sel.skipped)["tiny_xnnpack.pte"] == "file differs from the manifest's sha256"
 
 
-def test_select_prints_the_same_decision(capsys, three):
-    code, stdout, _ = cli(capsys, "select", "--platform", "android", "--manifest", three / "index.json", "tiny")
+def test_select_prints_the_same_decision(capsys, three, tmp_path):
+    """The manifest is select's first name, an index.json or its directory, as ``validate
+    DIR`` and ``bench DIR`` take theirs (it was "unrecognized arguments"); --manifest too."""
+    code, stdout, _ = cli(capsys, "select", three, "--platform", "android", "tiny")
     assert code == ExitStatus.OK
     assert "skip tiny_vulkan.pte: VulkanBackend is not registered in this runtime" in stdout
     assert "→ tiny_xnnpack.pte" in stdout
     assert "coreml" not in stdout, "iOS artifacts are not candidates on Android"
-
-
-def test_select_takes_the_manifest_as_its_first_name(capsys, three, tmp_path):
-    """``pteforge select models/index.json MODEL`` (or the directory), as ``validate DIR`` and
-    ``bench DIR`` take theirs; it was "unrecognized arguments"."""
-    code, stdout, err = cli(capsys, "select", three, "tiny", "--platform", "android")  # index.json's directory
-    assert code == ExitStatus.OK, err
-    assert "→ tiny_xnnpack.pte" in stdout
     for args, said in ((["a", "b", "c"], "select takes a manifest and a model, not 3 names"),
                        ([three, "tiny", "--manifest", tmp_path], f"two manifests: {three} and --manifest {tmp_path}")):
         code, _, err = cli(capsys, "select", *args)

@@ -98,13 +98,13 @@ def test_worker_crashes_and_hangs_fail_their_rows_only(capsys, out):
         capsys, "export",
         "--model", "tiny_models:segfaults", "--model", "tiny_models:tiny", "--model", "tiny_models:sigkills",
         "--model", "tiny_models:hangs", "--input-shape", "1,3,16,16", "--weights", "none",
-        "--backends", "xnnpack", "portable", "--timeout", "40", "--out", out,
+        "--backends", "xnnpack", "portable", "--timeout", "25", "--out", out,
     )
     assert code == ExitStatus.TARGETS_FAILED
-    assert "killed by SIGSEGV" in stdout and "killed by SIGKILL" in stdout and "timed out after 40 s" in stdout
+    assert "killed by SIGSEGV" in stdout and "killed by SIGKILL" in stdout and "timed out after 25 s" in stdout
     assert stdout.count("CAPTURE_FAILED") == 6
     # each with the fix for what happened to it (a capture: no other backend would change it)
-    assert stdout.count("timed out after 40 s (--timeout) — fix: give a longer --timeout for a slow capture") == 2
+    assert stdout.count("timed out after 25 s (--timeout) — fix: give a longer --timeout for a slow capture") == 2
     assert stdout.count("killed by SIGSEGV — fix: the native code crashed: run with --debug for its output") == 2
     manifest = assert_manifest_matches_disk(out)
     assert {e["name"]: e["status"] for e in manifest["models"]} == {
