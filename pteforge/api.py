@@ -192,11 +192,8 @@ def export(
     from .report.entries import write_label_files
 
     reporter = reporter or SilentReporter()
-    if plan.auto and config.bench_runs == 0:
-        raise UsageError("--precision auto picks the fastest precision, and --bench-runs 0 times none",
-                         fix="drop --bench-runs 0, or give one precision")
     created = not Path(config.out_dir).exists()
-    out = _checked_out(models, config)
+    out = _checked_out(models, config, plan)
     started = time.monotonic()
     run = _Run(plan, config, reporter)
     run.look_up(models)
@@ -236,13 +233,13 @@ def export(
     return RunResult(run.records, plan.unavailable, written, choices, list(plan.references))
 
 
-def _checked_out(models: list[ModelSpec], config: ExportConfig) -> Path:
+def _checked_out(models: list[ModelSpec], config: ExportConfig, plan: TargetPlan) -> Path:
     """The output directory, once the run's options, the directory and the manifest already
     in it (a broken one is refused before any work) have been checked."""
     from .io import check_output_dir, work_dir
     from .report.manifest import MANIFEST_NAME, load_manifest
 
-    check_run(models, config)
+    check_run(models, config, plan)
     out = Path(config.out_dir)
     check_output_dir(out)
     work_dir()
@@ -417,9 +414,13 @@ def _memo_group(spec: ModelSpec, target: Target) -> str | None:
     return f"{spec.name}:{target.precision.value}:{group}" if group else None
 
 
-def check_run(models: list[ModelSpec], config: ExportConfig) -> None:
+def check_run(models: list[ModelSpec], config: ExportConfig, plan: TargetPlan | None = None) -> None:
     """What the command line refuses, refused here too, before any work."""
     from .vision import image_dir, takes_images
+
+    if plan is not None and plan.auto and config.bench_runs == 0:
+        raise UsageError("--precision auto picks the fastest precision, and --bench-runs 0 times none",
+                         fix="drop --bench-runs 0, or give one precision")
 
     if config.calibration_dir is not None:
         image_dir(config.calibration_dir, "--calibration", config.calibration_samples)

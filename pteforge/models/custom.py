@@ -606,12 +606,55 @@ def with_constant_arguments(graph):
 def _by_numbers() -> dict:
     """onnx2torch's module type -> (its tensor arguments after the input, by name; how to
     make the module doing the same with their constant values as numbers, or None to keep it)."""
-    import torch
     from onnx2torch.node_converters.pad import OnnxPadDynamic, _onnx_padding_to_torch, _torch_padding_to_mode_format
     from onnx2torch.node_converters.reshape import OnnxReshape
     from onnx2torch.node_converters.resize import OnnxResize, OnnxResizeV10, _onnx_mode_to_torch_mode
-    from onnx2torch.node_converters.slice import OnnxSlice, _do_slice, _get_slices
+    from onnx2torch.node_converters.slice import OnnxSlice, _get_slices
     from onnx2torch.node_converters.split import OnnxSplit13
+
+    FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice = _fixed_modules()
+
+    def pad(module, v):
+        pads = _torch_padding_to_mode_format(_onnx_padding_to_torch(v["pads"].tolist()), module.mode)
+        return FixedPad(pads, module.mode, float(v["constant_value"].item()) if "constant_value" in v else 0.0)
+
+    def resize(module, v):
+        """By constant scales only (Ultralytics' upsampling): not output sizes, a region of
+        interest, or a batch or channel scale."""
+        inner = getattr(module, "_resize", module)  # OnnxResizeV10 wraps an OnnxResize
+        scales = v["scales"].tolist() if "scales" in v else []
+        if any(v[k].nelement() for k in ("roi", "sizes") if k in v) or len(scales) < 3 or scales[:2] != [1, 1]:
+            return None
+        mode = _onnx_mode_to_torch_mode(inner.onnx_mode, len(scales) - 2)
+        return FixedResize([float(s) for s in scales[2:]], mode, inner.align_corners)
+
+    def slice_(module, v):
+        if not {"starts", "ends"} <= set(v):
+            return None
+        flip_dims, pos, neg = _get_slices(v["starts"].tolist(), v["ends"].tolist(), v.get("axes"), v.get("steps"))
+
+        def ints(slices: list) -> list:  # numpy's integers (axes, steps) as Python's
+            return [slice(*(None if b is None else int(b) for b in (s.start, s.stop, s.step))) if isinstance(s, slice)
+                    else s for s in slices]
+
+        return FixedSlice([int(d) for d in flip_dims], ints(pos), ints(neg))
+
+    return {
+        OnnxPadDynamic: (("pads", "constant_value"), pad),
+        OnnxReshape: (("shape",), lambda module, v: FixedReshape(v["shape"].tolist())),
+        OnnxResize: (("roi", "scales", "sizes"), resize),
+        OnnxResizeV10: (("scales",), resize),
+        OnnxSlice: (("starts", "ends", "axes", "steps"), slice_),
+        **{split: (("split",), lambda module, v: FixedSplit([int(n) for n in v["split"].tolist()], module.axis))
+           for split in (OnnxSplit13, *_newer_converters())},
+    }
+
+
+@functools.cache
+def _fixed_modules() -> tuple:
+    """The modules ``_by_numbers`` puts in: a pad, reshape, resize, split and slice by numbers."""
+    import torch
+    from onnx2torch.node_converters.slice import _do_slice
 
     class FixedPad(torch.nn.Module):
         def __init__(self, pads: list[int], mode: str, value: float):
@@ -654,40 +697,7 @@ def _by_numbers() -> dict:
         def forward(self, x):
             return _do_slice(x, self.flip_dims, self.pos, self.neg)
 
-    def pad(module, v):
-        pads = _torch_padding_to_mode_format(_onnx_padding_to_torch(v["pads"].tolist()), module.mode)
-        return FixedPad(pads, module.mode, float(v["constant_value"].item()) if "constant_value" in v else 0.0)
-
-    def resize(module, v):
-        """By constant scales only (Ultralytics' upsampling): not output sizes, a region of
-        interest, or a batch or channel scale."""
-        inner = getattr(module, "_resize", module)  # OnnxResizeV10 wraps an OnnxResize
-        scales = v["scales"].tolist() if "scales" in v else []
-        if any(v[k].nelement() for k in ("roi", "sizes") if k in v) or len(scales) < 3 or scales[:2] != [1, 1]:
-            return None
-        mode = _onnx_mode_to_torch_mode(inner.onnx_mode, len(scales) - 2)
-        return FixedResize([float(s) for s in scales[2:]], mode, inner.align_corners)
-
-    def slice_(module, v):
-        if not {"starts", "ends"} <= set(v):
-            return None
-        flip_dims, pos, neg = _get_slices(v["starts"].tolist(), v["ends"].tolist(), v.get("axes"), v.get("steps"))
-
-        def ints(slices: list) -> list:  # numpy's integers (axes, steps) as Python's
-            return [slice(*(None if b is None else int(b) for b in (s.start, s.stop, s.step))) if isinstance(s, slice)
-                    else s for s in slices]
-
-        return FixedSlice([int(d) for d in flip_dims], ints(pos), ints(neg))
-
-    return {
-        OnnxPadDynamic: (("pads", "constant_value"), pad),
-        OnnxReshape: (("shape",), lambda module, v: FixedReshape(v["shape"].tolist())),
-        OnnxResize: (("roi", "scales", "sizes"), resize),
-        OnnxResizeV10: (("scales",), resize),
-        OnnxSlice: (("starts", "ends", "axes", "steps"), slice_),
-        **{split: (("split",), lambda module, v: FixedSplit([int(n) for n in v["split"].tolist()], module.axis))
-           for split in (OnnxSplit13, *_newer_converters())},
-    }
+    return FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice
 
 
 def build_onnx_named(spec: ModelSpec, weights: str, seed: int):
