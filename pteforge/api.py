@@ -203,7 +203,7 @@ def export(
         start_fork_server(quiet=not config.debug)  # its imports (~4 s) overlap the labels' and the pool's start; not started when all came from the cache
     run_id = uuid.uuid4().hex[:12]
     os.environ[RUN_ID_ENV] = run_id  # temp-file names of this run; workers inherit it
-    needs = {m.family: m.labels for m in [*(build_catalog() if write_labels else []), *models] if m.labels}
+    needs = {(m.family, m.labels): m.names for m in [*(build_catalog() if write_labels else []), *models] if m.labels}
     try:
         # Label names come from the families' libraries (torchvision: ~2.5 s of imports): read
         # in a thread, beside the pool's start (Ray's cluster, the workers' imports) and the

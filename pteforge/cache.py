@@ -88,7 +88,7 @@ def code_hash() -> str:
 
 def model_identity(spec: ModelSpec, weights: str, seed: int) -> dict:
     ident: dict = {"name": spec.name, "source": spec.source, "factory": spec.factory}
-    if spec.source in ("pt2", "onnx", "torchscript") and spec.path:
+    if spec.source in ("pt2", "onnx", "torchscript", "ultralytics") and spec.path:
         ident[spec.source] = _file_sha(spec.path)
     elif spec.source == "factory":
         from .models.custom import factory_code, parse_factory

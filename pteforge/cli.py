@@ -47,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     sel.add_argument("--all", action="store_true", help="every catalog model")
     sel.add_argument("--model", action="append", default=[], metavar="REF",
                      help="custom model: package.module:factory(literal args...), path/to/file.py:factory, file.pt2, "
-                          "file.onnx or a TorchScript file (.pt, .ptl, .torchscript) (repeatable)")
+                          "file.onnx, a TorchScript file (.pt, .ptl, .torchscript) or an Ultralytics checkpoint "
+                          "(yolo train's best.pt: exported as its family, with its own classes) (repeatable)")
     sel.add_argument("--llm", action="append", default=[], metavar="ID_OR_DIR",
                      help="a decoder-only language model: a Hugging Face id or a local checkpoint directory "
                           "(repeatable) [category gemma]")

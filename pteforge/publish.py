@@ -115,7 +115,7 @@ def _copy_files(out: Path, manifest: Manifest, staging: Path) -> int:
     """Every file the manifest points at, under the same relative path (replaced, never
     written through a hard link into the live version)."""
     rels = {e.file for e in manifest.artifacts()} | {e.bundle["file"] for e in manifest.artifacts() if e.bundle}
-    rels |= {lab.file for lab in manifest.labels}
+    rels |= {lab.file for lab in manifest.labels} | {e.labelsFile for e in manifest.artifacts() if e.labelsFile}
     for rel in sorted(rels):
         src, dst = out / rel, staging / rel
         if not src.is_file():

@@ -162,6 +162,7 @@ class ModelSpec:
     preprocessing: Preprocessing | None = None
     labels: str | None = None  # the labels file its family writes (imagenet_classes.txt, ...)
     path: str | None = None  # the model file of a pt2 or onnx source
+    names: tuple[str, ...] = ()  # class names of its own (an Ultralytics checkpoint's), written to ``labels``
 
     @property
     def source_ref(self) -> str:

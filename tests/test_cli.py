@@ -508,22 +508,54 @@ def test_weights_saved_from_a_wrapped_model_load(tmp_path):
         load_state_dict_file(tiny_models.tiny(), str(path))
 
 
-def test_an_ultralytics_checkpoint_is_refused_saying_how_to_get_its_weights(tmp_path):
-    """``best.pt`` from ``yolo train`` pickles Ultralytics' model classes: refused, as every
-    pickle is, but saying what it is and the two ways on (it said only "not a plain state
-    dict", with a fix that did not say how to get one out of it)."""
+def test_an_ultralytics_checkpoint_is_read_without_running_it(tmp_path):
+    """``best.pt`` from ``yolo train`` pickles Ultralytics' model classes. It was refused
+    (pickles are never run); it is now read with stand-ins for every class it names, so
+    ``--weights best.pt`` takes its weights and ``--model best.pt`` builds its own
+    architecture and classes at its training size, loaded as the file holds them. What
+    no model needs is refused, and a pose model the app cannot read is refused too."""
+    import os
+
     import torch
     from ultralytics.nn.tasks import DetectionModel
 
-    from pteforge.errors import WeightsError
+    import tiny_models
+    from pteforge.errors import ModelError, UsageError, WeightsError
+    from pteforge.models import ultralytics_models
+    from pteforge.models.custom import custom_spec
     from pteforge.models.weights import load_state_dict_file
+    from pteforge.spec import InputSpec
 
-    model = DetectionModel("yolov8n.yaml", nc=3, verbose=False)
-    torch.save({"model": model, "epoch": -1}, tmp_path / "best.pt")
-    with pytest.raises(WeightsError) as refused:
-        load_state_dict_file(model, str(tmp_path / "best.pt"))
-    assert "is an Ultralytics checkpoint, a pickled model" in str(refused.value)
-    assert "YOLO(" in refused.value.fix and "format=onnx" in refused.value.fix
+    tiny_models.ultralytics_checkpoint(tmp_path / "pets.pt", imgsz=96)
+    spec = custom_spec(str(tmp_path / "pets.pt"), ())
+    assert (spec.family, spec.task, spec.names, spec.labels) == ("yolo", "detection", ("cat", "dog", "fox"), "pets_labels.txt")
+    assert spec.inputs[0].shape == (1, 3, 96, 96) and spec.preprocessing.size == 96
+    saved = torch.load(tmp_path / "pets.pt", weights_only=False)["model"].float()  # this test's own file
+    same = DetectionModel(saved.yaml, nc=3, verbose=False)
+    load_state_dict_file(same, str(tmp_path / "pets.pt"))  # --weights best.pt of the same architecture
+    assert all(torch.equal(a, b) for a, b in zip(same.state_dict().values(), saved.state_dict().values()))
+    built, x = ultralytics_models.build(spec, "pretrained", 0), torch.rand(1, 3, 96, 96)
+    assert torch.equal(built(x)[0], ultralytics_models.to_export_mode(saved)(x)[0])
+    with pytest.raises(WeightsError) as other:  # --yolo yolov8n --weights pets.pt: not its architecture
+        load_state_dict_file(DetectionModel("yolov8n.yaml", nc=80, verbose=False), str(tmp_path / "pets.pt"))
+    assert other.value.fix == f"export it with its own architecture and classes: --model {tmp_path / 'pets.pt'}"
+    with pytest.raises(UsageError, match="a multiple of 32"):
+        custom_spec(str(tmp_path / "pets.pt"), (InputSpec((1, 3, 100, 100)),))
+    assert custom_spec(str(tmp_path / "pets.pt"), (InputSpec((1, 3, 320, 320)),)).preprocessing.size == 320
+
+    tiny_models.ultralytics_checkpoint(tmp_path / "system.pt", evil=tiny_models.Calls(os.system, f"touch {tmp_path / 'ran'}"))
+    with pytest.raises(ModelError, match="it names posix.system, which no model needs"):
+        custom_spec(str(tmp_path / "system.pt"), ())
+    assert not (tmp_path / "ran").exists()
+    tiny_models.ultralytics_checkpoint(tmp_path / "obb.pt", kind="OBBModel", base="yolov8n-obb.yaml")
+    with pytest.raises(ModelError, match="is an Ultralytics OBBModel") as obb:
+        custom_spec(str(tmp_path / "obb.pt"), ())
+    assert "format=onnx" in obb.value.fix
+    tiny_models.ultralytics_checkpoint(tmp_path / "hand.pt", kind="PoseModel", names=("hand",), base="yolov8n-pose.yaml",
+                                       kpt_shape=[21, 3])
+    with pytest.raises(ModelError, match="a pose model of 21 keypoints"):
+        custom_spec(str(tmp_path / "hand.pt"), ())
     torch.save({"model": torch.nn.Linear(2, 2)}, tmp_path / "other.pt")  # another pickle: the general refusal
     with pytest.raises(WeightsError, match="it is not a plain state dict"):
-        load_state_dict_file(model, str(tmp_path / "other.pt"))
+        load_state_dict_file(same, str(tmp_path / "other.pt"))
+

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from conftest import run_cli
+from flutter_app import CURRENT, assert_app_reads, build_models
 from test_cli import cli
 from test_reports import dump_dom, section
 
@@ -30,25 +31,52 @@ def export_here(capsys, *args) -> None:
 
 @pytest.fixture(scope="module")
 def families_run(tmp_path_factory):
+    """The families' default models, and a YOLO of the user's (``pets.pt``, a 3-class
+    detector as ``yolo train`` leaves it, at 64 x 64) whose pickle names ``shutil.rmtree``
+    of a directory: read, built and run again by ``validate``, and nothing in it run."""
+    import shutil
+
+    import tiny_models
+
     out = tmp_path_factory.mktemp("families")
-    proc = run_cli("export", *FAMILIES, "--weights", "none", "--backends", "xnnpack", "--bench-runs", "0", "--out", out)
+    (out.parent / "kept").mkdir()
+    tiny_models.ultralytics_checkpoint(out.parent / "pets.pt", evil=tiny_models.Calls(shutil.rmtree, str(out.parent / "kept")))
+    proc = run_cli("export", *FAMILIES, "--model", out.parent / "pets.pt", "--weights", "none", "--backends", "xnnpack",
+                   "--bench-runs", "0", "--out", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out
 
 
+
 def test_every_family_exports_and_verifies_on_photos_by_its_own_metric(families_run):
     manifest = json.loads((families_run / "index.json").read_text())
-    entries = {e["category"]: e for e in manifest["models"]}
-    assert set(entries) == {c for c, _ in FAMILIES.values()}
+    entries = {e["model"]: e for e in manifest["models"]}
+    assert set(entries) == {m for _, m in FAMILIES.values()} | {"pets"}
     labels = {lab["category"]: lab for lab in manifest["labels"]}
-    for category, model in FAMILIES.values():
-        e = entries[category]
+    assert set(labels) == {c for c, _ in FAMILIES.values()}, "a model's own labels are not its category's"
+    for category, model in [*FAMILIES.values(), ("yolo", "pets")]:
+        e = entries[model]
         assert e["model"] == model and e["status"] == "VERIFIED" and e["delegation"]["percent"] >= 90, e
         images = e["verification"]["images"]
         assert images["images"] >= 2 and images["agreement"] >= 0.9, (category, images)
         assert all("agreement" in row for row in images["per_image"])
-        assert e["labelsFile"] == labels[category]["file"] and (families_run / e["labelsFile"]).read_text().strip()
-    assert entries["movenet"]["inputShapes"] == [[1, 192, 192, 3]] and entries["movenet"]["preprocessing"]["layout"] == "NHWC"
+        assert e["labelsFile"] == labels[category]["file"] if model != "pets" else e["labelsFile"] == "pets_labels.txt"
+        assert (families_run / e["labelsFile"]).read_text().strip()
+    pets = entries["pets"]  # the user's own YOLO: its family, classes and size, as the app reads them
+    assert (families_run / "pets_labels.txt").read_text() == "cat\ndog\nfox\n"
+    assert pets["category"] == "yolo" and pets["inputSize"] == 64 and pets["preprocessing"]["fit"] == "letterbox"
+    assert pets["outputs"][0]["shape"] == [1, 4 + 3, 84], "3 class scores for (8 x 8 + 4 x 4 + 2 x 2) anchors"
+    [shown] = [m for m in build_models(assert_app_reads(families_run / "index.json")[CURRENT], "android")
+               if m.name == "pets_xnnpack"]
+    assert shown.category == "yolo" and shown.inputSize == 64 and shown.labelsRemoteUrl == "pets_labels.txt"
+    assert (families_run.parent / "kept").is_dir(), "the checkpoint's shutil.rmtree was not run"
+    site = families_run.parent / "site"  # a model's own labels file is published with it
+    assert run_cli("publish", families_run, "--site", site, "--base-url", "https://x.org").returncode == 0
+    [published] = [m for m in assert_app_reads(site / "1.5.1" / "index.json")[CURRENT].models if m.modelName == "pets"]
+    assert published.labelsRemoteUrl == "https://x.org/1.5.1/pets_labels.txt"
+    assert (site / "1.5.1" / "pets_labels.txt").read_text() == "cat\ndog\nfox\n"
+    assert entries["movenet_lightning"]["inputShapes"] == [[1, 192, 192, 3]]
+    assert entries["movenet_lightning"]["preprocessing"]["layout"] == "NHWC"
     assert entries["blazeface"]["preprocessing"]["fit"] == "stretch"
 
 
@@ -59,8 +87,13 @@ def test_validate_decodes_every_family_on_real_photos_and_draws_them(families_ru
 
     proc = run_cli("validate", "--models-dir", families_run, "--draw")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    files = {f["file"].split("/")[0]: f for f in json.loads((families_run / "validation_report.json").read_text())["files"]}
+    report = json.loads((families_run / "validation_report.json").read_text())["files"]
+    files = {f["file"].split("/")[0]: f for f in report if "pets" not in f["file"]}
     assert set(files) == {c for c, _ in FAMILIES.values()}
+    [pets] = [f for f in report if "pets" in f["file"]]  # rebuilt from its checkpoint, decoded with its 3 classes
+    assert pets["status"] == "VERIFIED" and pets["agreement"] >= 0.9, pets["reason"]
+    assert all(r["name"] in ("cat", "dog", "fox") for i in pets["images"] for r in i["results"])
+    assert (families_run.parent / "kept").is_dir()
     for category, f in files.items():
         assert f["status"] == "VERIFIED" and f["agreement"] >= 0.9, (category, f["reason"])
         bus = next(i for i in f["images"] if i["image"] == "bus.jpg")

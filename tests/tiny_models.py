@@ -372,3 +372,39 @@ def dies(on_stage=None) -> None:
     import signal
 
     os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def ultralytics_checkpoint(path, kind: str = "DetectionModel", names=("cat", "dog", "fox"), imgsz: int = 64,
+                           base: str = "yolov8n.yaml", kpt_shape=None, **extra) -> None:
+    """A checkpoint as ``yolo train`` leaves it (``BaseTrainer.save_model``, then Ultralytics'
+    own ``strip_optimizer``), of a tiny model (``base`` at 1/16 of yolov8n's width) of
+    ``names``' classes; ``extra`` items are pickled into it beside the model."""
+    from copy import deepcopy
+
+    from ultralytics.nn import tasks
+    from ultralytics.utils.torch_utils import strip_optimizer
+
+    cfg = tasks.yaml_model_load(base)
+    cfg["scales"] = {"n": [0.33, 0.0625, 1024]}
+    if kpt_shape:
+        cfg["kpt_shape"] = kpt_shape
+    torch.manual_seed(0)
+    model = getattr(tasks, kind)(cfg, nc=len(names), verbose=False)
+    model.names = dict(enumerate(names))
+    torch.save({"epoch": 3, "best_fitness": 0.5, "model": None, "ema": deepcopy(model).half(), "updates": 12,
+                "optimizer": {"state": {}, "param_groups": []}, "train_args": {"imgsz": imgsz, "task": "detect", "epochs": 4},
+                "train_metrics": {"metrics/mAP50(B)": 0.5}, "train_results": None}, path)
+    strip_optimizer(path)
+    if extra:
+        saved = torch.load(path, weights_only=False)
+        torch.save({**saved, **extra}, path)
+
+
+class Calls:
+    """Pickled as a call of ``fn(*args)``, as a hostile checkpoint would be."""
+
+    def __init__(self, fn, *args):
+        self.call = (fn, args)
+
+    def __reduce__(self):
+        return self.call

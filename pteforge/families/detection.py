@@ -110,8 +110,17 @@ class YoloFamily(Family):
     labels_file = "coco_classes.txt"
     labels_from = "ultralytics"
     model_class: ClassVar[str] = "DetectionModel"  # ultralytics.nn.tasks class the yaml builds
-    nc: ClassVar[int] = 80
+    nc: ClassVar[int] = 80  # the catalog models' classes (a checkpoint of the user's has its own)
+    extra: ClassVar[int] = 0  # channels per anchor after the class scores (keypoints)
     conf: ClassVar[float] = 0.25  # the app's score threshold
+
+    def classes(self, outputs: list) -> int:
+        """How many classes the head scores: its channels per anchor less the box and what
+        follows the scores, so a model of any number of classes decodes."""
+        return _rows(outputs[0]).shape[1] - 4 - self.extra_of(outputs)
+
+    def extra_of(self, outputs: list) -> int:
+        return self.extra
 
     def yaml(self, name: str) -> str:
         """The Ultralytics model yaml that builds ``name``'s architecture."""
@@ -132,7 +141,7 @@ class YoloFamily(Family):
         return [names[i] for i in sorted(names)]
 
     def detections(self, outputs: list, meta: Letterbox, conf: float | None = None, max_det: int = 300) -> list[Detection]:
-        return decode_yolo(outputs[0], meta, self.nc, self.conf if conf is None else conf, max_det=max_det)
+        return decode_yolo(outputs[0], meta, self.classes(outputs), self.conf if conf is None else conf, max_det=max_det)
 
     def decode(self, outputs, meta, names):
         return [self.result(d, outputs, meta, names) for d in self.detections(outputs, meta)]
@@ -151,7 +160,7 @@ class YoloFamily(Family):
 
     def match(self, det: Detection, reference: list, outputs: list, meta: Letterbox) -> float:
         """1.0 when the program has the same box and class at ``det``'s anchor, else 0.0."""
-        return float(_same_box(det, _rows(outputs[0])[det.anchor], meta, self.nc))
+        return float(_same_box(det, _rows(outputs[0])[det.anchor], meta, self.classes(outputs)))
 
 
 

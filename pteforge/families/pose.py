@@ -37,6 +37,7 @@ class Pose(YoloFamily):
     model_help = "YOLO pose models, e.g. yolo11n-pose yolov8n-pose (alone: yolo11n-pose)"
     model_class = "PoseModel"
     nc = 1
+    extra = 3 * len(COCO_KEYPOINTS)
     labels_file = "pose_keypoints.txt"
     outputs = "(1, 56, 8400): cx, cy, w, h, person score, 17 × (x, y, score) per anchor"
     min_agreement = 0.9  # mean OKS against eager
@@ -53,8 +54,8 @@ class Pose(YoloFamily):
     def match(self, det, reference, outputs, meta) -> float:
         """OKS between eager's keypoints and the program's at the same anchor (0 when the
         program's box there is not eager's)."""
-        row = _rows(outputs[0])[det.anchor]
-        if not _same_box(det, row, meta, self.nc):
+        row, nc = _rows(outputs[0])[det.anchor], self.classes(outputs)
+        if not _same_box(det, row, meta, nc):
             return 0.0
         box = det.box
-        return oks(keypoints(det.extra, meta), keypoints(row[4 + self.nc:], meta), (box[2] - box[0]) * (box[3] - box[1]))
+        return oks(keypoints(det.extra, meta), keypoints(row[4 + nc:], meta), (box[2] - box[0]) * (box[3] - box[1]))

@@ -35,9 +35,12 @@ class Segmentation(YoloFamily):
     min_agreement = 0.9  # mean mask IoU against eager
     order = 40
 
+    def extra_of(self, outputs: list) -> int:
+        return outputs[1].shape[-3]  # a mask coefficient per prototype
+
     def _mask(self, row, protos, size: int):
         cx, cy, w, h = row[:4].tolist()
-        return proto_mask(row[4 + self.nc:], protos[0], (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), size)
+        return proto_mask(row[-protos.shape[-3]:], protos[0], (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2), size)
 
     def result(self, det: Detection, outputs, meta, names) -> dict:
         """As Ultralytics' predictor with retina masks: the mask logits at prototype
@@ -48,7 +51,7 @@ class Segmentation(YoloFamily):
 
         protos = outputs[1][0].float()
         c, mh, mw = protos.shape
-        logits = (_rows(outputs[0])[det.anchor][4 + self.nc:] @ protos.reshape(c, -1)).reshape(1, 1, mh, mw)
+        logits = (_rows(outputs[0])[det.anchor][-c:] @ protos.reshape(c, -1)).reshape(1, 1, mh, mw)
         stride = outputs[1].shape[-1] * 4 / mw  # input pixels per prototype pixel (4)
         left, top = meta.pad[0] / stride, meta.pad[1] / stride
         h, w = meta.shape
@@ -67,7 +70,7 @@ class Segmentation(YoloFamily):
         """Mask IoU between eager's mask and the program's at the same anchor (0 when the
         program's box or class there is not eager's)."""
         row = _rows(outputs[0])[det.anchor]
-        if not _same_box(det, row, meta, self.nc):
+        if not _same_box(det, row, meta, self.classes(outputs)):
             return 0.0
         size = reference[1].shape[-1] * 4
         return mask_iou(self._mask(_rows(reference[0])[det.anchor], reference[1], size), self._mask(row, outputs[1], size))

@@ -352,6 +352,10 @@ def custom_spec(ref: str, inputs: tuple[InputSpec, ...], dtypes: tuple[str, ...]
     if ref.endswith(".onnx"):
         return onnx_spec(ref, inputs, dtypes)
     if ref.endswith(TORCHSCRIPT_SUFFIXES):
+        from .ultralytics_checkpoint import checkpoint_spec, is_checkpoint
+
+        if is_checkpoint(ref):
+            return checkpoint_spec(ref, inputs, dtypes)
         return torchscript_spec(ref, inputs)
     return factory_spec(ref, inputs)
 

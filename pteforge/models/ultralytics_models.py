@@ -7,6 +7,7 @@ import os
 
 from ..errors import WeightsError
 from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
+from . import ultralytics_checkpoint as checkpoint
 from .synthetic import statistics_batch
 from .weights import load_state_dict_file, recalibrate_batchnorm
 
@@ -14,6 +15,8 @@ from .weights import load_state_dict_file, recalibrate_batchnorm
 # install a HEIF plugin the first time an image does not decode, for every later caller.
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("YOLO_AUTOINSTALL", "false")
+
+SOURCE = "ultralytics"  # ModelSpec.source of a checkpoint of the user's (--model best.pt)
 
 
 def _quiet():
@@ -30,13 +33,19 @@ def build(spec: ModelSpec, weights: str, seed: int):
     fam = family(spec.family)
     _quiet()
     torch.manual_seed(seed)
-    if weights == WEIGHTS_PRETRAINED:
+    own = checkpoint.read(spec.path) if spec.source == SOURCE else None
+    if weights == WEIGHTS_PRETRAINED and own is None:
         model = _pretrained(fam.checkpoint(spec.name))
     else:
         from ultralytics.nn import tasks
 
-        model = getattr(tasks, fam.model_class)(fam.yaml(spec.name), nc=fam.nc, verbose=False)
-        if weights == WEIGHTS_NONE:
+        if own is not None:  # a checkpoint of the user's: its own architecture and classes
+            model = getattr(tasks, own.kind)(own.yaml, nc=len(own.names), verbose=False)
+        else:
+            model = getattr(tasks, fam.model_class)(fam.yaml(spec.name), nc=fam.nc, verbose=False)
+        if weights == WEIGHTS_PRETRAINED:
+            own.load_into(model)
+        elif weights == WEIGHTS_NONE:
             recalibrate_batchnorm(model, lambda i: statistics_batch(spec, seed * 1000 + i, batch=4))
         else:
             load_state_dict_file(model, weights)

@@ -18,6 +18,8 @@ def load_state_dict_file(model, path: str) -> None:
 
     import torch
 
+    from .ultralytics_checkpoint import is_checkpoint
+
     p = Path(path)
     if not p.is_file():
         raise WeightsError(
@@ -31,18 +33,12 @@ def load_state_dict_file(model, path: str) -> None:
         _, found, rest = raw.partition("WeightsUnpickler error:")
         reason = found + " " + rest.strip().split("\n\n")[0] if found else raw
         first = message_line(ValueError(reason), 240)
-        if _is_ultralytics_checkpoint(p):
+        if not is_checkpoint(p):
             raise WeightsError(
-                f"refused to load '{path}': it is an Ultralytics checkpoint, a pickled model (pickles are never run)",
-                fix=f"save its weights: python -c \"import torch; from ultralytics import YOLO; torch.save(YOLO('{path}')"
-                    f".model.float().state_dict(), '{p.stem}.state.pt')\" and give --weights {p.stem}.state.pt (a model of "
-                    f"the family's classes); a model of your own classes: yolo export model={path} format=onnx, then "
-                    f"--model {p.stem}.onnx",
+                f"refused to load '{path}': it is not a plain state dict ({first})",
+                fix="save the weights with torch.save(model.state_dict(), path); pickled objects are never executed",
             ) from None
-        raise WeightsError(
-            f"refused to load '{path}': it is not a plain state dict ({first})",
-            fix="save the weights with torch.save(model.state_dict(), path); pickled objects are never executed",
-        ) from None
+        obj = _checkpoint_state(p)
     except Exception as exc:
         raise WeightsError(
             f"cannot read weights file '{path}': {type(exc).__name__}",
@@ -65,19 +61,20 @@ def load_state_dict_file(model, path: str) -> None:
         first = message_line(exc, 200)
         raise WeightsError(
             f"weights file '{path}' does not match the model: {first}",
-            fix="use a checkpoint of this exact architecture",
+            fix=f"export it with its own architecture and classes: --model {path}" if is_checkpoint(p)
+            else "use a checkpoint of this exact architecture",
         ) from None
 
 
-def _is_ultralytics_checkpoint(path: Path) -> bool:
-    """Whether ``path`` pickles Ultralytics' own classes (what ``yolo train`` writes), read
-    from the pickle's opcodes: nothing in it runs."""
-    import torch
+def _checkpoint_state(path: Path) -> dict:
+    """An Ultralytics checkpoint's weights, read without running it (a WeightsError if not)."""
+    from ..errors import ModelError
+    from .ultralytics_checkpoint import state_dict
 
     try:
-        return any(g.startswith("ultralytics.") for g in torch.serialization.get_unsafe_globals_in_checkpoint(path))
-    except Exception:  # noqa: BLE001 - not a checkpoint torch can read: the generic refusal
-        return False
+        return state_dict(path)
+    except ModelError as exc:
+        raise WeightsError(str(exc), fix=exc.fix) from None
 
 
 # What wrapping a model adds to every key of its state dict: DataParallel and

@@ -9,30 +9,33 @@ from pathlib import Path
 
 from ..backends import default_registry
 from ..io import write_atomic
-from ..families import labels_for
+from ..families import family, labels_for
 from ..result import Record
 from ..spec import ExportConfig, ModelSpec, target_slug
 from .manifest import LabelsEntry, ModelEntry
 
 
-def write_label_files(out: Path, needs: dict[str, str], base_url: str | None) -> dict[str, LabelsEntry]:
-    """The labels file of each category in ``needs`` (category -> its file name, e.g.
-    ``mobilenet`` -> ``imagenet_classes.txt``), from the family's source, and its entry in
-    the app's shape (one per category: the app looks labels up by category)."""
+def write_label_files(out: Path, needs: dict[tuple[str, str], tuple[str, ...]], base_url: str | None) -> dict[tuple, LabelsEntry]:
+    """Each labels file in ``needs`` ((category, file name) -> names): a family's own
+    (``imagenet_classes.txt`` for ``mobilenet``; names ``()``: read from the family's
+    source), or a model's with its own class names (an Ultralytics checkpoint's). Their
+    entries in the app's shape, by (category, file name)."""
     written = {}
-    for category, file in sorted(needs.items()):
-        names = labels_for(category)
+    for (category, file), own in sorted(needs.items()):
+        names = list(own) or labels_for(category)
         data = ("\n".join(names) + "\n").encode()
         write_atomic(Path(out) / file, data)
-        written[category] = LabelsEntry(
+        written[category, file] = LabelsEntry(
             name=file, category=category, remoteUrl=_url(base_url, file),
             size=len(data), hash=hashlib.sha256(data).hexdigest(), file=file, count=len(names),
         )
     return written
 
 
-def labels_entries(labels: dict[str, LabelsEntry]) -> list[LabelsEntry]:
-    return list(labels.values())
+def labels_entries(labels: dict[tuple, LabelsEntry]) -> list[LabelsEntry]:
+    """The manifest's ``labels``: the families' files, one per category (the app looks them
+    up by category); a model's own file is named by its entries only (``labelsFile``)."""
+    return [lab for lab in labels.values() if lab.file == family(lab.category).labels_file]
 
 
 def _url(base_url: str | None, rel: str) -> str:
@@ -65,7 +68,7 @@ def manifest_entries(
     spec: ModelSpec,
     out: Path,
     config: ExportConfig,
-    labels: dict[str, LabelsEntry],
+    labels: dict[tuple, LabelsEntry],
     versions: dict[str, str],
 ) -> list[ModelEntry]:
     registry = default_registry()
@@ -75,7 +78,7 @@ def manifest_entries(
             continue  # nothing on disk: an earlier good entry for this name stays
         primary = registry.get(rec.backends[0])
         rel = Path(os.path.relpath(rec.artifact.path, out)).as_posix()
-        label = labels.get(spec.family) if spec.labels else None
+        label = labels.get((spec.family, spec.labels))
         entries.append(
             ModelEntry(
                 name=Path(rec.artifact.path).name,
