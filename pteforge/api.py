@@ -24,6 +24,7 @@ from .spec import ExportConfig, ModelSpec, Target, TargetRequest
 class Reporter(Protocol):
     def model_started(self, spec: ModelSpec, index: int, total: int) -> None: ...
     def stage(self, model: str, target: str | None, stage: Stage) -> None: ...
+    # optional: ``step(model, target, stage, step)``, how far a long stage is ("input 4 of 9")
     def record(self, record: Record) -> None: ...
 
 
@@ -301,9 +302,13 @@ class _Run:
         self.stages: dict[str, Stage] = {}  # job key -> the stage it is in
         self.names: dict[str, tuple[str, str | None]] = {}  # job key -> (model, target)
 
-    def on_stage(self, key: str, stage: Stage) -> None:
-        self.stages[key] = stage
-        self.reporter.stage(*self.names[key], stage)
+    def on_stage(self, key: str, stage: Stage | str) -> None:
+        name, _, step = (stage.value if isinstance(stage, Stage) else stage).partition(" ")
+        self.stages[key] = Stage(name)
+        if not step:
+            self.reporter.stage(*self.names[key], self.stages[key])
+        elif hasattr(self.reporter, "step"):  # "verify input 4 of 9": how far a long stage is
+            self.reporter.step(*self.names[key], self.stages[key], step)
 
     def look_up(self, models: list[ModelSpec]) -> None:
         """What the cache already holds, and what is left to do."""

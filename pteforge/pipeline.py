@@ -203,7 +203,9 @@ class _Job:
         from .stages.verify import image_agreement, run_program, verify_outputs
 
         try:
-            actual = self.timed(Stage.VERIFY, lambda: run_program(data, reference["inputs"] + reference.get("images", [])))
+            actual = self.timed(Stage.VERIFY, lambda: run_program(
+                data, reference["inputs"] + reference.get("images", []),
+                progress=lambda i, n: self.stage(f"{Stage.VERIFY.value} input {i} of {n}")))
         except Exception as exc:
             loading = "load" in unannotated(exc).lower()
             raise _StageFailed(Status.LOAD_FAILED if loading else Status.RUN_FAILED, exc) from exc

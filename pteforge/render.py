@@ -39,10 +39,12 @@ class Reporter:
     def model_started(self, spec, index, total):
         self.prefixes[spec.name] = f"[{index}/{total}] {spec.name}"
 
-    def stage(self, model, target, stage):
+    def stage(self, model, target, stage, step: str = ""):
         prefix = self.prefixes.get(model, model)
         where = f"{prefix} › {target}" if target else prefix
-        self._show(f"{where}: {Stage(stage).words}…")
+        self._show(f"{where}: {Stage(stage).words}{f' ({step})' if step else ''}…")
+
+    step = stage  # how far a long stage is: "verifying ... (input 4 of 9)…"
 
     def record(self, record: Record):
         mark = "✓" if record.status.ok else "✗"

@@ -689,3 +689,50 @@ def test_a_later_run_in_the_same_process_forks_its_capture_from_the_ready_fork_s
         [row] = json.loads((tmp_path / run / "index.json").read_text())["models"]
         assert row["status"] == "VERIFIED", row
     assert json.loads(seen.read_text()) == {"executorch imported": True}, "forked from the fork server"
+
+
+def test_a_long_verification_says_how_far_it_is(monkeypatch):
+    """A portable YOLO runs ~30 s an input, and verification runs nine: the progress line
+    said "verifying…" for four minutes. Once running has taken ``verify.SLOW`` seconds, each
+    further input is reported, and the terminal shows how far it is; a reporter of the
+    API's without ``step`` hears of the stage only."""
+    import io
+
+    import torch
+    from executorch.exir import to_edge
+    from rich.console import Console
+
+    from pteforge.api import _Run
+    from pteforge.render import Reporter
+    from pteforge.result import Stage
+    from pteforge.stages import verify
+
+    data = to_edge(torch.export.export(torch.nn.Linear(4, 2), (torch.ones(1, 4),))).to_executorch().buffer
+    seen = []
+    assert len(verify.run_program(data, [[torch.ones(1, 4)]] * 3, progress=lambda i, n: seen.append((i, n)))) == 3
+    assert seen == [], "a quick program says nothing more"
+    monkeypatch.setattr(verify, "SLOW", 0.0)
+    verify.run_program(data, [[torch.ones(1, 4)]] * 3, progress=lambda i, n: seen.append((i, n)))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+
+    shown = io.StringIO()
+    run = _Run(None, None, Reporter(Console(file=shown, width=200)))
+    run.names["k"] = ("yolov8n", "portable")
+    run.on_stage("k", Stage.VERIFY)
+    run.on_stage("k", f"{Stage.VERIFY.value} input 4 of 9")
+    assert run.stages["k"] is Stage.VERIFY, "a crash now is a crash while verifying"
+    lines = shown.getvalue().splitlines()
+    assert lines[-1].endswith("yolov8n › portable: verifying on this host against eager PyTorch (input 4 of 9)…"), lines
+
+    class Plain:  # the Reporter protocol's three methods only
+        def __init__(self):
+            self.stages = []
+
+        def stage(self, model, target, stage):
+            self.stages.append(stage)
+
+    run = _Run(None, None, Plain())
+    run.names["k"] = ("yolov8n", "portable")
+    run.on_stage("k", Stage.VERIFY)
+    run.on_stage("k", f"{Stage.VERIFY.value} input 4 of 9")
+    assert run.reporter.stages == [Stage.VERIFY]

@@ -72,18 +72,30 @@ def nonfinite_differences(e, a) -> int:
     return int(((e_bad ^ a_bad) | (both & (e.nan_to_num() != a.nan_to_num()))).sum())
 
 
-def run_program(data: bytes, inputs: list[list]) -> list[list]:
-    """Load ``data`` with the host runtime and run it once per input list."""
+SLOW = 5.0  # seconds of running after which each further input is reported
+
+
+def run_program(data: bytes, inputs: list[list], progress=None) -> list[list]:
+    """Load ``data`` with the host runtime and run it once per input list; once that has
+    taken ``SLOW`` seconds (a portable YOLO: ~30 s an input), ``progress(i, n)`` before
+    each further input."""
+    import time
+
     from executorch.runtime import Verification as LoadVerification
 
     from ..host import load_runtime
     from ..native_log import captured
     from .capture import tensor_outputs
 
+    t0, outputs = time.perf_counter(), []
     with captured():  # a failure says what the runtime logged about it (the bindings give a code only)
         program = load_runtime().load_program(data, verification=LoadVerification.InternalConsistency)
         method = program.load_method("forward")
-        return [tensor_outputs(method.execute(list(x))) for x in inputs]
+        for i, x in enumerate(inputs, 1):
+            if progress and time.perf_counter() - t0 > SLOW:
+                progress(i, len(inputs))
+            outputs.append(tensor_outputs(method.execute(list(x))))
+    return outputs
 
 
 def verify_outputs(
