@@ -89,6 +89,11 @@ class EagerCache:
 
         if entry.source in (None, "catalog"):
             spec = build_catalog().get(entry.base_model)
+            shape = tuple(entry.inputShapes[0]) if entry.inputShapes else spec.inputs[0].shape
+            if shape != spec.inputs[0].shape:  # exported at another size (--input-shape)
+                from .families import family
+
+                spec = family(spec.family).resized(spec, shape)
         else:
             spec = custom_spec(entry.source, tuple(InputSpec(tuple(s)) for s in entry.inputShapes))
             if spec.source == "factory":

@@ -559,3 +559,30 @@ def test_an_ultralytics_checkpoint_is_read_without_running_it(tmp_path):
     with pytest.raises(WeightsError, match="it is not a plain state dict"):
         load_state_dict_file(same, str(tmp_path / "other.pt"))
 
+
+
+def test_a_catalog_model_at_another_size_is_built_and_validated_at_it():
+    """``--yolo yolov8n --input-shape 1,3,320,320`` (YOLO at 320 for a phone): refused
+    before ("--input-shape and --input-dtype apply to --model"). The spec takes the size
+    and its preprocessing scales with it; the head's anchors are made for it; and
+    ``validate`` rebuilds the eager model at the entry's size (it rebuilt it at the
+    catalog's, and every such artifact was a MISMATCH)."""
+    import torch
+
+    from pteforge.models import select_models
+    from pteforge.report.manifest import ModelEntry
+    from pteforge.stages.capture import build_model
+    from pteforge.validate import EagerCache
+
+    specs = {s.family: s for s in select_models(yolo=["yolov8n"], mobilenet=[], input_shapes=["1,3,64,64"])}
+    yolo, mobilenet = specs["yolo"], specs["mobilenet"]
+    assert yolo.inputs[0].shape == mobilenet.inputs[0].shape == (1, 3, 64, 64)
+    assert (yolo.preprocessing.size, mobilenet.preprocessing.size, mobilenet.preprocessing.resize) == (64, 64, 73)
+    x = torch.rand(1, 3, 64, 64)
+    for spec in (yolo, mobilenet):
+        exported = build_model(spec, "none", 0)
+        entry = ModelEntry.model_construct(model=spec.name, source="catalog", inputShapes=[[1, 3, 64, 64]], weights="none", seed=0)
+        rebuilt = EagerCache._build(entry)
+        with torch.no_grad():
+            assert torch.equal(exported(x)[0], rebuilt(x)[0]), spec.name
+    assert exported(x).shape == (1, 1000) and build_model(yolo, "none", 0)(x).shape == (1, 84, 84), "anchors for 64 x 64"

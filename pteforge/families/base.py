@@ -43,6 +43,7 @@ class Family:
     min_agreement: ClassVar[float] = 0.9  # at float precisions, on real photos
     order: ClassVar[int] = 100
     everyday: ClassVar[bool] = True  # in the default run and --all (False: only when named)
+    resizable: ClassVar[int] = 0  # its models take a square image of any multiple of this side (0: their own size only)
     # the jobs of its models: one capture per model, one export per (model, target)
     capture_job: ClassVar[str] = "pteforge.stages.capture:capture"
     target_job: ClassVar[str] = "pteforge.pipeline:export_target"
@@ -63,6 +64,25 @@ class Family:
 
     def specs(self) -> list[ModelSpec]:
         return [self.spec(name) for name in self.models]
+
+    def resized(self, spec: ModelSpec, shape: tuple[int, ...]) -> ModelSpec:
+        """``spec`` taking images of ``shape`` (``--input-shape 1,3,320,320``), its
+        preprocessing scaled with it; a usage error where the model takes no such shape."""
+        from dataclasses import replace
+
+        from ..errors import UsageError
+
+        side = shape[-1]
+        if not self.resizable:
+            raise UsageError(f"--input-shape {','.join(map(str, shape))} does not suit {spec.name}: its input is "
+                             f"{'x'.join(map(str, spec.inputs[0].shape))} only", fix="leave out --input-shape")
+        if len(shape) != 4 or shape[:2] != (1, 3) or shape[2] != side or side % self.resizable:
+            raise UsageError(f"--input-shape {','.join(map(str, shape))} does not suit {spec.name}: it takes one square "
+                             f"image whose side is a multiple of {self.resizable}",
+                             fix=f"e.g. --input-shape 1,3,{10 * self.resizable},{10 * self.resizable}")
+        pre = spec.preprocessing
+        pre = replace(pre, size=side, resize=round(pre.resize * side / pre.size) if pre.resize else None) if pre else None
+        return replace(spec, inputs=(InputSpec(tuple(shape), spec.inputs[0].dtype),), preprocessing=pre)
 
     def supports(self, target) -> bool:
         """Whether this family's models are exported to ``target`` (a target it does not take

@@ -32,6 +32,7 @@ class Classification(Family):
     outputs = "(1, 1000) ImageNet logits"
     min_agreement = 1.0  # the same top-1 on every photo
     order = 10
+    resizable = 32  # global pooling before the classifier: any multiple of the network's stride
 
     def label_names(self) -> list[str]:
         """The weights' ``categories``: torchvision's ImageNet list, read from its source

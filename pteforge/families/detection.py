@@ -113,6 +113,7 @@ class YoloFamily(Family):
     nc: ClassVar[int] = 80  # the catalog models' classes (a checkpoint of the user's has its own)
     extra: ClassVar[int] = 0  # channels per anchor after the class scores (keypoints)
     conf: ClassVar[float] = 0.25  # the app's score threshold
+    resizable = 32  # the largest stride: anchors are made for the input's size
 
     def classes(self, outputs: list) -> int:
         """How many classes the head scores: its channels per anchor less the box and what

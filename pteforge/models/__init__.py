@@ -14,7 +14,7 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
     cache's length. Nothing named (and not ``labels_only``) means every everyday catalog model,
     as the seed does (language models only when named)."""
     from ..errors import UsageError
-    from ..families import families
+    from ..families import families, family
     from ..spec import InputSpec
     from .catalog import build_catalog
     from .custom import custom_spec
@@ -51,8 +51,14 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
         raise UsageError("--max-seq-len applies to language models", fix="add --gemma or --llm ID_OR_DIR")
     specs = [llm_spec(s.name, max_seq_len) if s.task == TASK else s for s in specs]
     specs += [llm_spec(ref, max_seq_len) for ref in llms]
-    if (input_shapes or input_dtypes) and not refs:
-        raise UsageError("--input-shape and --input-dtype apply to --model", fix="add --model package.module:factory")
+    if (input_shapes or input_dtypes) and not refs:  # a catalog model at another size (YOLO at 320)
+        refused = ("--input-dtype applies to --model: catalog models take their own dtype" if input_dtypes else
+                   "a catalog model takes one image: give one --input-shape" if len(inputs) != 1 else
+                   "--input-shape applies to the models named" if not names else None)
+        if refused:
+            raise UsageError(refused, fix="e.g. --yolo yolo11n --input-shape 1,3,320,320, or --model package.module:factory "
+                                          "--input-shape ... --input-dtype ...")
+        specs = [family(s.family).resized(s, inputs[0].shape) for s in specs]
     if not specs and not labels_only:
         specs = everyday
     return specs

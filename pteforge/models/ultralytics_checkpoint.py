@@ -71,10 +71,17 @@ class Checkpoint:
         ``fuse()`` (no BatchNorm) loads into the fused model."""
         import torch
 
+        from ..errors import WeightsError, message_line
+
         if not any(".bn." in k for k in self.state) and any(".bn." in k for k in model.state_dict()):
             model.fuse(verbose=False)
-        with torch.no_grad():
-            model.load_state_dict(self.state, strict=True)
+        try:
+            with torch.no_grad():
+                model.load_state_dict(self.state, strict=True)
+        except RuntimeError as exc:
+            raise WeightsError(f"the weights in the checkpoint do not match the architecture its yaml builds: "
+                               f"{message_line(exc, 200)}",
+                               fix="give the best.pt or last.pt that yolo train wrote, as it wrote it") from None
 
 
 def _recorded(path: str | Path) -> tuple:
@@ -156,13 +163,11 @@ def checkpoint_spec(path: str, inputs: tuple, dtypes: tuple[str, ...] = ()):
                          fix=f"yolo export model={path} format=onnx, then --model {p.stem}.onnx")
     if len(inputs) > 1 or any(d != "float32" for d in dtypes):
         raise UsageError(f"'{path}' takes one float32 image", fix="give one --input-shape 1,3,S,S and no --input-dtype")
-    shape = inputs[0].shape if inputs else (1, 3, found.imgsz or 640, found.imgsz or 640)
-    if len(shape) != 4 or shape[:2] != (1, 3) or shape[2] != shape[3] or shape[2] % 32:
-        raise UsageError(f"--input-shape {','.join(map(str, shape))} does not suit '{path}': a YOLO takes one square "
-                         "image whose side is a multiple of 32", fix="e.g. --input-shape 1,3,320,320")
     fam = family(found.family)
+    size = found.imgsz or 640
     own = fam.task in ("detection", "segmentation")  # a pose model's labels are its keypoints
-    return ModelSpec(name=p.stem, family=fam.category, task=fam.task, inputs=(InputSpec(shape, "float32"),),
+    spec = ModelSpec(name=p.stem, family=fam.category, task=fam.task, inputs=(InputSpec((1, 3, size, size)),),
                      factory=fam.factory, source=SOURCE, path=str(p.resolve()),
-                     preprocessing=replace(fam.preprocessing, size=shape[-1]),
+                     preprocessing=replace(fam.preprocessing, size=size),
                      labels=f"{p.stem}_labels.txt" if own else fam.labels_file, names=found.names if own else ())
+    return fam.resized(spec, inputs[0].shape) if inputs else spec
