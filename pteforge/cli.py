@@ -82,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     out = ex.add_argument_group("output and proof")
     out.add_argument("--out", default="models", metavar="DIR", help="output directory (default: models)")
     out.add_argument("--weights", default="pretrained", metavar="pretrained|none|PATH",
-                     help="pretrained (library download), none (seeded random init) or a local state dict")
+                     help="pretrained (library download; a --model checkpoint: its own weights), none (seeded random init) "
+                          "or a local state dict (or an Ultralytics checkpoint of the same architecture)")
     out.add_argument("--seed", type=int, default=0, help="seed for random weights and inputs (default 0)")
     out.add_argument("--no-verify", dest="verify", action="store_false", help="skip running artifacts on this host")
     out.add_argument("--verify-inputs", type=int, default=3, metavar="N",
