@@ -38,7 +38,8 @@ def families_run(tmp_path_factory):
 
     import tiny_models
 
-    out = tmp_path_factory.mktemp("families")
+    base = tmp_path_factory.mktemp("families")  # the run's out, the checkpoint, what it would remove, a site
+    out = base / "out"
     (out.parent / "kept").mkdir()
     tiny_models.ultralytics_checkpoint(out.parent / "pets.pt", evil=tiny_models.Calls(shutil.rmtree, str(out.parent / "kept")))
     from pteforge.cli import main
