@@ -40,16 +40,15 @@ def families_run(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("families")  # the run's out, the checkpoint, what it would remove, a site
     out = base / "out"
-    (out.parent / "kept").mkdir()
-    tiny_models.ultralytics_checkpoint(out.parent / "pets.pt", evil=tiny_models.Calls(shutil.rmtree, str(out.parent / "kept")))
+    (base / "kept").mkdir()
+    tiny_models.ultralytics_checkpoint(base / "pets.pt", evil=tiny_models.Calls(shutil.rmtree, str(base / "kept")))
     from pteforge.cli import main
 
     # in this process, as export_here: the fork server it leaves serves the file's later exports
-    code = main(["export", *FAMILIES, "--model", str(out.parent / "pets.pt"), "--weights", "none", "--backends", "xnnpack",
+    code = main(["export", *FAMILIES, "--model", str(base / "pets.pt"), "--weights", "none", "--backends", "xnnpack",
                  "--bench-runs", "0", "--out", str(out)])
     assert code == 0, "the export failed: its output is above"
     return out
-
 
 
 def test_every_family_exports_and_verifies_on_photos_by_its_own_metric(families_run):
