@@ -189,7 +189,6 @@ def export(
     import uuid
 
     from .io import RUN_ID_ENV, remove_run_temporaries, work_dir
-    from .models.catalog import build_catalog
     from .report.entries import write_label_files
 
     reporter = reporter or SilentReporter()
@@ -204,7 +203,7 @@ def export(
         start_fork_server(quiet=not config.debug)  # its imports (~4 s) overlap the labels' and the pool's start; not started when all came from the cache
     run_id = uuid.uuid4().hex[:12]
     os.environ[RUN_ID_ENV] = run_id  # temp-file names of this run; workers inherit it
-    needs = {(m.family, m.labels): m.names for m in [*(build_catalog() if write_labels else []), *models] if m.labels}
+    needs = _label_files(models, write_labels)
     try:
         # Label names come from the families' libraries (torchvision: ~2.5 s of imports): read
         # in a thread, beside the pool's start (Ray's cluster, the workers' imports) and the
@@ -232,6 +231,14 @@ def export(
         write_run_reports(out, run.records, plan, config)
     written = sink.path if (models or needs) and sink.path.exists() else None  # none when no row wrote anything
     return RunResult(run.records, plan.unavailable, written, choices, list(plan.references))
+
+
+def _label_files(models: list[ModelSpec], every: bool) -> dict[tuple[str, str], tuple[str, ...]]:
+    """The labels files the run writes, (category, file) -> the model's own names (``()``: the
+    family's): its models', and with ``every`` (``--labels``) every family's."""
+    from .models.catalog import build_catalog
+
+    return {(m.family, m.labels): m.names for m in [*(build_catalog() if every else []), *models] if m.labels}
 
 
 def _checked_out(models: list[ModelSpec], config: ExportConfig, plan: TargetPlan) -> Path:
