@@ -56,11 +56,17 @@ class TargetPlan:
     auto_notes: list[str] = field(default_factory=list)
 
 
-def backends(here=None) -> list[Availability]:
-    """Every backend with its two answers: can it lower here, can it run here."""
-    from .host import host
+def backends(here=None, on: str | None = None) -> list[Availability]:
+    """Every backend with its two answers: can it lower here, can it run here. ``on``
+    (linux, macos, windows) answers for that host OS instead: its wheel's recorded runtime,
+    and the backends' declared lowering hosts (this host's own answers when it is that OS)."""
+    from .host import Host, host
+    from .system import os_name
 
-    return [availability(b, here or host()) for b in default_registry()]
+    if on is None or on == os_name():
+        return [availability(b, here or host()) for b in default_registry()]
+    there = Host.recorded(on, (here or host()).operators)
+    return [availability(b, there, on) for b in default_registry()]
 
 
 def plan_targets(

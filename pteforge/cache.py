@@ -25,6 +25,7 @@ from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 
+from .io import link_or_copy
 from .result import Artifact, Delegation, OpCount, Record, Status, Verification
 from .spec import ExportConfig, ModelSpec, Precision, Target
 
@@ -145,9 +146,9 @@ def store(key: str, record: Record, update: bool = False) -> None:
     tmp = artifacts_dir() / f".{key}.{os.getpid()}.tmp"
     try:
         tmp.mkdir(parents=True, exist_ok=True)
-        _link_or_copy(Path(record.artifact.path), tmp / "program.pte")
+        link_or_copy(Path(record.artifact.path), tmp / "program.pte")
         if record.bundle:
-            _link_or_copy(Path(record.bundle["file"]), tmp / "program.bpte")
+            link_or_copy(Path(record.bundle["file"]), tmp / "program.bpte")
         (tmp / "record.json").write_text(json.dumps({"created": time.time(), "record": record_to_dict(record)}))
         os.rename(tmp, final)  # atomic: a reader sees a whole entry or none
     except OSError:
@@ -218,13 +219,6 @@ def _same_file(a: Path, b: Path) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)  # out/ files are replaced by rename, so the cache's inode stays intact
-    except OSError:
-        shutil.copyfile(src, dst)
 
 
 def _iso(ts: float) -> str:

@@ -88,36 +88,26 @@ def _run_bundled(req: dict) -> dict:
     return {"testsets": req["testsets"]}
 
 
-def _vm(key: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])  # kB
-    return 0
-
-
 def _bench(req: dict) -> dict:
     import torch
 
+    from . import system
     from .timing import measure
 
     inputs = list(torch.load(req["inputs"], weights_only=True)[0])
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the peak RSS so it measures this artifact alone
-    except OSError:
-        pass
-    rss_before = _vm("VmRSS")
+    reset = system.reset_peak_rss()  # the peak RSS of this artifact alone, where the OS can say it
+    rss_before = system.rss_mb()
     t0 = time.perf_counter()
     method = _load(req["path"]).load_method("forward")
     load_ms = (time.perf_counter() - t0) * 1000
     stats = measure(lambda: method.execute(inputs), req.get("runs", 20), req.get("warmup", 3), req.get("budget_s"))
+    peak = system.peak_rss_mb(reset)
     return {
         "load_ms": load_ms,
         **stats,
-        "peak_rss_mb": _vm("VmHWM") / 1024,
-        "rss_added_mb": max(0, _vm("VmRSS") - rss_before) / 1024,
-        "threads": len(os.listdir("/proc/self/task")),
+        **({"peak_rss_mb": peak} if peak is not None else {}),
+        "rss_added_mb": max(0.0, system.rss_mb() - rss_before),
+        "threads": system.thread_count(),
         "torch_threads": torch.get_num_threads(),
     }
 

@@ -160,8 +160,10 @@ def _parser() -> argparse.ArgumentParser:
     dc = sub.add_parser("docs", parents=[common], help="write docs/backends/<name>.md for every backend (seed 002's template)")
     dc.add_argument("--out", default="docs/backends", metavar="DIR", help="default: docs/backends")
 
-    bk = sub.add_parser("backends", parents=[common], help="which backends can lower and run here")
+    bk = sub.add_parser("backends", parents=[common], help="which backends can lower and run here (or on another host OS)")
     bk.add_argument("--json", action="store_true", help="print JSON")
+    bk.add_argument("--host", choices=("linux", "macos", "windows"), default=None,
+                    help="answer for that host OS: what lowers there, and what its ExecuTorch wheel runs")
     sub.add_parser("models", parents=[common], help="the model catalog")
     ca = sub.add_parser("cache", parents=[common], help="the content-addressed artifact cache")
     ca_sub = ca.add_subparsers(dest="cache_command", required=True, metavar="{clear,info}")
@@ -500,17 +502,20 @@ def _publish(ui, out: Path, site: str, version: str | None, base_url: str | None
 def _cmd_backends(args, ui) -> int:
     from .api import backends
 
-    rows = backends()
+    from .system import os_name
+
+    rows = backends(on=args.host)
+    on = args.host if args.host not in (None, os_name()) else None
     if args.json:
         import json
 
         print(json.dumps([
-            {"name": a.name, "lowers_here": a.lower.ok, "lower_reason": a.lower.reason, "lower_fix": a.lower.fix,
-             "runs_here": a.run.ok, "run_reason": a.run.reason, "run_fix": a.run.fix}
+            {"name": a.name, "host": args.host or os_name(), "lowers_here": a.lower.ok, "lower_reason": a.lower.reason,
+             "lower_fix": a.lower.fix, "runs_here": a.run.ok, "run_reason": a.run.reason, "run_fix": a.run.fix}
             for a in rows
         ], indent=2))
     else:
-        ui.backends_table(rows)
+        ui.backends_table(rows, on)
     from .backends import PLUGIN_ERRORS
 
     for line in PLUGIN_ERRORS:

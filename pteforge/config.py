@@ -11,7 +11,10 @@ wrong type is one error line naming the key and its line.
 from __future__ import annotations
 
 import re
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, before it joined the standard library
+    import tomli as tomllib
 from pathlib import Path
 from typing import Annotated, Any
 

@@ -11,7 +11,7 @@ when it loads the program. export, validate, bench, select and ``load_best`` all
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .backends.base import Check
@@ -38,12 +38,25 @@ def load_runtime():
 class Host:
     backends: frozenset[str]  # delegate ids registered in this runtime
     operators: frozenset[str]  # kernels registered, e.g. "aten::add.out"
+    where: str = field(default="this runtime", compare=False)  # how its answers name it
 
     @classmethod
     def here(cls) -> "Host":
         runtime = load_runtime()
         return cls(frozenset(runtime.backend_registry.registered_backend_names),
                    frozenset(runtime.operator_registry.operator_names))
+
+    @classmethod
+    def recorded(cls, os_name: str, operators: frozenset[str] = frozenset()) -> "Host":
+        """Another host OS's runtime as its ExecuTorch wheel registers delegates
+        (``pteforge/data/runtimes.json``), with ``operators`` for its kernels (the pip wheels
+        build the same portable, optimized and quantized kernel libraries)."""
+        hosts = recorded_runtimes()["hosts"]
+        if os_name not in hosts:
+            from .errors import UsageError
+
+            raise UsageError(f"no runtime record for host {os_name!r}", fix=f"use one of: {', '.join(hosts)}")
+        return cls(frozenset(hosts[os_name]["backends"]), frozenset(operators), f"the {os_name} wheel's runtime")
 
     def to_dict(self) -> dict:
         return {"backends": sorted(self.backends), "operators": sorted(self.operators)}
@@ -61,7 +74,7 @@ class Host:
             if delegate not in self.backends:
                 owner = next((b for b in registry if b.runtime_name == delegate), None)
                 where = ", ".join(owner.platforms) if owner else "a device whose runtime has it"
-                return Check(False, f"{delegate} is not registered in this runtime", f"run it on a device: {where}")
+                return Check(False, f"{delegate} is not registered in {self.where}", f"run it on a device: {where}")
         missing = [op for op in dict.fromkeys(operators) if op not in self.operators]
         # a backend's own kernels (cortex_m::, cadence::) are the cause a user knows: name them first
         owned = {b.ops_namespace for b in registry if b.ops_namespace}
@@ -71,9 +84,17 @@ class Host:
             owner = next((b for b in registry if b.ops_namespace == namespace), None)
             where = f"{owner.title}: {', '.join(owner.platforms)}" if owner else "a runtime built with these kernels"
             more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-            return Check(False, f"the {namespace}:: kernels are not in this runtime ({missing[0]}{more})",
+            return Check(False, f"the {namespace}:: kernels are not in {self.where} ({missing[0]}{more})",
                          f"run it on a device whose ExecuTorch links them ({where})")
-        return Check(True, "every delegate and kernel it calls is in this runtime")
+        return Check(True, f"every delegate and kernel it calls is in {self.where}")
+
+
+@lru_cache(maxsize=1)
+def recorded_runtimes() -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).parent / "data" / "runtimes.json").read_text())
 
 
 @lru_cache(maxsize=1)
@@ -105,7 +126,7 @@ def _cache_path(root):
     except metadata.PackageNotFoundError:
         return None
     # the pybindings' native libraries, where the delegates register themselves
-    libs = [f for f in dist.files or [] if str(f).startswith("executorch/extension/pybindings/") and f.name.endswith(".so")]
+    libs = [f for f in dist.files or [] if str(f).startswith("executorch/extension/pybindings/") and f.name.endswith((".so", ".pyd"))]
     if not libs:
         return None
     ident = f"{dist.version}:{','.join(KERNEL_LIBRARIES)}"

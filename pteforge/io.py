@@ -40,6 +40,17 @@ def check_writable_tmp(directory: Path, probe_bytes: int = 4 << 20):
         raise
 
 
+def link_or_copy(src, dst) -> None:
+    """``dst`` a hard link of ``src`` (files here are replaced by rename, never rewritten in
+    place, so sharing an inode is safe), or a copy where the file system has no hard links."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        import shutil
+
+        shutil.copyfile(src, dst)
+
+
 def remove_run_temporaries(out: Path, run_id: str) -> None:
     """Delete the temporary files a killed worker of this run left behind."""
     for tmp in Path(out).rglob(f".*.{run_id}.*.tmp"):

@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
+import queue
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 
 from .native_log import account, noted
 
@@ -51,7 +52,7 @@ class IsolatedRuntime:
 
     def _start(self) -> subprocess.Popen:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PTEFORGE_RUNTIME_LOG": self._log}
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "pteforge.child"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -60,6 +61,11 @@ class IsolatedRuntime:
             env=env,
             bufsize=1,
         )
+        # a thread reads the child's answers, so a request waits on a queue with a timeout:
+        # select() on a pipe is POSIX-only
+        self._lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=_read_lines, args=(proc.stdout, self._lines), daemon=True).start()
+        return proc
 
     def request(self, op: str, timeout: float | None = None, **fields) -> dict:
         if self.proc is None or self.proc.poll() is not None:
@@ -71,8 +77,10 @@ class IsolatedRuntime:
         proc.stdin.write(json.dumps({"op": op, **fields}) + "\n")
         proc.stdin.flush()
         limit = timeout or self.timeout
-        ready, _, _ = select.select([proc.stdout], [], [], limit)
-        line = proc.stdout.readline() if ready else None
+        try:
+            line = self._lines.get(timeout=limit)  # "" once the child has closed its stdout
+        except queue.Empty:
+            line = None
         if line:
             return json.loads(line)
         if line is None:
@@ -111,6 +119,15 @@ class IsolatedRuntime:
         self.proc = None
         with contextlib.suppress(OSError):
             os.unlink(self._log)
+
+
+def _read_lines(stream, lines: queue.Queue) -> None:
+    try:
+        for line in stream:
+            lines.put(line)
+    except (OSError, ValueError):  # closed under it: the child is gone
+        pass
+    lines.put("")
 
 
 def _release(proc: subprocess.Popen) -> None:

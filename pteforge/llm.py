@@ -650,14 +650,12 @@ def generate(req: dict) -> dict:
 
     from .stages.verify import compare
 
-    ref = torch.load(req["reference"], weights_only=True)
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # the peak RSS from here on: this program alone
-    except OSError:
-        pass
-    from .child import _load, _vm
+    from . import system
+    from .child import _load
     from .host import load_runtime
+
+    ref = torch.load(req["reference"], weights_only=True)
+    reset = system.reset_peak_rss()  # the peak RSS from here on: this program alone, where the OS can say it
 
     load_runtime()  # the runtime's import (~10 s) is not the program's load time
     t0 = time.perf_counter()
@@ -701,7 +699,7 @@ def generate(req: dict) -> dict:
         "prefillTokensPerSecond": len(ids) / text_s, "prefillTokens": len(ids),
         "decodeTokensPerSecond": len(decode_s) / sum(decode_s) if decode_s else None,
         "promptPrefillMs": prefill_s * 1000,
-        "loadMs": load_ms, "peakRssMb": _vm("VmHWM") / 1024,
+        "loadMs": load_ms, "peakRssMb": system.peak_rss_mb(reset),
     }
 
 
@@ -714,7 +712,8 @@ def describe(generation: dict | None) -> str | None:
     change = f", perplexity {ppl['changePercent']:+.2f} %" if ppl.get("changePercent") is not None and math.isfinite(ppl["changePercent"]) else ""
     return (f"greedy tokens {proof['tokenAgreement']:.0%} of {proof['steps']} equal eager, logits SQNR ≥ "
             f"{proof['minSqnrDb']:.1f} dB{change}; prefill {proof['prefillTokensPerSecond']:.0f} tok/s, decode "
-            f"{proof['decodeTokensPerSecond']:.0f} tok/s, load {proof['loadMs']:.0f} ms, peak RSS {proof['peakRssMb']:.0f} MB")
+            f"{proof['decodeTokensPerSecond']:.0f} tok/s, load {proof['loadMs']:.0f} ms"
+            + (f", peak RSS {proof['peakRssMb']:.0f} MB" if proof.get("peakRssMb") is not None else ""))
 
 
 def validate_program(child, path: Path, entry, here, tmp: Path, res) -> None:

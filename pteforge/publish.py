@@ -23,7 +23,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from .errors import ManifestError, UsageError
-from .io import write_atomic
+from .io import link_or_copy, write_atomic
 from .report.manifest import MANIFEST_NAME, Manifest, load_manifest, now
 from .spec import check_base_url
 
@@ -71,7 +71,7 @@ def publish(out: Path, site: Path, version: str | None = None, base_url: str | N
         staging = site / f".{version}.{uuid.uuid4().hex[:8]}.tmp"
         try:
             if target.is_dir():
-                shutil.copytree(target, staging, copy_function=os.link)  # kept files cost nothing
+                shutil.copytree(target, staging, copy_function=link_or_copy)  # kept files cost nothing
             else:
                 staging.mkdir()
             files = _copy_files(Path(out), manifest, staging)
@@ -151,19 +151,15 @@ def _site_index(manifest: Manifest, current: Manifest | None, base: str | None) 
 
 
 def _swap(staging: Path, target: Path) -> None:
-    """``staging`` becomes ``target`` in one step (Linux renameat2 RENAME_EXCHANGE; elsewhere
-    two renames); the old contents end in ``staging`` and are removed by the caller."""
+    """``staging`` becomes ``target`` in one step where the OS can (pteforge.system); elsewhere
+    two renames. The old contents end in ``staging`` and are removed by the caller."""
+    from .system import rename_exchange
+
     if not target.exists():
         os.rename(staging, target)
         return
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.renameat2(-100, os.fsencode(staging), -100, os.fsencode(target), 2) == 0:  # AT_FDCWD, RENAME_EXCHANGE
-            return
-    except (OSError, AttributeError):
-        pass
+    if rename_exchange(os.fsencode(staging), os.fsencode(target)):
+        return
     old = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.old")
     os.rename(target, old)
     os.rename(staging, target)

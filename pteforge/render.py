@@ -191,12 +191,14 @@ class Renderer:
             f"{d.percent:.0f} % delegated) — {proof}"
         )
 
-    def backends_table(self, rows) -> None:
+    def backends_table(self, rows, on: str | None = None) -> None:
         from .backends import default_registry
 
         registry = default_registry()
-        table = Table(title="ExecuTorch backends", show_lines=False)
-        for col in ("backend", "platforms", "hardware", "precisions", "lowers here", "runs here"):
+        where = f"on {on}" if on else "here"
+        title = "ExecuTorch backends" + (f" on a {on} host (its ExecuTorch wheel's recorded runtime)" if on else "")
+        table = Table(title=title, show_lines=False)
+        for col in ("backend", "platforms", "hardware", "precisions", f"lowers {where}", f"runs {where}"):
             table.add_column(col, overflow="fold")
         for a in rows:
             b = registry.get(a.name)

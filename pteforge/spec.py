@@ -12,6 +12,7 @@ from typing import ClassVar
 from pathlib import Path
 
 from .errors import UsageError
+from .system import file_name
 
 
 class Precision(str, enum.Enum):
@@ -163,6 +164,13 @@ class ModelSpec:
     labels: str | None = None  # the labels file its family writes (imagenet_classes.txt, ...)
     path: str | None = None  # the model file of a pt2 or onnx source
     names: tuple[str, ...] = ()  # class names of its own (an Ultralytics checkpoint's), written to ``labels``
+
+    def __post_init__(self):
+        # the name becomes file and directory names (<name>_<target>.pte, <name>.pt2) and URLs:
+        # one valid on every OS (a file 'net:v2.onnx' exports as net_v2_xnnpack.pte)
+        object.__setattr__(self, "name", file_name(self.name))
+        if self.labels:
+            object.__setattr__(self, "labels", file_name(self.labels))
 
     @property
     def source_ref(self) -> str:

@@ -24,6 +24,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from .isolate import describe_exit
+from .system import start_method
 
 
 @dataclass
@@ -326,6 +327,8 @@ def _context(quiet: bool = True):
     """The fork server's context. ``quiet``: its first import silences it (``silence``), as
     the workers are: ``import executorch.exir`` logs a torch warning to the terminal. The
     process's first pool or ``start_fork_server`` starts it; later ones share it."""
+    if start_method() != "forkserver":
+        return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload((["pteforge.silent"] if quiet else []) + PRELOAD)
     return ctx
@@ -346,6 +349,8 @@ def start_fork_server(quiet: bool = True) -> None:
     ExecuTorch) then overlap what the caller does before its first job."""
     from multiprocessing import forkserver
 
+    if start_method() != "forkserver":
+        return  # spawned workers start without one
     _context(quiet)
     forkserver.ensure_running()
 

@@ -13,9 +13,16 @@ TEMPLATE_SECTIONS = ["## Features", "## Target Requirements", "## Development Re
 
 def test_backend_pages_are_current(tmp_path):
     fresh = write_docs(tmp_path, host())
-    assert {p.name for p in fresh} == {p.name for p in DOCS.glob("*.md")}, "one page per backend"
+    assert {p.name for p in fresh} == {p.name for p in DOCS.glob("*.md")}, "one page per backend, and the host OS table"
     for page in fresh:
         assert page.read_text() == (DOCS / page.name).read_text(), f"stale {page.name}: run `pteforge docs`"
+
+
+def test_the_host_table_names_every_backend_and_the_recorded_wheels():
+    text = (DOCS / "index.md").read_text()
+    for backend in default_registry():
+        assert f"| [{backend.name}]({backend.name}.md) |" in text
+    assert "macosx_14_0_arm64.whl`: CoreMLBackend" in text
 
 
 def test_pages_follow_the_seed_template():

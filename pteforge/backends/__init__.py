@@ -66,9 +66,10 @@ def default_registry() -> Registry[Backend]:
     return build_registry()
 
 
-def availability(backend: Backend, host) -> Availability:
+def availability(backend: Backend, host, os_name: str | None = None) -> Availability:
+    """Can ``backend`` lower, and run on ``host``: this host, or host OS ``os_name``'s."""
     try:
-        lower = backend.lower_check()
+        lower = backend.lower_check() if os_name is None else backend.lower_check_on(os_name)
     except Exception as exc:  # a broken SDK install must not break the table
         from ..errors import one_line
 

@@ -161,6 +161,9 @@ class Backend:
     precisions: ClassVar[tuple[Precision, ...]] = (Precision.FP32,)
     default_precision: ClassVar[Precision] = Precision.FP32
     requires: ClassVar[tuple[Requirement, ...]] = ()
+    # host OSes (linux, macos, windows) where its lowering cannot run, and why: what
+    # `pteforge backends --host OS` says of a host other than this one
+    lowers_not_on: ClassVar[dict[str, str]] = {}
     # precisions it exports language models at (pteforge.llm), with llm_partitioners()
     llm_precisions: ClassVar[tuple[Precision, ...]] = ()
     llm_dynamic_shapes: ClassVar[bool] = True  # False: the program takes one token per call
@@ -195,15 +198,27 @@ class Backend:
                 return Check(False, f"Python package '{req.module}' is not installed", req.install)
         return Check(True, "its Python packages are installed")
 
+    def lower_check_on(self, os_name: str) -> Check:
+        """Can it lower on host OS ``os_name``? This host: :meth:`lower_check`; another: the
+        declared ``lowers_not_on``."""
+        from ..system import os_name as this_os
+
+        if os_name == this_os():
+            return self.lower_check()
+        if os_name in self.lowers_not_on:
+            where = [o for o in ("linux", "macos", "windows") if o not in self.lowers_not_on]
+            return Check(False, self.lowers_not_on[os_name], f"export on {' or '.join(where)}" if where else None)
+        return Check(True, f"its Python packages install on {os_name}")
+
     def run_check(self, host: "Host") -> Check:
         """Can this backend's programs run on ``host`` (its delegate, or its kernels, there)?"""
         if self.runtime_name is not None:
             check = host.program_check([self.runtime_name], [])
-            return Check(True, f"{self.runtime_name} is registered in this runtime") if check.ok else check
+            return Check(True, f"{self.runtime_name} is registered in {host.where}") if check.ok else check
         if self.ops_namespace is not None:
             if any(op.startswith(f"{self.ops_namespace}::") for op in host.operators):
-                return Check(True, f"the {self.ops_namespace}:: kernels are in this runtime")
-            return Check(False, f"the {self.ops_namespace}:: kernels are not in this runtime",
+                return Check(True, f"the {self.ops_namespace}:: kernels are in {host.where}")
+            return Check(False, f"the {self.ops_namespace}:: kernels are not in {host.where}",
                          f"run it on a device whose ExecuTorch links them: {', '.join(self.platforms)}")
         return Check(True, "runs on the portable CPU kernels")
 

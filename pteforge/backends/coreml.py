@@ -16,6 +16,7 @@ class CoreML(Backend):
     title = "Core ML"
     runtime_name = "CoreMLBackend"
     platforms = ("ios", "macos")
+    lowers_not_on = {"windows": "coremltools has no Windows wheels (ExecuTorch installs it on Linux x86_64 and macOS)"}
     hardware = "NPU/GPU/CPU"
     use_case = "Apple devices: Neural Engine, best performance and battery life"
     description = "Apple Neural Engine (CoreML)"

@@ -12,6 +12,7 @@ class MediaTek(Backend):
     aliases = ("neuropilot",)
     runtime_name = "NeuropilotBackend"
     platforms = ("android",)
+    lowers_not_on = {os: "MediaTek's NeuroPilot Express SDK wheels are for Linux x86_64 hosts" for os in ("macos", "windows")}
     hardware = "NPU"
     use_case = "MediaTek Dimensity NPUs (APU)"
     description = "MediaTek NPU (NeuroPilot)"

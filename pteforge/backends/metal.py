@@ -11,6 +11,7 @@ class Metal(Backend):
     title = "Metal (Apple GPU)"
     runtime_name = "MetalBackend"
     platforms = ("ios", "macos")
+    lowers_not_on = {os: "Metal lowers only on macOS (AOTInductor compiles it with Apple's toolchain)" for os in ("linux", "windows")}
     hardware = "GPU"
     use_case = "Apple GPU acceleration (successor of MPS)"
     description = "Apple GPU (Metal)"

@@ -15,6 +15,7 @@ class MPS(Backend):
     title = "Metal Performance Shaders (removed)"
     runtime_name = "MPSBackend"
     platforms = ("ios", "macos")
+    lowers_not_on = {os: "MPS was removed from ExecuTorch 1.5" for os in ("linux", "macos", "windows")}
     hardware = "GPU"
     use_case = "Removed in ExecuTorch 1.5: use metal (Apple GPU) or coreml"
     description = "Apple GPU (Metal Performance Shaders) - removed"

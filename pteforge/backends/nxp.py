@@ -11,6 +11,7 @@ class NXP(Backend):
     aliases = ("neutron",)
     runtime_name = "NeutronBackend"
     platforms = ("embedded",)
+    lowers_not_on = {os: "NXP's eIQ Neutron SDK wheel is for Linux hosts" for os in ("macos", "windows")}
     hardware = "NPU"
     use_case = "NXP i.MX RT / MCX microcontrollers with the eIQ Neutron NPU"
     description = "NXP eIQ Neutron NPU (int8)"

@@ -175,9 +175,7 @@ def _scalar_outputs(graph) -> set[str]:
 
 
 def _cpu_has_bf16() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return False
+    from ..system import cpu_flags
+
+    flags = cpu_flags()
     return "avx512_bf16" in flags or "amx_bf16" in flags

@@ -15,6 +15,7 @@ class QNN(Backend):
     aliases = ("qualcomm",)
     runtime_name = "QnnBackend"
     platforms = ("android",)
+    lowers_not_on = {os: "Qualcomm's QNN SDK and ExecuTorch's QNN wrapper are built for Linux x86_64 hosts" for os in ("macos", "windows")}
     hardware = "NPU"
     use_case = "Qualcomm Snapdragon NPUs (Hexagon HTP)"
     description = "Qualcomm NPU (QNN HTP)"

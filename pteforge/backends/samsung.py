@@ -17,6 +17,7 @@ class Samsung(Backend):
     aliases = ("exynos", "enn")
     runtime_name = "EnnBackend"
     platforms = ("android",)
+    lowers_not_on = {os: "Samsung's Exynos AI LiteCore SDK is for Linux x86_64 hosts" for os in ("macos", "windows")}
     hardware = "NPU"
     use_case = "Samsung Exynos NPUs"
     description = "Samsung Exynos NPU (ENN)"

@@ -108,10 +108,51 @@ def page(backend: Backend, lower, run) -> str:
     return "\n".join(lines)
 
 
+HOST_OSES = ("linux", "macos", "windows")
+
+
+def hosts_page() -> str:
+    """``index.md``: per backend, whether it lowers and whether its programs run on each host
+    OS, from the backends' declared lowering hosts and each OS's recorded ExecuTorch wheel
+    (the same answers as ``pteforge backends --host OS``, without this machine's own checks)."""
+    from ..host import Host, recorded_runtimes
+
+    runtimes = recorded_runtimes()
+    hosts = {os: Host.recorded(os) for os in HOST_OSES}
+    lines = [
+        "# Backends by host OS",
+        "",
+        "Where each backend lowers (exports) and where its programs run and are verified on the",
+        "host, for the host OSes pteforge installs on. *Lowers*: its Python packages and SDK",
+        "install there (the SDK a backend needs beside pteforge is on its page). *Runs*: the",
+        f"ExecuTorch {runtimes['executorch']} wheel for that OS registers its delegate, so `export`",
+        "verifies its programs there against eager PyTorch. `pteforge backends` answers for the",
+        "machine it runs on, with its own checks; `pteforge backends --host OS` for another.",
+        "",
+        "| backend | " + " | ".join(f"{os}: lowers | {os}: runs" for os in HOST_OSES) + " |",
+        "|---|" + "---|---|" * len(HOST_OSES),
+    ]
+    for backend in default_registry():
+        cells = []
+        for os in HOST_OSES:
+            lower = backend.lower_check_on(os) if os in backend.lowers_not_on else None
+            run = backend.run_check(hosts[os])
+            cells += ["✗" if lower else "✓", "✓" if run.ok else "✗"]
+        lines.append(f"| [{backend.name}]({backend.name}.md) | " + " | ".join(cells) + " |")
+    lines += ["", "Why not, where a backend does not lower:", ""]
+    for backend in default_registry():
+        for os, why in backend.lowers_not_on.items():
+            lines.append(f"- {backend.name} on {os}: {why}.")
+    lines += ["", "The wheels the *runs* columns were read from:", ""]
+    lines += [f"- {os}: `{r['wheel']}`: {', '.join(r['backends'])}" for os, r in runtimes["hosts"].items()]
+    return "\n".join(lines) + "\n"
+
+
 def write_docs(directory: Path, host) -> list[Path]:
     from ..io import write_atomic
 
-    written = []
+    written = [Path(directory) / "index.md"]
+    write_atomic(written[0], hosts_page())
     for backend in default_registry():
         a = availability(backend, host)
         path = Path(directory) / f"{backend.name}.md"

@@ -1,0 +1,118 @@
+"""What differs between operating systems, in one place.
+
+Linux has faster or finer paths: a fork server (workers fork with torch and ExecuTorch
+already imported), ``renameat2`` (a site directory swapped in one step), ``/proc`` (a
+resettable peak RSS). macOS and Windows take the portable paths: ``spawn``, two renames,
+psutil. ``PTEFORGE_PORTABLE=1`` makes a Linux run take the portable paths too, so the tests
+run them here (tests/test_portable.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+PORTABLE_ENV = "PTEFORGE_PORTABLE"
+
+
+def linux_paths() -> bool:
+    """Take Linux's own paths: this is Linux, and ``PTEFORGE_PORTABLE`` does not say otherwise."""
+    return sys.platform.startswith("linux") and os.environ.get(PORTABLE_ENV, "") in ("", "0")
+
+
+def os_name() -> str:
+    """This host as the platform tables name it: ``linux``, ``macos`` or ``windows``."""
+    return {"darwin": "macos", "win32": "windows", "cygwin": "windows"}.get(sys.platform, "linux")
+
+
+def start_method() -> str:
+    """The workers' start method: the fork server on Linux; ``spawn`` (macOS's and Windows'
+    default: forking a process that has loaded Apple's frameworks is unsafe) elsewhere."""
+    return "forkserver" if linux_paths() else "spawn"
+
+
+def rename_exchange(a: bytes, b: bytes) -> bool:
+    """Swap two paths in one step where the kernel can (Linux ``renameat2`` with
+    ``RENAME_EXCHANGE``); False where it cannot, and the caller renames twice."""
+    if not linux_paths():
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.renameat2(-100, a, -100, b, 2) == 0  # AT_FDCWD, RENAME_EXCHANGE
+    except (OSError, AttributeError, TypeError):
+        return False
+
+
+def _proc_status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])  # kB
+    return 0
+
+
+def reset_peak_rss() -> bool:
+    """Start measuring this process's peak RSS from now; False where the OS cannot (the peak
+    is then the process's whole life, and :func:`peak_rss_mb` says nothing)."""
+    if not linux_paths():
+        return False
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def rss_mb() -> float:
+    if linux_paths():
+        return _proc_status("VmRSS") / 1024
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def peak_rss_mb(since_reset: bool) -> float | None:
+    """The peak RSS since :func:`reset_peak_rss` succeeded; None when it did not."""
+    if not since_reset:
+        return None
+    return _proc_status("VmHWM") / 1024
+
+
+def thread_count() -> int:
+    if linux_paths():
+        return len(os.listdir("/proc/self/task"))
+    import psutil
+
+    return psutil.Process().num_threads()
+
+
+def cpu_flags() -> str:
+    """The CPU's feature flags as Linux lists them (``avx512_bf16`` ...); empty elsewhere."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def file_name(name: str, limit: int = 100) -> str:
+    """``name`` as a file-name part valid on Linux, macOS and Windows, and in a URL: every
+    character but letters, digits, ``.``, ``-`` and ``_`` becomes ``_``; no leading dot
+    (hidden) or trailing dot; Windows' device names (``con``, ``nul``, ``com1``...) get a
+    ``_`` suffix; at most ``limit`` characters. Names already valid are kept as they are."""
+    import re
+
+    out = re.sub(r"[^\w.\-]", "_", name, flags=re.ASCII).lstrip(".").rstrip(".")[:limit].rstrip(".") or "model"
+    first, dot, rest = out.partition(".")
+    if first.lower() in _WINDOWS_DEVICES:  # Windows reserves them with any extension
+        out = f"{first}_{dot}{rest}"
+    return out
+
+
+_WINDOWS_DEVICES = frozenset(
+    ["con", "prn", "aux", "nul", "conin$", "conout$"]
+    + [f"{d}{i}" for d in ("com", "lpt") for i in [*range(10), "¹", "²", "³"]]
+)
