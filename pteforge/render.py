@@ -186,6 +186,8 @@ class Renderer:
             if "latency" in r.relative:
                 rel += f", {r.relative['latency']:.2f}× latency"
             proof += f"; vs fp32: {rel}"
+        if r.caution:
+            proof += f"; caution: {r.caution}"
         return (
             f"{r.target}: {Path(r.artifact.path).name} ({mb(r.artifact.size)}, "
             f"{d.percent:.0f} % delegated) — {proof}"

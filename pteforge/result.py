@@ -185,3 +185,4 @@ class Record:
     # text generation: maxSeqLen, vocabSize, bosId, eosIds, tokenizer, and the proof
     # (greedy tokens against eager, logits SQNR per step, perplexity, tokens/s, load, peak RSS)
     generation: dict | None = None
+    caution: str | None = None  # what devices are known to do with such a program (the backend's caution())

@@ -247,7 +247,7 @@ BAD_INPUTS = [
     ([*M, *S, "--backends", "xnnpack:int9"], ExitStatus.USAGE, "unknown precision 'int9'"),
     ([*M, *S, "--backends", "xnnpack+xnnpack"], ExitStatus.USAGE, "names a backend twice"),
     ([*M, *S, "--backends", "ethos-u55:fp16"], ExitStatus.USAGE, "ethos-u55 does not take precision fp16"),
-    ([*M, *S, "--backends", "vulkan:int8"], ExitStatus.USAGE, "vulkan does not take precision int8; it takes: fp32, fp16"),
+    ([*M, *S, "--backends", "vulkan:int8"], ExitStatus.USAGE, "vulkan does not take precision int8; it takes: fp16, fp32"),
     ([*M, *S, "--backends", "vulkan", "--precision", "int4-weight"], ExitStatus.USAGE, "vulkan does not take precision int4-weight"),
     ([*M, *S, "--precision", "fp99"], ExitStatus.USAGE, "unknown precision 'fp99'"),
     ([*M, *S, "--precision", "auto", "--accuracy-budget", "top1=2"], ExitStatus.USAGE, "malformed --accuracy-budget 'top1=2'"),

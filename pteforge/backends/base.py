@@ -316,6 +316,11 @@ class Backend:
         """The precision the host runtime really computes in, when it differs from ``precision``."""
         return None
 
+    def caution(self, precision: Precision) -> str | None:
+        """What devices are known to do wrong with this precision's programs: said beside
+        every artifact of it (default: nothing known)."""
+        return None
+
     def expected_delegate(self) -> str | None:
         """The delegate id an artifact of this backend must contain (None: no delegate)."""
         return self.runtime_name

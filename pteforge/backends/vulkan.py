@@ -6,6 +6,20 @@ from ..spec import Precision
 from .base import Backend, Docs
 
 
+# What phones taught the executorch_flutter app's exporter (docs/backends/vulkan.md).
+FP32_CAUTION = "Adreno and Mali GPUs compute fp32 Vulkan programs wrongly (device reports); prefer the fp16 default"
+TEXTURE_LIMITS = (2048, 2048, 2048)
+
+
+def compile_options(precision: Precision) -> dict:
+    """The VulkanPartitioner options devices proved: texture storage (the default: not
+    overridden) within Apple's 2048 texture limit, fp16 unless fp32 is asked for."""
+    options: dict = {"texture_limits": TEXTURE_LIMITS}
+    if precision is Precision.FP16:
+        options["force_fp16"] = True
+    return options
+
+
 class Vulkan(Backend):
     name = "vulkan"
     order = 50
@@ -16,11 +30,26 @@ class Vulkan(Backend):
     hardware = "GPU"
     use_case = "Cross-vendor GPU acceleration (Android GPUs, desktop GPUs)"
     description = "GPU-accelerated (Vulkan)"
-    precisions = (Precision.FP32, Precision.FP16)
-    default_precision = Precision.FP32
+    precisions = (Precision.FP16, Precision.FP32)
+    default_precision = Precision.FP16
     docs = Docs(
-        overview="The Vulkan delegate runs the graph as GLSL compute shaders on any Vulkan 1.1 GPU.",
-        features=("fp32 and fp16 (force_fp16) compute.", "Texture and buffer storage."),
+        overview=(
+            "The Vulkan delegate runs the graph as GLSL compute shaders on any Vulkan 1.1 GPU. "
+            "pteforge exports it as the executorch_flutter models repo does after running it on phones: "
+            "fp16 (`force_fp16`), texture storage, texture limits (2048, 2048, 2048)."
+        ),
+        features=(
+            "fp16 by default: " + FP32_CAUTION.capitalize() + " (executorch_flutter models repo, commit f133091, "
+            "2026-02-07: \"Adreno/Mali GPUs produce incorrect results with FP32 Vulkan compute shaders. FP16 is the "
+            "standard path for mobile GPU inference and produces correct results on all platforms\"). "
+            "`--backends vulkan:fp32` still exports fp32, with that caution beside it.",
+            "Texture storage (the default), never buffer storage: buffer storage gave all-zero outputs on Adreno "
+            "(models repo commit 873f167; the texture UBO overflow it worked around is fixed upstream, "
+            "pytorch/executorch#17294).",
+            "Texture limits (2048, 2048, 2048): Apple GPUs through MoltenVK cap 3D textures at 2048 and asserted "
+            "in MTLTextureDescriptor with the default (16384, 16384, 2048) (models repo commit e32d241); larger "
+            "tensors fall back to buffer storage.",
+        ),
         target_requirements=(
             "A Vulkan 1.1 driver: Android 7+ GPUs; desktop GPUs with Vulkan drivers; MoltenVK on Apple.",
         ),
@@ -31,13 +60,15 @@ class Vulkan(Backend):
         links=("https://www.vulkan.org/",),
     )
     code_sample = """from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
-partitioner = [VulkanPartitioner()]  # {"force_fp16": True} for fp16"""
+partitioner = [VulkanPartitioner({"force_fp16": True, "texture_limits": (2048, 2048, 2048)})]"""
 
     def partitioners(self, precision):
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 
-        options = {"force_fp16": True} if precision is Precision.FP16 else {}
-        return [VulkanPartitioner(options)]
+        return [VulkanPartitioner(compile_options(precision))]
+
+    def caution(self, precision):
+        return FP32_CAUTION if precision is Precision.FP32 else None
 
     def lowering_context(self):
         return patterns_where_they_can_match()

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+from ..spec import Precision
 from .base import Backend, Docs
+from .vulkan import FP32_CAUTION, compile_options
 
 
 class WebGPU(Backend):
@@ -14,12 +16,19 @@ class WebGPU(Backend):
     hardware = "GPU"
     use_case = "GPU in the browser (WebGPU), experimental"
     description = "Browser GPU (WebGPU)"
+    precisions = (Precision.FP16, Precision.FP32)
+    default_precision = Precision.FP16
     docs = Docs(
         overview=(
             "The WebGPU backend is a frontend to Vulkan's partitioner and serializer; its "
             "programs run on the WebGPU runtime (WGSL shaders) in a browser. Experimental in 1.5."
         ),
-        features=("fp32 compute.", "Same operator coverage as Vulkan's partitioner, minus a few ops."),
+        features=(
+            "fp16 by default, with Vulkan's options (`force_fp16`, texture limits 2048): a browser on an Android "
+            "phone runs WebGPU on the phone's Vulkan driver, and " + FP32_CAUTION[0].lower() + FP32_CAUTION[1:] + ". "
+            "The browser needs WebGPU's `shader-f16` feature; `--backends webgpu:fp32` exports fp32.",
+            "Same operator coverage as Vulkan's partitioner, minus a few ops.",
+        ),
         target_requirements=("A browser with WebGPU, and ExecuTorch built for WebAssembly with WebGPU.",),
         development_requirements=("Nothing beyond the executorch pip package.",),
         cmake_targets=("webgpu_backend",),
@@ -27,11 +36,11 @@ class WebGPU(Backend):
         prebuilt="Not in prebuilt packages; build ExecuTorch for WebAssembly from source.",
     )
     code_sample = """from executorch.backends.webgpu.partitioner import WebGPUPartitioner
-partitioner = [WebGPUPartitioner()]"""
+partitioner = [WebGPUPartitioner({"force_fp16": True, "texture_limits": (2048, 2048, 2048)})]"""
 
     def lowering_key(self, precision):
-        # WebGPUPartitioner is VulkanPartitioner with the same (default) options, and
-        # the plan is the same: a WebGPU program is the fp32 Vulkan program.
+        # WebGPUPartitioner is VulkanPartitioner with the same options, and the plan is
+        # the same: a WebGPU program is the Vulkan program of its precision.
         return ("vulkan", precision.value)
 
     def lowering_context(self):
@@ -42,4 +51,7 @@ partitioner = [WebGPUPartitioner()]"""
     def partitioners(self, precision):
         from executorch.backends.webgpu.partitioner import WebGPUPartitioner
 
-        return [WebGPUPartitioner()]
+        return [WebGPUPartitioner(compile_options(precision))]
+
+    def caution(self, precision):
+        return FP32_CAUTION if precision is Precision.FP32 else None

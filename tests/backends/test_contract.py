@@ -214,3 +214,28 @@ def test_backends_that_claim_the_same_lowering_make_the_same_bytes(first, second
                     weighty_capture) for n in (first, second))
     assert a.artifact is not None and b.artifact is not None, (a.reason, b.reason)
     assert a.artifact.sha256 == b.artifact.sha256
+
+
+@pytest.mark.parametrize("name", ["vulkan", "webgpu"])
+def test_vulkan_programs_are_made_as_phones_proved_them(name, weighty_capture):
+    """fp16 and texture limits 2048 by default, texture storage never overridden (the
+    executorch_flutter models repo's device fixes); fp32 on request, with its caution."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    from pteforge.spec import Precision
+
+    def specs(target):
+        record = _export(target, weighty_capture)
+        program = deserialize_pte_binary(Path(record.artifact.path).read_bytes())
+        [delegate] = getattr(program, "program", program).execution_plan[0].delegates
+        return record, {c.key: bytes(c.value) for c in delegate.compile_specs}
+
+    backend = default_registry().get(name)
+    assert backend.default_precision is Precision.FP16
+    record, fp16 = specs(Target((name,), Precision.FP16, default_precision=True))
+    limit = (2048).to_bytes(4, "little")
+    assert fp16 == {"texture_limits_x": limit, "texture_limits_y": limit, "texture_limits_z": limit, "force_fp16": b"\x01"}
+    assert record.caution is None and record.target == name
+    record, fp32 = specs(Target((name,), Precision.FP32, default_precision=False))
+    assert "force_fp16" not in fp32 and fp32["texture_limits_x"] == limit and "storage_type_override" not in fp32
+    assert "Adreno and Mali" in record.caution
