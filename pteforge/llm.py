@@ -457,12 +457,14 @@ def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig
     """Lower one (language model, target), write it with its tokenizer, and prove it here."""
     import torch
 
+    from .backends import default_registry
     from .pipeline import artifact_path
 
     stage = on_stage or (lambda _name: None)
     record = Record(model=spec.name, family=spec.family, task=spec.task, target=target.name,
                     backends=list(target.backends), precision=target.precision.value, status=Status.UNAVAILABLE,
-                    input_shapes=[list(i.shape) for i in spec.inputs], target_spec=target)
+                    input_shapes=[list(i.shape) for i in spec.inputs], target_spec=target,
+                    caution=default_registry().get(target.primary).caution(target.precision))
     ok, why = supported(target)
     if not ok:
         record.reason, record.fix = why, f"use --backends {' '.join(_target_words())}"
@@ -564,10 +566,12 @@ def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: 
         "enable_dynamic_shape": backend.llm_dynamic_shapes,
     }
     partitioners = backend.llm_partitioners(precision)
+    passes = backend.llm_transform_passes()
     with backend.lowering_context():
         edge = timed(Stage.LOWER, lambda: to_edge_transform_and_lower(
             backend.llm_prepare(exported), partitioner=partitioners, constant_methods=methods,
-            compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True)))
+            compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=True),
+            **({"transform_passes": passes} if passes else {})))
     delegation = delegation_of(edge.exported_program().graph_module)
     config = ExecutorchBackendConfig(extract_delegate_segments=True, do_quant_fusion_and_const_prop=True,
                                      memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False))

@@ -43,7 +43,7 @@ def exported(tmp_path_factory):
     ckpt = tiny_checkpoint(root / "tiny-gemma")
     out = root / "out"
     code = main(["export", "--llm", str(ckpt), "--weights", "none", "--max-seq-len", str(MAX_SEQ_LEN),
-                 "--backends", "xnnpack", "xnnpack:8da4w", "coreml", "vulkan", "--oplist", "--out", str(out)])
+                 "--backends", "xnnpack", "xnnpack:8da4w", "coreml", "mlx", "vulkan", "--oplist", "--out", str(out)])
     manifest = json.loads((out / "index.json").read_text())
     return code, ckpt, out, {m["target"]: m for m in manifest["models"]}, manifest
 
@@ -135,6 +135,20 @@ def test_core_ml_lowers_here_and_says_it_needs_a_device(exported):
     e = entries["coreml"]
     assert e["status"] == "NOT_RUNNABLE_HERE" and e["delegation"]["nodes_per_backend"]
     assert (out / e["file"]).stat().st_size == e["size"]
+
+
+def test_mlx_lowers_a_language_model_here_with_what_the_apps_runner_calls(exported):
+    """The executorch_flutter app's LLM runner takes XNNPACK and MLX programs: the MLX one is
+    all MLX, carries the runner's constant methods, and needs a Mac to run."""
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    _, _, out, entries, _ = exported
+    e = entries["mlx"]
+    assert e["status"] == "NOT_RUNNABLE_HERE" and "MLXBackend" in e["reason"] and e["platforms"] == ["macos"]
+    assert e["delegation"]["nodes_per_backend"]["MLXBackend"] > 0 and e["delegation"]["percent"] == 100.0
+    program = deserialize_pte_binary((out / e["file"]).read_bytes())
+    methods = {plan.name for plan in getattr(program, "program", program).execution_plan}
+    assert {"forward", "get_eos_ids", "get_max_seq_len", "get_bos_id", "use_kv_cache"} <= methods
 
 
 def test_a_backend_without_a_language_model_export_is_one_unavailable_row(exported, capsys):

@@ -122,7 +122,7 @@ def test_host_facts_of_a_recorded_macos_runtime():
     assert not mac.program_check(["VulkanBackend"], []).ok
     assert "the macos wheel's runtime" in mac.program_check(["VulkanBackend"], []).reason
     rows = {a.name: a for a in backends(on="macos")}
-    assert rows["coreml"].run.ok and rows["coreml"].lower.ok and rows["xnnpack"].run.ok
+    assert rows["coreml"].run.ok and rows["coreml"].lower.ok and rows["xnnpack"].run.ok and rows["mlx"].run.ok
     assert not rows["openvino"].run.ok and not rows["vulkan"].run.ok
     windows = {a.name: a for a in backends(on="windows")}
     assert windows["xnnpack"].run.ok and not windows["coreml"].run.ok

@@ -252,6 +252,10 @@ class Backend:
         """The partitioners of a language model's program (its KV cache a mutable buffer)."""
         raise NotImplementedError(f"{self.name} does not export language models")
 
+    def llm_transform_passes(self) -> list[Any]:
+        """Edge passes a language model's lowering runs before partitioning (default: none)."""
+        return []
+
     def llm_prepare(self, exported: "ExportedProgram") -> "ExportedProgram":
         """Rewrite a language model's captured program before lowering (default: as is)."""
         return exported

@@ -239,3 +239,32 @@ def test_vulkan_programs_are_made_as_phones_proved_them(name, weighty_capture):
     record, fp32 = specs(Target((name,), Precision.FP32, default_precision=False))
     assert "force_fp16" not in fp32 and fp32["texture_limits_x"] == limit and "storage_type_override" not in fp32
     assert "Adreno and Mali" in record.caution
+
+
+def test_metal_lowers_with_the_device_workarounds():
+    """Layout optimization off while Metal lowers (pytorch/executorch#22951); the libomp link
+    caution beside every Metal artifact (#22955). Metal lowers only on a Mac: this checks the
+    context and the facts, not a lowering."""
+    import torch._inductor.config as inductor
+
+    metal = default_registry().get("metal")
+    before = inductor.layout_optimization
+    with metal.lowering_context():
+        assert inductor.layout_optimization is False
+    assert inductor.layout_optimization == before
+    assert "-dead_strip_dylibs" in metal.caution(metal.default_precision) and "22955" in metal.caution(metal.default_precision)
+    [partitioner] = metal.partitioners(metal.default_precision)
+    assert [s.key for s in partitioner.delegation_spec.compile_specs] == ["method_name"]
+
+
+def test_the_backends_this_host_cannot_lower_say_why_in_one_line():
+    """CUDA needs an NVIDIA GPU, TensorRT ExecuTorch 1.6: each says so, with what would do it."""
+    import shutil
+
+    registry = default_registry()
+    if shutil.which("nvidia-smi") is None:
+        cuda = registry.get("cuda").lower_check()
+        assert not cuda.ok and "NVIDIA GPU" in cuda.reason and "nvidia-smi" in cuda.fix
+    trt = registry.get("tensorrt")
+    assert not trt.lower_check().ok and "ExecuTorch 1.6 and torch-tensorrt >= 2.15" in trt.lower_check().reason
+    assert "pins 1.5.1" in trt.lower_check().fix and not trt.run_check(host()).ok
