@@ -69,7 +69,8 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     except OSError as exc:
         raise _output_error(path, exc) from None
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # as open() would: a web server serving --out can read it
+        if hasattr(os, "fchmod"):  # POSIX (Windows has it from Python 3.13, and ACLs instead of modes)
+            os.fchmod(fd, 0o666 & ~_umask())  # as open() would: a web server serving --out can read it
         with os.fdopen(fd, "wb") as f:
             f.write(payload)
             f.flush()

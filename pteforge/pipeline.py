@@ -201,7 +201,7 @@ class _Job:
 
     def _verify(self, data: bytes, delegation, reference: dict) -> None:
         from .native_log import unannotated
-        from .stages.verify import image_agreement, run_program, verify_outputs
+        from .stages.verify import degenerate, image_agreement, run_program, verify_outputs
 
         try:
             actual = self.timed(Stage.VERIFY, lambda: run_program(
@@ -218,16 +218,28 @@ class _Job:
         v = verify_outputs(reference, actual, self.target.precision, computed, self.spec.task, self.config.tolerance)
         if on_images:
             v.images = image_agreement(reference, on_images, self.spec)
+            on_photos = degenerate(reference["image_outputs"], on_images,
+                                   [f"photo {n}" for n in reference.get("image_names", [])] or None)
+            if on_photos and not v.degenerate:
+                v.passed, v.sqnr_db, v.degenerate, v.model_fault = False, None, on_photos[1], on_photos[0] == "eager"
         self.record.verification = v
         if v.passed:
             self.record.status = Status.VERIFIED
             return
         self.record.status = Status.MISMATCH
+        self.record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
+        if v.degenerate:
+            self.record.reason = v.degenerate
+            if v.model_fault:
+                self.record.fix = ("check the model on these inputs (NaN in its weights, a log or division of 0, an "
+                                   "overflow): no lowering can be judged against it; the program is kept as a .mismatch.pte")
+            return
         self.record.reason = ("output differs from eager PyTorch: NaN or infinity in one of them where the other has a number"
                               if math.isinf(v.max_abs_error) else
+                              f"output differs from eager PyTorch: eager's output is all zeros where the program's is not "
+                              f"(max abs {v.max_abs_error:.3g})" if v.sqnr_db is None else
                               f"output differs from eager PyTorch: SQNR {v.sqnr_db:.1f} dB < "
                               f"{v.threshold_sqnr_db:.1f} dB (max abs {v.max_abs_error:.3g})")
-        self.record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
         in_pytorch = self._quantized_in_pytorch(reference) if self.quantized is not None else None
         if in_pytorch is not None and in_pytorch < v.threshold_sqnr_db:
             self.record.reason += (f"; the quantized program run by PyTorch is {in_pytorch:.1f} dB from eager too: "

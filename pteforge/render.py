@@ -150,7 +150,8 @@ class Renderer:
 
         d = r.artifact.delegation
         proof = {
-            Status.VERIFIED: f"verified: SQNR {r.verification.sqnr_db:.1f} dB" if r.verification else "verified",
+            Status.VERIFIED: f"verified: SQNR {r.verification.sqnr_db:.1f} dB"
+            if r.verification and r.verification.sqnr_db is not None else "verified",
             Status.NOT_RUNNABLE_HERE: f"needs a device: {r.reason}",
             Status.NOT_VERIFIED: "not verified",
             Status.MISMATCH: "MISMATCH",
@@ -186,6 +187,8 @@ class Renderer:
             if "latency" in r.relative:
                 rel += f", {r.relative['latency']:.2f}× latency"
             proof += f"; vs fp32: {rel}"
+        if r.verification and r.verification.warning:
+            proof += f"; warning: {r.verification.warning}"
         if r.caution:
             proof += f"; caution: {r.caution}"
         return (

@@ -133,7 +133,7 @@ class Verification:
     inputs: int
     max_abs_error: float
     mean_abs_error: float
-    sqnr_db: float  # worst over inputs and outputs
+    sqnr_db: float | None  # worst over inputs and outputs; None where undefined (NaN, infinity)
     cosine: float  # worst over inputs and outputs
     top1_agreement: float | None = None  # classifiers only: fraction of inputs
     top5_agreement: float | None = None
@@ -143,6 +143,10 @@ class Verification:
     # Agreement with eager fp32 on the validation photos (image models):
     # {"images", "names", "sqnr_db", "cosine", "top1_agreement"}
     images: dict | None = None
+    # outputs no SQNR can judge (stages.verify.degenerate): why, and whether the model itself is at fault
+    degenerate: str | None = None
+    model_fault: bool = False
+    warning: str | None = None  # e.g. eager's output is the same on every input
 
 
 @dataclass

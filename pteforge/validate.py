@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -205,6 +206,12 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
         res.status = Status.NOT_VERIFIED
         res.reason = res.reason or "no manifest entry: ran on this host; no eager reference to compare with"
         return
+    from .stages.verify import degenerate
+
+    broken = degenerate(reference, outputs, [img.image for img in res.images])
+    if broken:  # no SQNR judges it: the model's NaN, or the program's NaN or constant output
+        res.status, res.reason = Status.MISMATCH, broken[1]
+        return
     _judge(res, entry, fam, agreements, sqnrs, len(outputs), photos=spec is not None)
 
 
@@ -267,18 +274,20 @@ def _judge(res, entry, fam, agreements: list, sqnrs: list, n: int, photos: bool)
     from .stages.verify import DEFAULT_MIN_SQNR_DB
 
     res.agreement = sum(agreements) / len(agreements) if agreements else None
-    res.sqnr_db = round(min(min(sqnrs), 200.0), 2)
+    worst = min(sqnrs)
+    res.sqnr_db = round(min(worst, 200.0), 2) if math.isfinite(worst) or worst > 0 else None
     effective = (entry.verification or {}).get("runtime_precision") or entry.precision
     threshold = DEFAULT_MIN_SQNR_DB.get(effective, 10.0)
     need = fam.min_agreement if effective in FP_PRECISIONS else 0.0
-    if res.sqnr_db >= threshold and (res.agreement is None or res.agreement >= need):
+    if res.sqnr_db is not None and res.sqnr_db >= threshold and (res.agreement is None or res.agreement >= need):
         res.status = Status.VERIFIED
         res.reason = None if photos else f"matched eager on {n} seeded inputs; no photo was run: its input is not an image"
     else:
         res.status = Status.MISMATCH
         agreement = f", agreement {res.agreement:.0%}" if res.agreement is not None else ""
         where = "real images" if photos else "seeded inputs"
-        res.reason = f"differs from eager on {where}: SQNR {res.sqnr_db:.1f} dB (needs {threshold:.0f}){agreement}"
+        sqnr = f"SQNR {res.sqnr_db:.1f} dB" if res.sqnr_db is not None else "eager's output all zeros where the program's is not"
+        res.reason = f"differs from eager on {where}: {sqnr} (needs {threshold:.0f}){agreement}"
 
 
 def seeded_inputs(specs: list[dict], seed: int) -> list:

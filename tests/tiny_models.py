@@ -408,3 +408,24 @@ class Calls:
 
     def __reduce__(self):
         return self.call
+
+
+class Degenerate(torch.nn.Module):
+    """``nan``: NaN wherever the input is above 0.5 (the model's own fault); ``constant``: the
+    same output whatever the input (inputs that cannot exercise it)."""
+
+    def __init__(self, how: str):
+        super().__init__()
+        self.how = how
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        y = self.conv(x).mean((2, 3))
+        if self.how == "nan":
+            return y + torch.log(0.5 - x.amax((1, 2, 3))).unsqueeze(1)  # log of a negative: NaN
+        return y * 0 + 1.0
+
+
+def degenerate(how="nan"):
+    torch.manual_seed(0)
+    return Degenerate(how)

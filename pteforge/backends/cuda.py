@@ -13,7 +13,7 @@ class Cuda(Backend):
     name = "cuda"
     ray_resource = "cuda"
     order = 48
-    priority = {"desktop": 1}
+    priority = {"desktop": 0}
     title = "CUDA (NVIDIA GPU)"
     runtime_name = "CudaBackend"
     platforms = ("linux", "windows")

@@ -75,6 +75,12 @@ partitioner = [MLXPartitioner()]  # with transform_passes=get_default_passes()""
                                 "to generate it", "install executorch's wheel with flatc, or export on a Mac")
         return Check(True, "its lowering is pure Python")
 
+    def run_check(self, host) -> Check:
+        check = super().run_check(host)
+        if check.ok:
+            return check
+        return Check(False, check.reason, "run it on an Apple silicon Mac (macOS 14+): its executorch wheel registers MLXBackend")
+
     def _ready(self) -> None:
         serialization_importable()
 

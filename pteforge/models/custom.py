@@ -7,9 +7,11 @@ import ast
 import functools
 import importlib
 import importlib.util
+import logging
 import os
 import re
 import sys
+import zipfile
 from pathlib import Path
 
 from ..errors import ModelError, UsageError, WeightsError, one_line
@@ -250,13 +252,18 @@ def pt2_spec(path: str, given: tuple[InputSpec, ...] = (), dtypes: tuple[str, ..
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"model file '{path}' does not exist", fix="give the path of a .pt2 written by torch.export.save")
+    fix = "write it with torch.export.save(torch.export.export(model, inputs), 'model.pt2')"
+    if not zipfile.is_zipfile(p):  # checked first: torch logs a whole traceback before raising
+        raise ModelError(f"'{path}' is not a torch.export program (not a zip archive, as torch.export.save writes)", fix=fix)
+    export_log = logging.getLogger("torch.export")
+    level = export_log.level
+    export_log.setLevel(logging.ERROR)  # its "Ran into the following error" traceback: the line below says it
     try:
         ep = torch.export.load(str(p))
     except Exception as exc:
-        raise ModelError(
-            f"'{path}' is not a torch.export program ({type(exc).__name__})",
-            fix="write it with torch.export.save(torch.export.export(model, inputs), 'model.pt2')",
-        ) from None
+        raise ModelError(f"'{path}' is not a torch.export program ({type(exc).__name__})", fix=fix) from None
+    finally:
+        export_log.setLevel(level)
     inputs = []
     placeholders = [n for n in ep.graph.nodes if n.op == "placeholder" and n.name in ep.graph_signature.user_inputs]
     if given and len(given) != len(placeholders):

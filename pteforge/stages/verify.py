@@ -72,6 +72,47 @@ def nonfinite_differences(e, a) -> int:
     return int(((e_bad ^ a_bad) | (both & (e.nan_to_num() != a.nan_to_num()))).sum())
 
 
+def degenerate(expected: list[list], actual: list[list], labels: list[str] | None = None) -> tuple[str, str] | None:
+    """Outputs no SQNR can judge, as (whose, why): ``("eager", ...)`` when the model itself
+    gives NaN or infinity on an input (nothing could be compared: the model's fault, not the
+    lowering's); ``("artifact", ...)`` when only the program does, or when the program's
+    output is the same on every input while eager's changes. None when neither."""
+    import torch
+
+    labels = labels or [f"input {i + 1}" for i in range(len(expected))]
+    for side, outputs in (("eager", expected), ("artifact", actual)):
+        for i, outs in enumerate(outputs):
+            for j, t in enumerate(outs):
+                if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                    flat = t.detach().flatten()
+                    k = int((~torch.isfinite(flat)).nonzero()[0])
+                    what = "NaN" if math.isnan(float(flat[k])) else "infinity"
+                    if side == "eager":
+                        return side, (f"the model itself gives {what} on {labels[i]} (output {j}, index {k}): "
+                                      "nothing could be compared")
+                    return side, (f"the program gives {what} on {labels[i]} at output {j}, index {k}, where eager gives "
+                                  f"{float(expected[i][j].detach().flatten()[k]):.4g}")
+    if len(actual) > 1:
+        for j in range(len(actual[0])):
+            if _same_on_every_input([a[j] for a in actual]) and not _same_on_every_input([e[j] for e in expected]):
+                return "artifact", (f"output {j} of the program is the same on all {len(actual)} inputs while eager's "
+                                    "changes: the program ignores its input")
+    return None
+
+
+def constant_outputs(expected: list[list]) -> list[int]:
+    """The outputs eager gives the same on every input: inputs that do not exercise the model."""
+    if len(expected) < 2:
+        return []
+    return [j for j in range(len(expected[0])) if _same_on_every_input([e[j] for e in expected])]
+
+
+def _same_on_every_input(tensors: list) -> bool:
+    import torch
+
+    return all(t.shape == tensors[0].shape and bool(torch.equal(t, tensors[0])) for t in tensors[1:])
+
+
 SLOW = 5.0  # seconds of running after which each further input is reported
 
 
@@ -121,17 +162,24 @@ def verify_outputs(
     effective = runtime_precision or precision.value
     threshold = threshold_for(effective, tolerance)
     sqnr = min(s["sqnr"] for s in stats)
+    broken = degenerate(reference["outputs"], actual)
+    constant = constant_outputs(reference["outputs"])
     return Verification(
         inputs=len(actual),
         max_abs_error=max(s["max_abs"] for s in stats),
         mean_abs_error=max(s["mean_abs"] for s in stats),
-        sqnr_db=min(sqnr, 200.0),  # identical outputs: report 200 dB, not infinity
+        # identical outputs: 200 dB, not infinity; outputs no SQNR can judge: none at all
+        sqnr_db=None if broken or not math.isfinite(sqnr) and sqnr < 0 else min(sqnr, 200.0),
         cosine=min(s["cosine"] for s in stats),
         top1_agreement=top1,
         top5_agreement=top5,
         threshold_sqnr_db=threshold,
-        passed=sqnr >= threshold,
+        passed=broken is None and sqnr >= threshold,
         runtime_precision=effective,
+        degenerate=broken[1] if broken else None,
+        model_fault=broken is not None and broken[0] == "eager",
+        warning=(f"eager's output {', '.join(map(str, constant))} is the same on all {len(actual)} verification inputs: "
+                 "they do not exercise the model") if constant and not broken else None,
     )
 
 

@@ -1,0 +1,51 @@
+"""Outputs no SQNR can judge are never proof: NaN or infinity in eager (the model's fault),
+in the program only, or a program whose output ignores its input."""
+
+import json
+
+import torch
+from test_cli import cli
+
+from pteforge.errors import ExitStatus
+from pteforge.stages.verify import constant_outputs, degenerate
+
+
+def test_nan_in_eager_is_the_models_fault_and_never_verified(capsys, tmp_path):
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:degenerate", "--input-shape", "1,3,8,8",
+                            "--weights", "none", "--backends", "xnnpack", "portable", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED, stdout + err
+    for e in json.loads((out / "index.json").read_text())["models"]:
+        assert e["status"] == "MISMATCH" and e["reason"].startswith("the model itself gives NaN on input"), e["reason"]
+        assert "nothing could be compared" in e["reason"] and "check the model" in e["fix"]
+        assert e["verification"]["sqnr_db"] is None and e["verification"]["model_fault"] is True
+    assert "SQNR" not in stdout and "200.0 dB" not in stdout, "an undefined SQNR is never printed as a number"
+
+    code, stdout, _ = cli(capsys, "validate", "--models-dir", out)
+    files = json.loads((out / "validation_report.json").read_text())["files"]
+    assert files and all(f["status"] == "MISMATCH" and "the model itself gives NaN" in f["reason"] for f in files)
+
+
+def test_an_output_eager_gives_the_same_on_every_input_is_a_warning(capsys, tmp_path):
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:degenerate(how='constant')", "--input-shape",
+                            "1,3,8,8", "--weights", "none", "--backends", "xnnpack", "--out", out)
+    assert code == ExitStatus.OK, stdout + err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and "do not exercise the model" in e["verification"]["warning"]
+    assert "warning: eager's output 0 is the same on all" in stdout
+
+
+def test_the_program_alone_giving_nan_or_ignoring_its_input_is_named():
+    a, b = torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[2.0, 1.0, 0.5]])
+    nan = torch.tensor([[1.0, float("nan"), 3.0]])
+    whose, why = degenerate([[a], [b]], [[a], [nan]])
+    assert whose == "artifact" and why == "the program gives NaN on input 2 at output 0, index 1, where eager gives 1"
+    whose, why = degenerate([[a], [b]], [[torch.full((1, 3), float("inf"))], [b]], ["photo bus.jpg", "photo z.jpg"])
+    assert whose == "artifact" and why.startswith("the program gives infinity on photo bus.jpg")
+    whose, why = degenerate([[a], [b]], [[a], [a]])
+    assert whose == "artifact" and "same on all 2 inputs while eager's changes" in why
+    assert degenerate([[a], [b]], [[a], [b]]) is None
+    assert degenerate([[a], [a]], [[a], [a]]) is None and constant_outputs([[a, b], [a, a]]) == [0]
+    whose, why = degenerate([[nan]], [[nan]])
+    assert whose == "eager" and why == "the model itself gives NaN on input 1 (output 0, index 1): nothing could be compared"
