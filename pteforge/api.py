@@ -645,8 +645,12 @@ class _ManifestSink:
 def _failure_text(outcome, capture: bool = False) -> tuple[str, str | None]:
     """A failed job's reason and fix; ``capture``: the job was a model's capture, which no
     other backend would change."""
+    from .workers import CLUSTER_LOST, RESUME
+
     if outcome.timed_out:
         return outcome.crash, "give a longer --timeout for a slow " + ("capture" if capture else "lowering, or try another backend")
+    if outcome.crash and outcome.crash.startswith(CLUSTER_LOST):
+        return outcome.crash, RESUME
     if outcome.crash:
         return outcome.crash, ("the native code crashed: run with --debug for its output" if capture else
                                "the native code crashed: try another backend (--debug shows its output)")

@@ -86,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
                           "or a local state dict (or an Ultralytics checkpoint of the same architecture)")
     out.add_argument("--seed", type=int, default=0, help="seed for random weights and inputs (default 0)")
     out.add_argument("--no-verify", dest="verify", action="store_false", help="skip running artifacts on this host")
+    out.add_argument("--dry-run", action="store_true",
+                     help="check the options and print the plan (models, targets, downloads), then stop: nothing is written")
     out.add_argument("--verify-inputs", type=int, default=3, metavar="N",
                      help="seeded inputs besides the example input used to verify (default 3)")
     out.add_argument("--bench-runs", type=int, default=10, metavar="N",
@@ -329,6 +331,12 @@ def _cmd_export(args, ui, debug: bool) -> int:
     if plan and plan.unavailable:
         ui.unavailable(plan)
     config = _export_config(args, debug)
+    if args.dry_run:
+        from .api import check_run
+
+        check_run(models, config, plan)
+        ui.plan(models, plan or TargetPlan([]), config)
+        return int(ExitStatus.OK)
     _check_surroundings(args, ui)
     with ui.progress() as reporter:
         result = export(models, plan or TargetPlan([]), config, reporter, write_labels=args.labels)
@@ -389,8 +397,9 @@ def _cmd_validate(args, ui) -> int:
 
     if args.dir and args.models_dir and Path(args.dir).resolve() != Path(args.models_dir).resolve():
         raise UsageError(f"two directories to validate: {args.dir} and --models-dir {args.models_dir}", fix="give one of them")
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout must be positive (got {args.timeout:g})", fix="give the seconds a file may take, e.g. --timeout 300")
+    if not args.timeout > 0 or args.timeout == float("inf"):
+        raise UsageError(f"--timeout must be a positive number of seconds (got {args.timeout:g})",
+                         fix="give the seconds a file may take, e.g. --timeout 300")
     models_dir = Path(args.dir or args.models_dir or "models")
     if not models_dir.is_dir():
         raise UsageError(f"{models_dir} is not a directory", fix="export first, or give the directory of your artifacts")

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from .errors import UsageError
-from .workers import Job, Outcome
+from .workers import CLUSTER_LOST, Job, Outcome
 
 INFRA_RETRIES = 3
 
@@ -52,7 +52,7 @@ def _run_job(job: Job, board):
     set_threads(max(1, int(ray.get_runtime_context().get_assigned_resources().get("CPU", 1))))
     module, _, name = job.fn.partition(":")
     fn = getattr(importlib.import_module(module), name)
-    return fn(*job.args, on_stage=lambda stage: board.set.remote(job.key, stage), **job.kwargs)
+    return fn(*job.args, on_stage=lambda stage: board is not None and board.set.remote(job.key, stage), **job.kwargs)
 
 
 def _run_chain(jobs: list[Job], board):
@@ -189,7 +189,16 @@ class RayPool:
         return ref, _Unit(jobs, time.monotonic() + jobs[0].timeout, tries)
 
     def _progress(self) -> None:
-        for key, stage in self.ray.get(self.board.changes.remote()).items():
+        """The stages the tasks reported. The board is no single point of failure: once its
+        actor is gone (its node lost), the run goes on without stage progress."""
+        if self.board is None:
+            return
+        try:
+            changes = self.ray.get(self.board.changes.remote(), timeout=10)
+        except Exception:  # noqa: BLE001 - ActorDiedError, a lost node, a timeout: progress only
+            self.board = None
+            return
+        for key, stage in changes.items():
             self.on_stage(key, stage)
 
     def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
@@ -200,28 +209,38 @@ class RayPool:
             running[ref] = state
         self._warm(len(running))
         try:
-            while running:
-                soonest = min(u.deadline for u in running.values())
-                done, _ = ray.wait(list(running), num_returns=1, timeout=min(1.0, max(0.0, soonest - time.monotonic())))
-                self._progress()
-                if not done:
-                    yield from self._expired(running)
-                    continue
-                ref = done[0]
-                unit = running.pop(ref)
-                if isinstance(ref, ray.ObjectRefGenerator):  # a group's task
-                    yield from self._chain_step(ref, unit, running)
-                    continue
-                outcome = self._outcome(unit.jobs[0], lambda: ray.get(ref))
-                if outcome is None and unit.tries < INFRA_RETRIES:  # infrastructure: run it again
-                    again, state = self._submit(unit.jobs, unit.tries + 1)
-                    running[again] = state
-                    continue
-                yield outcome or self._lost(unit)
+            yield from self._drain(running)
+        except ray.exceptions.RayError as exc:  # the driver lost its cluster (its node, its raylet, the GCS)
+            yield from self._cluster_lost(running, exc)
         except BaseException:  # Ctrl-C, or the consumer stopped: nothing keeps running
             for ref in running:
                 ray.cancel(ref, force=True)
             raise
+
+    def _drain(self, running: dict) -> Iterator[Outcome]:
+        """Each unit's outcome as it finishes; a unit leaves ``running`` only once it has one,
+        so a cluster lost meanwhile fails every unit still in it (``_cluster_lost``)."""
+        ray = self.ray
+        while running:
+            soonest = min(u.deadline for u in running.values())
+            done, _ = ray.wait(list(running), num_returns=1, timeout=min(1.0, max(0.0, soonest - time.monotonic())))
+            self._progress()
+            if not done:
+                yield from self._expired(running)
+                continue
+            ref = done[0]
+            unit = running[ref]
+            if isinstance(ref, ray.ObjectRefGenerator):  # a group's task
+                del running[ref]
+                yield from self._chain_step(ref, unit, running)
+                continue
+            outcome = self._outcome(unit.jobs[0], lambda: ray.get(ref))
+            del running[ref]
+            if outcome is None and unit.tries < INFRA_RETRIES:  # infrastructure: run it again
+                again, state = self._submit(unit.jobs, unit.tries + 1)
+                running[again] = state
+                continue
+            yield outcome or self._lost(unit)
 
     def _warm(self, busy: int) -> None:
         """Ray starts workers on demand and keeps them for the next task: with the run's first
@@ -265,7 +284,17 @@ class RayPool:
 
     @staticmethod
     def _lost(unit: "_Unit") -> Outcome:
-        return Outcome(unit.jobs[0], crash=f"the Ray cluster failed it {unit.tries + 1} times (node or object lost)")
+        return Outcome(unit.jobs[0], crash=f"{CLUSTER_LOST} its node or its result {unit.tries + 1} times "
+                                           f"(retried up to {INFRA_RETRIES} times)")
+
+    def _cluster_lost(self, running: dict, exc: BaseException) -> Iterator[Outcome]:
+        """Every unfinished job fails with what the cluster lost; what finished is kept."""
+        what = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        for unit in running.values():
+            for job in unit.jobs:
+                yield Outcome(job, crash=f"{CLUSTER_LOST} the driver's connection ({type(exc).__name__}: {what}); "
+                                         "not retried: no cluster was left to run it")
+        running.clear()
 
     def _expired(self, running: dict) -> Iterator[Outcome]:
         now = time.monotonic()

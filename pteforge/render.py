@@ -96,6 +96,22 @@ class Renderer:
         for u in plan.unavailable:
             self.err.print(f"   • {u.target}: {u.check.reason}" + (f" — fix: {u.check.fix}" if u.check.fix else ""))
 
+    def plan(self, models, plan, config) -> None:
+        """``--dry-run``: what the run would do, and nothing done."""
+        from .spec import WEIGHTS_PRETRAINED
+
+        targets = [t.name + (" (fp32 reference)" if t.name in plan.references else "") for t in plan.targets]
+        self.out.print(f"Plan: {len(models)} model(s) × {len(plan.targets)} target(s) = {len(models) * len(plan.targets)} "
+                       f"job(s), into {config.out_dir}")
+        for m in models:
+            shape = ", ".join("x".join(map(str, i.shape)) for i in m.inputs)
+            self.out.print(f"   • {m.name} ({m.family}, {m.task}, input {shape}) from {m.source_ref}")
+        self.out.print(f"   targets: {', '.join(targets) or 'none'}")
+        downloads = [m.name for m in models if config.weights == WEIGHTS_PRETRAINED and m.source == "catalog"]
+        self.out.print(f"   downloads: pretrained weights of {', '.join(downloads)} (--weights none: none)" if downloads
+                       else "   downloads: nothing")
+        self.out.print("dry run: nothing was written")
+
     def no_backend(self, exc) -> None:
         plan = exc.plan
         self.error(f"No available backends from requested: {[u.target for u in plan.unavailable]}")
@@ -141,6 +157,11 @@ class Renderer:
             self.out.print(f"\nManifest: {result.manifest_path}")
         elif result.records:
             self.out.print("\nNo manifest written: no target produced an artifact (the reasons are above)")
+        from .workers import CLUSTER_LOST, RESUME
+
+        lost = [r for r in result.records if r.reason and r.reason.startswith(CLUSTER_LOST)]
+        if lost:
+            self.out.print(f"{CLUSTER_LOST[0].upper()}{CLUSTER_LOST[1:]} {len(lost)} unfinished row(s): {RESUME}")
 
     @staticmethod
     def _artifact_line(r: Record) -> str:

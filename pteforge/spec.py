@@ -239,8 +239,12 @@ class ExportConfig:
             raise UsageError(f"--executor {self.executor}: unknown executor", fix="use --executor local or --executor ray")
         if self.ray_address and self.executor != "ray":
             raise UsageError("--ray-address applies to --executor ray", fix="add --executor ray")
-        if self.timeout <= 0:
-            raise UsageError(f"--timeout must be positive (got {self.timeout:g})", fix="give --timeout in seconds, e.g. 1200")
+        if not self.timeout > 0 or self.timeout == float("inf"):  # NaN fails every comparison
+            raise UsageError(f"--timeout must be a positive number of seconds (got {self.timeout:g})",
+                             fix="give --timeout in seconds, e.g. 1200")
+        if self.tolerance is not None and not -1e6 < self.tolerance < 1e6:  # NaN and infinities too
+            raise UsageError(f"--tolerance must be a number of dB (got {self.tolerance:g})",
+                             fix="give the minimum SQNR in dB, e.g. --tolerance 30")
         if self.base_url is not None:
             check_base_url(self.base_url, "--base-url")
 

@@ -39,6 +39,10 @@ class Job:
     group: str | None = None
 
 
+CLUSTER_LOST = "the Ray cluster lost"  # how an Outcome's crash begins when the cluster, not the job, failed
+RESUME = "run the same command again: the finished rows are kept (manifest and cache), and only the rest runs"
+
+
 @dataclass
 class Outcome:
     job: Job

@@ -72,7 +72,7 @@ def test_found_in_backends_choices_and_docs(tree):
 
     help_text = " ".join(run(tree, "-m", "pteforge", "export", "--help").stdout.split())
     assert "dropped" in help_text and "plugged" in help_text
-    assert "desktop: dropped plugged vulkan xnnpack" in help_text, "--target places them by their priority"
+    assert "desktop: dropped plugged mlx cuda vulkan xnnpack" in help_text, "--target places them by their priority"
 
     root, _ = tree
     assert run(tree, "-m", "pteforge", "docs", "--out", root / "docs").returncode == 0

@@ -286,13 +286,15 @@ BAD_INPUTS = [
     ([*M, *S, "--calibration-samples", "0"], ExitStatus.USAGE, "--calibration-samples must be >= 1"),
     ([*M, *S, "--seed", str(2**64)], ExitStatus.USAGE, "--seed must be between 0 and 4294967295"),  # was CAPTURE_FAILED
     ([*M, *S, "--seed", "-1"], ExitStatus.USAGE, "--seed must be between 0 and 4294967295"),
-    ([*M, *S, "--timeout", "0"], ExitStatus.USAGE, "must be positive"),
+    ([*M, *S, "--timeout", "0"], ExitStatus.USAGE, "must be a positive number of seconds"),
+    ([*M, *S, "--timeout", "nan"], ExitStatus.USAGE, "must be a positive number of seconds (got nan)"),
+    ([*M, *S, "--tolerance", "nan"], ExitStatus.USAGE, "--tolerance must be a number of dB (got nan)"),
     ([*M, *S, "--base-url", "models.example.org/pte"], ExitStatus.USAGE,
      "--base-url 'models.example.org/pte' is not an http(s) URL"),
     (["validate", "--models-dir", "/no/such/dir"], ExitStatus.USAGE, "/no/such/dir is not a directory"),
     (["validate", "/no/such/dir"], ExitStatus.USAGE, "/no/such/dir is not a directory"),
     (["validate", "/tmp", "--models-dir", "/no/such/dir"], ExitStatus.USAGE, "two directories to validate"),
-    (["validate", "/tmp", "--timeout", "0"], ExitStatus.USAGE, "--timeout must be positive (got 0)"),
+    (["validate", "/tmp", "--timeout", "0"], ExitStatus.USAGE, "--timeout must be a positive number of seconds (got 0)"),
 ]
 
 
