@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -154,3 +155,51 @@ def test_jobs_route_to_the_nodes_with_their_sdk_when_the_cluster_has_them():
         assert _ray_resources(job("coreml")) == {}, "no macOS node: Core ML lowers anywhere it can"
     finally:
         ray.shutdown()
+
+
+def _children_named(proc, text: str, wait_s: float = 120.0) -> list:
+    """The run's processes whose command line holds ``text`` (Ray's actors are titled
+    ``ray::<class>``), once there is one."""
+    import psutil
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        found = []
+        for p in psutil.Process(proc.pid).children(recursive=True):
+            try:
+                if text in " ".join(p.cmdline()):
+                    found.append(p)
+            except psutil.Error:
+                continue
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"no process '{text}' in the run")
+
+
+def test_losing_ray_processes_keeps_what_finished_and_says_how_to_resume(tmp_path):
+    """The progress actor killed: the run goes on without it. Then the node's raylet killed,
+    as an out-of-memory kill would: every finished row stays in the manifest, each
+    unfinished one fails with what the cluster lost, exit 1, and the last line says that
+    the same command resumes. No internal error, no traceback."""
+    out = tmp_path / "out"
+    proc = popen_cli("--model", "tiny_models:tiny", "--model", "tiny_models:weighty", "--input-shape", "1,3,16,16",
+                     "--weights", "none", "--backends", "xnnpack", "xnnpack:int8", "portable", "openvino",
+                     "--executor", "ray", "--out", out)
+    for board in _children_named(proc, "ray::_Board"):
+        board.kill()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not (out / "index.json").exists():
+        time.sleep(0.2)
+    for raylet in _children_named(proc, "raylet/raylet"):
+        raylet.kill()
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 1, stdout[-2000:] + stderr[-2000:]
+    assert "internal error" not in stderr and "Traceback" not in stdout + stderr
+    kept = json.loads((out / "index.json").read_text())["models"]
+    assert kept and all(e["status"] == "VERIFIED" for e in kept), "what finished before the loss is kept"
+    lost = [line for line in stdout.splitlines() if re.search(r"• \S+: [A-Z_]+: the Ray cluster lost", line)]
+    assert lost and len(kept) + len(lost) == 8, stdout
+    assert "run the same command again" in lost[0]
+    last = stdout.strip().splitlines()[-1]
+    assert last.startswith("The Ray cluster lost") and "run the same command again" in last, last
