@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import dataclasses
 import tempfile
 import time
@@ -171,6 +172,7 @@ class RunResult:
     manifest_path: Path | None
     choices: list[dict] = field(default_factory=list)  # --precision auto's winners and why
     references: list[str] = field(default_factory=list)  # targets added to measure reduced precisions against
+    log: Path | None = None  # what libraries printed in the run's processes (none: nothing, or --debug)
 
     @property
     def ok(self) -> bool:
@@ -209,6 +211,7 @@ def export(
         start_fork_server(quiet=not config.debug)  # its imports (~4 s) overlap the labels' and the pool's start; not started when all came from the cache
     run_id = uuid.uuid4().hex[:12]
     os.environ[RUN_ID_ENV] = run_id  # temp-file names of this run; workers inherit it
+    log = _run_log(run_id, config)
     needs = _label_files(models, write_labels)
     try:
         # Label names come from the families' libraries (torchvision: ~2.5 s of imports): read
@@ -232,11 +235,50 @@ def export(
             with contextlib.suppress(OSError):
                 out.rmdir()  # made for this run, which wrote nothing in it: not left behind
         raise
+    finally:
+        log = _kept_log(log)
     if models:
         _store(run.fresh)
         write_run_reports(out, run.records, plan, config)
     written = sink.path if (models or needs) and sink.path.exists() else None  # none when no row wrote anything
-    return RunResult(run.records, plan.unavailable, written, choices, list(plan.references))
+    return RunResult(run.records, plan.unavailable, written, choices, list(plan.references), log)
+
+
+def _run_log(run_id: str, config: ExportConfig) -> Path | None:
+    """Where what libraries print in this run's processes goes (``workers.silence``): a file
+    of its own in the cache directory (the newest 20 runs' are kept); none with --debug,
+    which shows it all on the terminal."""
+    from .cache import cache_root
+    from .workers import RUN_LOG_ENV
+
+    os.environ.pop(RUN_LOG_ENV, None)
+    if config.debug:
+        return None
+    logs = cache_root() / "logs"
+    try:
+        logs.mkdir(parents=True, exist_ok=True)
+        for old in sorted(logs.glob("run-*.log"), key=lambda p: p.stat().st_mtime)[:-19]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        return None
+    path = logs / f"run-{run_id}.log"
+    os.environ[RUN_LOG_ENV] = str(path)
+    return path
+
+
+def _kept_log(log: Path | None) -> Path | None:
+    """The run's log when anything was written to it; an empty one is removed."""
+    from .workers import RUN_LOG_ENV
+
+    os.environ.pop(RUN_LOG_ENV, None)
+    try:
+        if log is not None and log.stat().st_size > 0:
+            return log
+        if log is not None:
+            log.unlink()
+    except OSError:
+        pass
+    return None
 
 
 def _label_files(models: list[ModelSpec], every: bool) -> dict[tuple[str, str], tuple[str, ...]]:

@@ -74,6 +74,36 @@ def _run_chain(jobs: list[Job], board):
             yield job.key, "error", exc, tb
 
 
+def _errors_to_run_log(ray) -> Callable[[], None]:
+    """What the cluster reports to the driver ("(raylet) A worker died ...") goes to the run's
+    log, as the workers' own output does, not to the terminal (--debug shows it there)."""
+    import os
+
+    from .workers import RUN_LOG_ENV
+
+    try:
+        worker = ray._private.worker
+        original = worker.print_to_stdstream
+    except AttributeError:
+        return lambda: None
+
+    def to_log(data, ignore_prefix=False, *args, **kwargs):
+        path = os.environ.get(RUN_LOG_ENV)
+        if path:
+            try:
+                with open(path, "a") as f:
+                    f.writelines(f"({data.get('pid', 'ray')}) {line}\n" for line in data.get("lines", []))
+            except OSError:
+                pass
+
+    worker.print_to_stdstream = to_log
+
+    def restore() -> None:
+        worker.print_to_stdstream = original
+
+    return restore
+
+
 @dataclass
 class _Unit:
     """What one Ray task runs: a job, or a group's jobs still to come (the first is running)."""
@@ -161,6 +191,7 @@ class RayPool:
                 where = f"reach the Ray cluster at {address}" if address else "start a local Ray cluster"
                 raise UsageError(f"cannot {where}: {str(exc).splitlines()[0][:160]}",
                                  fix="give --ray-address HOST:PORT of a running cluster (ray start --head), or omit it for a local one") from None
+        self.restore_printer = _errors_to_run_log(ray) if quiet else (lambda: None)
         self.task = ray.remote(max_retries=0, num_cpus=1)(_run_job)
         self.chain = ray.remote(max_retries=0, num_cpus=1)(_run_chain)
         self.board = ray.remote(num_cpus=0)(_Board).remote()
@@ -177,6 +208,7 @@ class RayPool:
     def close(self) -> None:
         if self.started_here and self.ray.is_initialized():
             self.ray.shutdown()
+        self.restore_printer()
 
     def _submit(self, jobs: list[Job], tries: int = 0) -> tuple:
         """One task for a job, or a streaming task for a group's jobs one after another (they

@@ -157,6 +157,8 @@ class Renderer:
             self.out.print(f"\nManifest: {result.manifest_path}")
         elif result.records:
             self.out.print("\nNo manifest written: no target produced an artifact (the reasons are above)")
+        if result.log and any(not r.status.ok for r in result.records):
+            self.out.print(f"What libraries printed in this run (warnings, native logs): {result.log}")
         from .workers import CLUSTER_LOST, RESUME
 
         lost = [r for r in result.records if r.reason and r.reason.startswith(CLUSTER_LOST)]

@@ -121,9 +121,10 @@ def _thread_lock_for_progress_bars() -> None:
 
 
 def silence() -> None:
-    """No library chatter from this process: warnings ignored, logging above INFO only, and
-    its stdout and stderr to /dev/null. Native libraries and SDK tools (cpuinfo,
-    coremltools' progress bars, Vela's reports) write straight to the terminal; a
+    """No library chatter on the terminal from this process: warnings ignored, logging above
+    INFO only, and its stdout and stderr to the run's log file (``PTEFORGE_RUN_LOG``; /dev/null
+    outside a run). Native libraries and SDK tools (cpuinfo, coremltools' progress bars,
+    Vela's reports) write straight to file descriptors 1 and 2, so they land there too; a
     worker's results and errors come back through its pipe, and --debug shows everything."""
     import logging
     import warnings
@@ -131,10 +132,24 @@ def silence() -> None:
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger().setLevel(logging.WARNING)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    os.close(devnull)
+    sink = _open_run_log()
+    os.dup2(sink, 1)
+    os.dup2(sink, 2)
+    os.close(sink)
+
+
+RUN_LOG_ENV = "PTEFORGE_RUN_LOG"  # the run's log file: what libraries print in its processes
+
+
+def _open_run_log() -> int:
+    """The run's log (``PTEFORGE_RUN_LOG``, appended to), or /dev/null outside a run."""
+    path = os.environ.get(RUN_LOG_ENV)
+    if path:
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError:
+            pass
+    return os.open(os.devnull, os.O_WRONLY)
 
 
 def set_threads(threads: int) -> None:

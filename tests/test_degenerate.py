@@ -49,3 +49,18 @@ def test_the_program_alone_giving_nan_or_ignoring_its_input_is_named():
     assert degenerate([[a], [a]], [[a], [a]]) is None and constant_outputs([[a, b], [a, a]]) == [0]
     whose, why = degenerate([[nan]], [[nan]])
     assert whose == "eager" and why == "the model itself gives NaN on input 1 (output 0, index 1): nothing could be compared"
+
+
+def test_what_libraries_print_goes_to_the_runs_log(capsys, tmp_path):
+    """A run that ends in failed rows shows pteforge's lines only; what the model and its
+    libraries printed in the workers, from Python or native code, is in the run's log."""
+    from pathlib import Path
+
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:noisy", "--input-shape", "1,3,8,8",
+                            "--weights", "none", "--backends", "portable", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED
+    assert "NOISE" not in stdout + err
+    [log] = [line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("What libraries printed")]
+    said = Path(log).read_text()
+    assert "NOISE on stdout from the model" in said and "NOISE from native code" in said

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+from pathlib import Path
 import signal
 import time
 
@@ -203,3 +204,7 @@ def test_losing_ray_processes_keeps_what_finished_and_says_how_to_resume(tmp_pat
     assert "run the same command again" in lost[0]
     last = stdout.strip().splitlines()[-1]
     assert last.startswith("The Ray cluster lost") and "run the same command again" in last, last
+    # what Ray reported ("(raylet) A worker died ...") went to the run's log, not the terminal
+    assert "(raylet)" not in stdout + stderr
+    [log] = [line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("What libraries printed")]
+    assert Path(log).stat().st_size > 0

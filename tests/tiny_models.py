@@ -429,3 +429,23 @@ class Degenerate(torch.nn.Module):
 def degenerate(how="nan"):
     torch.manual_seed(0)
     return Degenerate(how)
+
+
+class Noisy(Degenerate):
+    """Prints to stdout and stderr, from Python and from the C library, as chatty libraries
+    do, and gives NaN (so its rows fail)."""
+
+    def forward(self, x):
+        import ctypes
+        import sys
+
+        print("NOISE on stdout from the model")
+        print("NOISE on stderr from the model", file=sys.stderr)
+        libc = ctypes.CDLL(None)
+        libc.write(2, b"NOISE from native code\n", 23)
+        return super().forward(x)
+
+
+def noisy():
+    torch.manual_seed(0)
+    return Noisy("nan")
