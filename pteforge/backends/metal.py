@@ -41,6 +41,8 @@ class Metal(Backend):
         cmake_targets=("metal_backend",),
         build_flags=("-DEXECUTORCH_BUILD_METAL=ON",),
         prebuilt="In the macOS/iOS Swift packages from ExecuTorch 1.5.",
+        links=("https://github.com/pytorch/executorch/issues/22951", "https://github.com/pytorch/executorch/issues/22955",
+               "https://github.com/pytorch/executorch/pull/22952", "https://github.com/pytorch/executorch/pull/22978"),
     )
     code_sample = """import torch._inductor.config
 from executorch.backends.apple.metal.metal_backend import MetalBackend

@@ -57,7 +57,8 @@ class Vulkan(Backend):
         cmake_targets=("vulkan_backend",),
         build_flags=("-DEXECUTORCH_BUILD_VULKAN=ON",),
         prebuilt="Included in the prebuilt Android AAR; not in the pip wheel's runtime.",
-        links=("https://www.vulkan.org/",),
+        links=("https://www.vulkan.org/", "https://github.com/pytorch/executorch/issues/17293",
+               "https://github.com/pytorch/executorch/pull/17294"),
     )
     code_sample = """from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 partitioner = [VulkanPartitioner({"force_fp16": True, "texture_limits": (2048, 2048, 2048)})]"""
