@@ -17,14 +17,15 @@ SHOWN_HERE = {
     "portable": set(),
     "coreml": {"CoreMLBackend"},
     "vulkan": {"VulkanBackend"},
+    "mlx": {"MLXBackend"},
     "openvino": {"OpenvinoBackend"},
     "ethos-u55": {"EthosUBackend"},
     "xnnpack:int8": {"XnnpackBackend"},
 }
-# the fp32 reference a reduced-precision target above brings (coreml is fp16 by default;
-# TOSA's, and the quantization TOSA and Ethos-U share, are tested on tiny models:
+# the fp32 reference a reduced-precision target above brings (coreml and vulkan are fp16 by
+# default; TOSA's, and the quantization TOSA and Ethos-U share, are tested on tiny models:
 # test_app_contract, test_precision)
-REFERENCES = {"coreml:fp32": {"CoreMLBackend"}}
+REFERENCES = {"coreml:fp32": {"CoreMLBackend"}, "vulkan:fp32": {"VulkanBackend"}}
 
 
 @pytest.fixture(scope="module")

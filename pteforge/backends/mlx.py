@@ -13,9 +13,9 @@ from .base import Backend, Check, Docs
 _PACKAGE = "executorch.backends.mlx.serialization"
 
 
-METALLIB = ("loads with MLX's Metal kernels, mlx.metallib, beside it: the executorch_flutter app's native build "
-            "installs it and passes it to ExecuTorchLLM.load(mlxMetallibPath:); elsewhere take executorch/lib/mlx.metallib "
-            "from the macOS executorch wheel")
+METALLIB = ("needs MLX's Metal kernels, mlx.metallib, where it loads: the executorch_flutter app's native build "
+            "installs it (its LLM runner takes the path: ExecuTorchLLM.load(mlxMetallibPath:)); elsewhere take "
+            "executorch/lib/mlx.metallib from the macOS executorch wheel")
 
 
 class MLX(Backend):
