@@ -193,10 +193,7 @@ def export(
     Every finished row is merged into the manifest at once, so an interrupted or
     killed run keeps what finished.
     """
-    import os
-    import uuid
-
-    from .io import RUN_ID_ENV, remove_run_temporaries, work_dir
+    from .io import remove_run_temporaries, work_dir
     from .report.entries import write_label_files
 
     reporter = reporter or SilentReporter()
@@ -209,9 +206,7 @@ def export(
         from .workers import start_fork_server
 
         start_fork_server(quiet=not config.debug)  # its imports (~4 s) overlap the labels' and the pool's start; not started when all came from the cache
-    run_id = uuid.uuid4().hex[:12]
-    os.environ[RUN_ID_ENV] = run_id  # temp-file names of this run; workers inherit it
-    log = _run_log(run_id, config)
+    run_id, log = _start_run(config)
     needs = _label_files(models, write_labels)
     try:
         # Label names come from the families' libraries (torchvision: ~2.5 s of imports): read
@@ -242,6 +237,17 @@ def export(
         write_run_reports(out, run.records, plan, config)
     written = sink.path if (models or needs) and sink.path.exists() else None  # none when no row wrote anything
     return RunResult(run.records, plan.unavailable, written, choices, list(plan.references), log)
+
+
+def _start_run(config: ExportConfig) -> tuple[str, Path | None]:
+    """The run's id (the names of its temporary files; workers inherit it) and its log."""
+    import uuid
+
+    from .io import RUN_ID_ENV
+
+    run_id = uuid.uuid4().hex[:12]
+    os.environ[RUN_ID_ENV] = run_id
+    return run_id, _run_log(run_id, config)
 
 
 def _run_log(run_id: str, config: ExportConfig) -> Path | None:
