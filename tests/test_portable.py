@@ -53,7 +53,6 @@ def test_the_portable_paths_export_verify_bench_and_publish(tmp_path):
 
     from tiny_models import tiny
 
-    model = tiny()  # noqa: F841 - seeded by its factory
     odd = tmp_path / "con:my net?.pt"
     torch.jit.save(torch.jit.trace(tiny().eval(), torch.randn(1, 3, 16, 16)), str(odd))
     env = {**os.environ, "PTEFORGE_PORTABLE": "1", "COLUMNS": "300", "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import importlib.machinery
 import importlib.util
 import shutil
 import subprocess
@@ -195,6 +194,3 @@ class _GeneratedFinder:
             return None
         return importlib.util.spec_from_file_location(
             fullname, self.directory / "__init__.py", submodule_search_locations=[str(self.directory)])
-
-    def invalidate_caches(self):
-        importlib.machinery.PathFinder.invalidate_caches()
