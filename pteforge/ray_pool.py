@@ -245,8 +245,12 @@ class RayPool:
         except ray.exceptions.RayError as exc:  # the driver lost its cluster (its node, its raylet, the GCS)
             yield from self._cluster_lost(running, exc)
         except BaseException:  # Ctrl-C, or the consumer stopped: nothing keeps running
-            for ref in running:
-                ray.cancel(ref, force=True)
+            # A local cluster goes with its workers at close(). Cancelling there raced a task
+            # finishing at that moment: Ray 2.60 aborts the driver ("Tried to complete task
+            # that was not pending", exit 1 instead of 130; seen in CI).
+            if not self.started_here:
+                for ref in running:
+                    ray.cancel(ref, force=True)
             raise
 
     def _drain(self, running: dict) -> Iterator[Outcome]:

@@ -103,8 +103,8 @@ def test_ctrl_c_cancels_the_ray_tasks(tmp_path):
     workers = [p for p in psutil.Process(proc.pid).children(recursive=True)]
     assert workers, "Ray's processes are the run's children"
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130 and "interrupted" in err
+    stdout, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted" in err, f"stdout: {stdout[-2000:]}\nstderr: {err[-3000:]}"
     deadline = time.monotonic() + 60
     while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in workers) and time.monotonic() < deadline:
         time.sleep(1)
