@@ -42,6 +42,24 @@ def cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("pteforge", appauthor=False))
 
 
+def path_lock(path: Path, timeout: float = 600):
+    """A file lock for ``path`` (a directory others may serve or sync), kept in the cache's
+    ``locks/`` rather than beside it: processes on this machine that write ``path`` take
+    turns, and no ``.lock`` file is left where a web server or an app's assets would pick it up."""
+    from filelock import FileLock
+
+    key = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
+    locks = cache_root() / "locks"
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+    except OSError:  # an unwritable cache (the run goes on without it): the machine's temporary directory
+        import tempfile
+
+        locks = Path(tempfile.gettempdir()) / "pteforge-locks"
+        locks.mkdir(exist_ok=True)
+    return FileLock(str(locks / f"{Path(path).name[:40] or 'root'}-{key}.lock"), timeout=timeout)
+
+
 def unwritable() -> str | None:
     """Why the cache directory cannot be written to, as "DIR: reason"; None when it can."""
     import tempfile

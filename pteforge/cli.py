@@ -116,8 +116,11 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--publish", default=None, metavar="SITE",
                     help="after the export, lay out SITE/versions.json and SITE/<version>/index.json as the "
                          "executorch_flutter app fetches them (as pteforge publish OUT --site SITE)")
-    pu.add_argument("--publish-version", default=None, metavar="V", help="the site's version (default: ExecuTorch's)")
+    pu.add_argument("--publish-runtime", "--publish-version", dest="publish_runtime", nargs="+", default=None,
+                    metavar="V", help="the app runtimes' ExecuTorch versions to publish for (as publish --runtime)")
     pu.add_argument("--publish-base-url", default=None, metavar="URL", help="the URL SITE is served at")
+    pu.add_argument("--publish-relative", action="store_true", default=None,
+                    help="publish without --publish-base-url: remoteUrl stays relative on purpose")
 
     va = sub.add_parser("validate", parents=[common], help="run every artifact on real images and compare with eager PyTorch")
     va.add_argument("dir", nargs="?", default=None, metavar="DIR", help="the same as --models-dir DIR (as pteforge bench DIR)")
@@ -154,10 +157,13 @@ def _parser() -> argparse.ArgumentParser:
                         help="lay out OUT as the executorch_flutter app fetches it: SITE/versions.json, SITE/<version>/index.json")
     pb.add_argument("out", metavar="OUT", help="an export's output directory (with index.json)")
     pb.add_argument("--site", required=True, metavar="DIR", help="the directory a web server serves to the app")
-    pb.add_argument("--version", dest="site_version", default=None, metavar="V",
-                    help="the version directory (default: the ExecuTorch version the artifacts were made with)")
+    pb.add_argument("--runtime", "--version", dest="site_runtimes", nargs="+", default=None, metavar="V",
+                    help="the ExecuTorch versions of the app runtimes to publish for, one directory each (default: "
+                         "every one that loads the artifacts: for 1.5.1, 1.5.0 1.5.1 1.6.0)")
     pb.add_argument("--base-url", default=None, metavar="URL",
                     help="the URL SITE is served at: remoteUrl becomes URL/<version>/<file> (the app downloads it as is)")
+    pb.add_argument("--relative", action="store_true",
+                    help="publish without --base-url: remoteUrl stays relative, for an app given such URLs on purpose")
 
     dc = sub.add_parser("docs", parents=[common], help="write docs/backends/<name>.md for every backend (seed 002's template)")
     dc.add_argument("--out", default="docs/backends", metavar="DIR", help="default: docs/backends")
@@ -342,7 +348,7 @@ def _cmd_export(args, ui, debug: bool) -> int:
         result = export(models, plan or TargetPlan([]), config, reporter, write_labels=args.labels)
     ui.summary(result, models)
     if args.publish and result.manifest_path:
-        _publish(ui, config.out_dir, args.publish, args.publish_version, args.publish_base_url)
+        _publish(ui, config.out_dir, args.publish, args.publish_runtime, args.publish_base_url, args.publish_relative)
     elif args.publish:
         ui.warn(f"nothing published to {args.publish}: the export wrote no manifest")
     return int(ExitStatus.OK if result.ok else ExitStatus.TARGETS_FAILED)
@@ -386,7 +392,17 @@ def _check_surroundings(args, ui) -> None:
 
         if args.publish_base_url is not None:
             check_base_url(args.publish_base_url, "--publish-base-url")
+        elif not args.publish_relative:
+            raise UsageError("--publish without --publish-base-url: the executorch_flutter app downloads remoteUrl as "
+                             "it is, and a relative one does not download",
+                             fix="give --publish-base-url URL (where SITE will be served), or --publish-relative")
         check_site(Path(args.publish), "--publish")
+        if args.publish_runtime:
+            from importlib.metadata import version
+
+            from .publish import runtimes_for
+
+            runtimes_for(version("executorch").split("+")[0], args.publish_runtime, "--publish-runtime")
     if (why := unwritable()) is not None:
         ui.warn(f"cannot write the cache directory {why}: this run keeps nothing there for the next one "
                 f"(fix: set {CACHE_ENV} to a writable directory)")
@@ -494,18 +510,19 @@ def _cmd_manifest(args, ui) -> int:
 
 
 def _cmd_publish(args, ui) -> int:
-    _publish(ui, Path(args.out), args.site, args.site_version, args.base_url)
+    _publish(ui, Path(args.out), args.site, args.site_runtimes, args.base_url, args.relative)
     return int(ExitStatus.OK)
 
 
-def _publish(ui, out: Path, site: str, version: str | None, base_url: str | None) -> None:
+def _publish(ui, out: Path, site: str, runtimes: list[str] | None, base_url: str | None, relative: bool | None) -> None:
     from .publish import publish
 
-    done = publish(Path(out), Path(site), version, base_url)
-    ui.out.print(f"published {done.files} file(s) to {done.directory}; versions: {', '.join(done.versions)} "
+    done = publish(Path(out), Path(site), runtimes, base_url, bool(relative))
+    ui.out.print(f"published {done.files} file(s) made with ExecuTorch {done.made_with} for the runtimes "
+                 f"{', '.join(done.runtimes)} (under {site}); versions.json: {', '.join(done.versions)} "
                  f"(latest {done.latest})")
     if not base_url:
-        ui.warn("no base URL: remoteUrl entries are relative, and the executorch_flutter app downloads remoteUrl as it is")
+        ui.warn("--relative: remoteUrl entries are relative, and the executorch_flutter app downloads remoteUrl as it is")
 
 
 def _cmd_backends(args, ui) -> int:

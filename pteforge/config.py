@@ -82,8 +82,9 @@ class ExportOptions(BaseModel):
     bundle: bool | None = None
     # publishing: after the export, lay out the site the app fetches (pteforge publish)
     publish: str | None = None
-    publish_version: str | None = None
+    publish_runtime: Strings = Field(None, validation_alias=AliasChoices("publish_runtime", "publish_version"))
     publish_base_url: str | None = None
+    publish_relative: bool | None = None
 
 
 def export_file() -> type[BaseModel]:

@@ -3,11 +3,13 @@
 The app reads ``<base>/versions.json`` (``{"versions": [...], "latest": "..."}``), picks
 the version of its native ExecuTorch library, and reads ``<base>/<version>/index.json``;
 it downloads every ``remoteUrl`` and ``labelsRemoteUrl`` as written. ``publish`` copies
-the artifacts of ``OUT`` into ``DIR/<version>/``, writes that version's ``index.json``
-(merged with what it held: other artifacts of that version are kept) and adds the
-version to ``DIR/versions.json``. The new version directory is built beside the old
-one and swapped in by rename, and ``versions.json`` is replaced atomically, so a
-reader sees the site before or after, never half of it.
+the artifacts of ``OUT`` into ``DIR/<version>/`` for every runtime version that loads
+them (``runtimes_for``: ExecuTorch's runtime compatibility policy), writes each version's
+``index.json`` (merged with what it held: other artifacts of that version are kept) and
+adds the versions to ``DIR/versions.json``. A version directory is built beside the old
+one and swapped in by rename, and ``versions.json`` is replaced atomically, so a reader
+sees the site before or after, never half of it. The lock that keeps two publishes apart
+lives in pteforge's cache, not in the site a web server serves.
 """
 
 from __future__ import annotations
@@ -20,24 +22,49 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
+from .cache import path_lock
 from .errors import ManifestError, UsageError
 from .io import link_or_copy, write_atomic
 from .report.manifest import MANIFEST_NAME, Manifest, load_manifest, now
 from .spec import check_base_url
 
 VERSIONS_NAME = "versions.json"
-_VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_RELEASE_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
+POLICY = ("ExecuTorch's runtime compatibility policy (runtime/COMPATIBILITY.md): a program made with X.Y.Z "
+          "loads in the runtimes of its minor release X.Y and of the next one, X.(Y+1)")
 
 
 @dataclass
 class Published:
-    version: str
-    directory: Path
+    made_with: str
+    runtimes: list[str]
+    directories: list[Path]
     files: int
     versions: list[str]
     latest: str
+
+
+def _release(version: str, what: str) -> tuple[int, int, int]:
+    found = _RELEASE_RE.match(version)
+    if not found:
+        raise UsageError(f"{what} {version} is not an ExecuTorch release (MAJOR.MINOR.PATCH)", fix=f"use e.g. {what} 1.5.1"
+                         if what.startswith("--") else "export the artifacts again with a released ExecuTorch")
+    return tuple(int(n) for n in found.groups())
+
+
+def runtimes_for(made_with: str, chosen: list[str] | None = None, flag: str = "--runtime") -> list[str]:
+    """The runtime versions whose apps get artifacts made with ExecuTorch ``made_with``:
+    ``chosen``, each checked against the policy, or by default the earlier patch releases
+    of its minor release, itself and the next minor release (1.5.1: 1.5.0, 1.5.1, 1.6.0)."""
+    major, minor, patch = _release(made_with, "the artifacts' ExecuTorch version")
+    if not chosen:
+        return [f"{major}.{minor}.{p}" for p in range(patch + 1)] + [f"{major}.{minor + 1}.0"]
+    for version in chosen:
+        r_major, r_minor, _ = _release(version, flag)
+        if r_major != major or r_minor not in (minor, minor + 1):
+            raise UsageError(f"{flag} {version} cannot load programs made with ExecuTorch {made_with}: {POLICY}",
+                             fix=f"choose among {major}.{minor}.x and {major}.{minor + 1}.x, or export with ExecuTorch {version}")
+    return sorted(set(chosen), key=_version_key)
 
 
 def check_site(site: Path, flag: str = "--site") -> None:
@@ -52,45 +79,59 @@ def check_site(site: Path, flag: str = "--site") -> None:
         raise UsageError(f"{flag} {site} is not writable", fix=f"give {flag} a directory you can write")
 
 
-def publish(out: Path, site: Path, version: str | None = None, base_url: str | None = None) -> Published:
+
+def publish(out: Path, site: Path, runtimes: list[str] | None = None, base_url: str | None = None,
+            relative: bool = False) -> Published:
     if base_url is not None:
         check_base_url(base_url, "--base-url")
+    elif not relative:
+        raise UsageError("no --base-url: the executorch_flutter app downloads remoteUrl as it is, and a relative one "
+                         "does not download", fix="give --base-url URL (where the site will be served), or --relative "
+                         "if the app is given relative URLs on purpose")
     check_site(site)
     manifest = load_manifest(Path(out) / MANIFEST_NAME)
     if manifest is None:
         raise UsageError(f"no manifest at {Path(out) / MANIFEST_NAME}", fix="export first: pteforge export --out " + str(out))
-    version = version or _executorch_version(manifest)
-    if not _VERSION_RE.match(version):
-        raise UsageError(f"--version {version!r} is not a directory name", fix="use e.g. --version 1.5.1")
+    made_with = _executorch_version(manifest)
+    runtimes = runtimes_for(made_with, runtimes)
     site = Path(site)
     site.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(site / f".{VERSIONS_NAME}.lock"), timeout=600):
+    directories, files = [], 0
+    with path_lock(site):
         versions = read_versions(site)
-        target = site / version
-        current = load_manifest(target / MANIFEST_NAME) if target.is_dir() else None
-        staging = site / f".{version}.{uuid.uuid4().hex[:8]}.tmp"
-        try:
-            if target.is_dir():
-                shutil.copytree(target, staging, copy_function=link_or_copy)  # kept files cost nothing
-            else:
-                staging.mkdir()
-            files = _copy_files(Path(out), manifest, staging)
-            index = _site_index(manifest, current, base_url.rstrip("/") + f"/{version}" if base_url else None)
-            write_atomic(staging / MANIFEST_NAME, index.model_dump_json(indent=2, exclude_none=True) + "\n")
-            _swap(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        listed = sorted(set(versions) | {version}, key=_version_key)
+        for version in runtimes:
+            files = _publish_version(Path(out), manifest, site, version, base_url)
+            directories.append(site / version)
+        listed = sorted(set(versions) | set(runtimes), key=_version_key)
         latest = listed[-1]
         write_atomic(site / VERSIONS_NAME, json.dumps({"versions": listed, "latest": latest}, indent=2) + "\n")
-    return Published(version, target, files, listed, latest)
+    return Published(made_with, runtimes, directories, files, listed, latest)
+
+
+def _publish_version(out: Path, manifest: Manifest, site: Path, version: str, base_url: str | None) -> int:
+    """``site/version`` with ``out``'s artifacts, swapped in whole; the files copied."""
+    target = site / version
+    current = load_manifest(target / MANIFEST_NAME) if target.is_dir() else None
+    staging = site / f".{version}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        if target.is_dir():
+            shutil.copytree(target, staging, copy_function=link_or_copy)  # kept files cost nothing
+        else:
+            staging.mkdir()
+        files = _copy_files(out, manifest, staging)
+        index = _site_index(manifest, current, base_url.rstrip("/") + f"/{version}" if base_url else None)
+        write_atomic(staging / MANIFEST_NAME, index.model_dump_json(indent=2, exclude_none=True) + "\n")
+        _swap(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return files
 
 
 def _executorch_version(manifest: Manifest) -> str:
     found = {e.versions.get("executorch") for e in manifest.artifacts()} - {None}
     if len(found) != 1:
         what = f"artifacts of several ExecuTorch versions ({', '.join(sorted(found))})" if found else "no ExecuTorch version"
-        raise UsageError(f"the manifest names {what}", fix="give --version V")
+        raise UsageError(f"the manifest names {what}", fix="export the artifacts again with one ExecuTorch version")
     return found.pop()
 
 

@@ -120,38 +120,72 @@ def test_manifest_check_notes_what_the_app_reads_but_may_not_show(capsys, run, t
 
 def test_publish_lays_out_what_the_app_fetches(capsys, run, tmp_path):
     site = tmp_path / "site"
-    code, _, err = cli(capsys, "publish", run, "--site", site, "--base-url", "https://models.example.org/pte")
+    code, stdout, err = cli(capsys, "publish", run, "--site", site, "--base-url", "https://models.example.org/pte")
     assert code == ExitStatus.OK, err
     versions = ModelVersions.from_json(json.loads((site / "versions.json").read_text()))
-    assert versions.versions == ["1.5.1"] and versions.latest == "1.5.1", "ExecuTorch's version by default"
-    index = assert_app_reads(site / "1.5.1" / "index.json")[CURRENT]
-    for m in index.models:
-        assert m.remoteUrl == f"https://models.example.org/pte/1.5.1/custom/{m.name}"
-        assert hashlib.sha256((site / "1.5.1" / "custom" / m.name).read_bytes()).hexdigest() == m.hash
-    assert all(lab.remoteUrl.startswith("https://models.example.org/pte/1.5.1/") for lab in index.labels)
+    # made with 1.5.1: the runtimes of 1.5.x and the next minor release load it (the app's
+    # 0.8.x releases ask for 1.5.0, its 0.9.x for 1.6.0)
+    assert versions.versions == ["1.5.0", "1.5.1", "1.6.0"] and versions.latest == "1.6.0", stdout
+    for version in versions.versions:
+        index = assert_app_reads(site / version / "index.json")[CURRENT]
+        for m in index.models:
+            assert m.remoteUrl == f"https://models.example.org/pte/{version}/custom/{m.name}"
+            assert hashlib.sha256((site / version / "custom" / m.name).read_bytes()).hexdigest() == m.hash
+        assert all(lab.remoteUrl.startswith(f"https://models.example.org/pte/{version}/") for lab in index.labels)
+    assert not [p for p in site.rglob("*") if p.name.endswith((".lock", ".tmp", ".old"))], "nothing but the site"
 
-    # another version beside it: both kept, latest is the newest
-    assert cli(capsys, "publish", run, "--site", site, "--version", "1.4.0")[0] == ExitStatus.OK
+    # one runtime chosen, republished: the others are kept, latest is the newest
+    assert cli(capsys, "publish", run, "--site", site, "--runtime", "1.5.1", "--relative")[0] == ExitStatus.OK
     versions = ModelVersions.from_json(json.loads((site / "versions.json").read_text()))
-    assert versions.versions == ["1.4.0", "1.5.1"] and versions.latest == "1.5.1"
-    assert (site / "1.5.1" / "index.json").exists() and (site / "1.4.0" / "index.json").exists()
+    assert versions.versions == ["1.5.0", "1.5.1", "1.6.0"] and versions.latest == "1.6.0"
+    assert assert_app_reads(site / "1.5.1" / "index.json")[CURRENT].models[0].remoteUrl.startswith("custom/")
+    assert assert_app_reads(site / "1.6.0" / "index.json")[CURRENT].models[0].remoteUrl.startswith("https://")
 
     # republishing a version merges: entries of that version from elsewhere are kept
+    index = assert_app_reads(site / "1.6.0" / "index.json")[CURRENT]
     other = tmp_path / "other"
     assert cli(capsys, *TINY, "--backends", "xnnpack", "--seed", "3", "--no-verify", "--out", other)[0] == ExitStatus.OK
     assert cli(capsys, "publish", other, "--site", site, "--base-url", "https://models.example.org/pte")[0] == ExitStatus.OK
-    merged = assert_app_reads(site / "1.5.1" / "index.json")[CURRENT]
+    merged = assert_app_reads(site / "1.6.0" / "index.json")[CURRENT]
     assert len(merged.models) == len(index.models), "the new tiny_xnnpack replaced the old one; the rest kept"
     new = next(m for m in merged.models if m.name == "tiny_xnnpack.pte")
     assert new.hash == json.loads((other / "index.json").read_text())["models"][0]["hash"]
-    assert not list(site.glob(".*.tmp")) and not list(site.glob(".*.old")), "nothing half-built left"
+    assert not [p for p in site.rglob("*") if p.name.endswith((".lock", ".tmp", ".old"))], "nothing half-built left"
+    assert not [p for p in other.rglob("*") if p.name.endswith(".lock")], "no lock file among the artifacts"
+
+
+@pytest.mark.parametrize("runtime", ["1.4.0", "1.7.0", "2.5.1", "1.6"])
+def test_publish_refuses_a_runtime_the_policy_rules_out(capsys, run, tmp_path, runtime):
+    site = tmp_path / "site"
+    code, _, err = cli(capsys, "publish", run, "--site", site, "--base-url", "https://x.org", "--runtime", "1.5.0", runtime)
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert f"--runtime {runtime}" in line and ("compatibility policy" in line or "MAJOR.MINOR.PATCH" in line), line
+    assert not site.exists(), "nothing written"
+
+
+def test_publish_without_a_base_url_is_refused_unless_relative(capsys, run, tmp_path):
+    site = tmp_path / "site"
+    code, _, err = cli(capsys, "publish", run, "--site", site)
+    assert code == ExitStatus.USAGE and "--relative" in error_lines(err)[0]
+    assert not site.exists()
+    code, _, err = cli(capsys, *TINY, "--backends", "portable", "--out", tmp_path / "o", "--publish", site)
+    assert code == ExitStatus.USAGE and "--publish-relative" in error_lines(err)[0]
+    assert not (tmp_path / "o").exists() and not site.exists(), "refused before the export"
+    code, _, err = cli(capsys, *TINY, "--backends", "portable", "--out", tmp_path / "o", "--publish", site,
+                       "--publish-base-url", "https://x.org", "--publish-runtime", "1.9.0")
+    assert code == ExitStatus.USAGE and "--publish-runtime 1.9.0" in error_lines(err)[0]
+    assert not (tmp_path / "o").exists()
+    code, _, err = cli(capsys, "publish", run, "--site", site, "--relative")
+    assert code == ExitStatus.OK and "relative" in err
+    assert ModelVersions.from_json(json.loads((site / "versions.json").read_text())).latest == "1.6.0"
 
 
 def test_publish_refuses_a_versions_file_it_does_not_know(capsys, run, tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     (site / "versions.json").write_text('{"latest": 3}')
-    code, _, err = cli(capsys, "publish", run, "--site", site)
+    code, _, err = cli(capsys, "publish", run, "--site", site, "--relative")
     assert code == ExitStatus.MANIFEST
     assert "is not a versions file" in error_lines(err)[0]
     assert (site / "versions.json").read_text() == '{"latest": 3}'

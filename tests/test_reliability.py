@@ -335,11 +335,12 @@ def test_a_site_or_base_url_the_app_cannot_use_is_refused_before_any_work(capsys
     a_file.write_text("not a directory")
     export = [*M, *S, "--backends", "portable", "--weights", "none", "--out", earlier]
     cases = [
-        ([*export, "--publish", a_file], f"--publish {a_file} is a file, not a directory"),
-        ([*export, "--publish", a_file / "site"], f"--publish {a_file / 'site'} is under {a_file}, a file"),
+        ([*export, "--publish", a_file, "--publish-relative"], f"--publish {a_file} is a file, not a directory"),
+        ([*export, "--publish", a_file / "site", "--publish-base-url", "https://x.org"],
+         f"--publish {a_file / 'site'} is under {a_file}, a file"),
         ([*export, "--publish", tmp_path / "site", "--publish-base-url", "ftp://x.org"],
          "--publish-base-url 'ftp://x.org' is not an http(s) URL"),
-        (["publish", earlier, "--site", a_file], f"--site {a_file} is a file, not a directory"),
+        (["publish", earlier, "--site", a_file, "--relative"], f"--site {a_file} is a file, not a directory"),
         (["publish", earlier, "--site", tmp_path / "site", "--base-url", "/pte"],
          "fix: give the whole URL, e.g. --base-url https://models.example.org/pte"),
     ]

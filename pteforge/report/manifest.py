@@ -227,7 +227,9 @@ def set_precision_choices(out_dir: Path, choices: list[dict], notes: list[str]) 
 
 
 def lock_for(out_dir: Path) -> FileLock:
-    return FileLock(str(Path(out_dir) / f".{MANIFEST_NAME}.lock"), timeout=600)
+    from ..cache import path_lock
+
+    return path_lock(out_dir)
 
 
 def merge(
