@@ -30,6 +30,7 @@ from pathlib import Path
 from .errors import CaptureError, ModelError, UsageError, WeightsError, one_line
 from .result import Artifact, Record, Stage, Status
 from .spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig, InputSpec, ModelSpec, Precision, Target
+from .units import pct
 
 CATEGORY = "gemma"  # the executorch_flutter app's word for its text-generation model
 TASK = "text-generation"
@@ -350,7 +351,7 @@ def judge(proof: dict, precision: Precision, tolerance: float | None) -> str | N
     exact = precision is Precision.FP32
     if proof["minSqnrDb"] >= threshold and (proof["tokenAgreement"] == 1.0 or not exact):
         return None
-    return (f"greedy tokens agree with eager on {proof['tokenAgreement']:.0%} of {proof['steps']} steps, "
+    return (f"greedy tokens agree with eager on {pct(proof['tokenAgreement'])}% of {proof['steps']} steps, "
             f"logits SQNR {proof['minSqnrDb']:.1f} dB (needs {'every token and ' if exact else ''}{threshold:.0f} dB)")
 
 
@@ -714,7 +715,7 @@ def describe(generation: dict | None) -> str | None:
         return None
     ppl = proof["perplexity"]
     change = f", perplexity {ppl['changePercent']:+.2f} %" if ppl.get("changePercent") is not None and math.isfinite(ppl["changePercent"]) else ""
-    return (f"greedy tokens {proof['tokenAgreement']:.0%} of {proof['steps']} equal eager, logits SQNR ≥ "
+    return (f"greedy tokens {pct(proof['tokenAgreement'])}% of {proof['steps']} equal eager, logits SQNR ≥ "
             f"{proof['minSqnrDb']:.1f} dB{change}; prefill {proof['prefillTokensPerSecond']:.0f} tok/s, decode "
             f"{proof['decodeTokensPerSecond']:.0f} tok/s, load {proof['loadMs']:.0f} ms"
             + (f", peak RSS {proof['peakRssMb']:.0f} MB" if proof.get("peakRssMb") is not None else ""))

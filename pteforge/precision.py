@@ -15,6 +15,7 @@ from pathlib import Path
 from .backends import default_registry
 from .result import Record, Status
 from .spec import AccuracyBudget, Precision, Target
+from .units import pct
 
 
 def fp32_reference(target: Target) -> Target | None:
@@ -150,7 +151,7 @@ def _judge(rec: Record, row: dict, budget: AccuracyBudget) -> tuple[bool, str]:
         if row["top1_agreement"] is None:
             return False, "no top-1 agreement (not a classifier on photos)"
         if row["top1_agreement"] < budget.top1:
-            return False, f"top-1 agreement {row['top1_agreement']:.0%} < {budget.top1:.0%}"
+            return False, f"top-1 agreement {pct(row['top1_agreement'])}% < {pct(budget.top1)}%"
     if budget.sqnr is not None and (row["sqnr_db"] is None or row["sqnr_db"] < budget.sqnr):
         return False, f"SQNR {row['sqnr_db']:.1f} dB < {budget.sqnr:g} dB" if row["sqnr_db"] is not None else "no SQNR"
     return True, "within budget"

@@ -15,10 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .result import Record, Stage, Status
-
-def mb(size: int) -> str:
-    return f"{size / (1024 * 1024):.1f} MB"
-
+from .units import pct, size_text
 
 class Reporter:
     """Progress for every long stage: a live spinner on a terminal, one line per stage otherwise."""
@@ -180,14 +177,14 @@ class Renderer:
             Status.MISMATCH: "MISMATCH",
         }.get(r.status, r.status.value)
         if r.verification and r.verification.top1_agreement is not None and r.status is Status.VERIFIED:
-            proof += f", top-1 agreement {r.verification.top1_agreement:.0%}"
+            proof += f", top-1 agreement {pct(r.verification.top1_agreement)}%"
         if r.verification and r.verification.runtime_precision not in (None, r.precision):
             proof += f", ran in {r.verification.runtime_precision}"
         if r.verification and r.verification.images and r.status is Status.VERIFIED:
             im = r.verification.images
-            top1 = f", top-1 {im['top1_agreement']:.0%}" if im.get("top1_agreement") is not None else ""
+            top1 = f", top-1 {pct(im['top1_agreement'])}%" if im.get("top1_agreement") is not None else ""
             if not top1 and im.get("agreement") is not None:
-                top1 = f", agreement {im['agreement']:.0%}"
+                top1 = f", agreement {pct(im['agreement'])}%"
             proof += f"; on {im['images']} photos SQNR {im['sqnr_db']:.1f} dB{top1}"
         if r.generation and r.status is Status.VERIFIED:
             from .llm import describe
@@ -215,8 +212,8 @@ class Renderer:
         if r.caution:
             proof += f"; caution: {r.caution}"
         return (
-            f"{r.target}: {Path(r.artifact.path).name} ({mb(r.artifact.size)}, "
-            f"{d.percent:.0f} % delegated) — {proof}"
+            f"{r.target}: {Path(r.artifact.path).name} ({size_text(r.artifact.size)}, "
+            f"{pct(d.percent / 100)} % delegated) — {proof}"
         )
 
     def backends_table(self, rows, on: str | None = None) -> None:
@@ -264,7 +261,7 @@ class Renderer:
                 r.file,
                 Status(r.status).value + (f": {r.reason}" if r.reason and r.status != Status.VERIFIED else ""),
                 ", ".join(sorted(set(r.delegates))) or "portable",
-                f"{r.agreement:.0%}" if r.agreement is not None else "",
+                f"{pct(r.agreement)}%" if r.agreement is not None else "",
                 f"{r.sqnr_db:.1f}" if r.sqnr_db is not None else "",
                 f"{sum(times) / len(times):.1f}" if times else "",
                 what,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .errors import UsageError
 from .system import file_name
+from .units import pct
 
 
 class Precision(str, enum.Enum):
@@ -298,7 +299,7 @@ class AccuracyBudget:
         return cls(**values)
 
     def describe(self) -> str:
-        parts = ([f"top-1 agreement ≥ {self.top1:.0%}"] if self.top1 is not None else []) + (
+        parts = ([f"top-1 agreement ≥ {pct(self.top1)}%"] if self.top1 is not None else []) + (
             [f"SQNR ≥ {self.sqnr:g} dB"] if self.sqnr is not None else []
         )
         return " and ".join(parts) + " vs fp32 eager on the validation photos"

@@ -21,6 +21,7 @@ from .host import Host
 from .isolate import ChildCrashed, IsolatedRuntime
 from .report.manifest import MANIFEST_NAME, ModelEntry, load_manifest
 from .result import Status
+from .units import pct
 
 FP_PRECISIONS = {"fp32", "fp16", "bf16"}
 
@@ -284,7 +285,7 @@ def _judge(res, entry, fam, agreements: list, sqnrs: list, n: int, photos: bool)
         res.reason = None if photos else f"matched eager on {n} seeded inputs; no photo was run: its input is not an image"
     else:
         res.status = Status.MISMATCH
-        agreement = f", agreement {res.agreement:.0%}" if res.agreement is not None else ""
+        agreement = f", agreement {pct(res.agreement)}%" if res.agreement is not None else ""
         where = "real images" if photos else "seeded inputs"
         sqnr = f"SQNR {res.sqnr_db:.1f} dB" if res.sqnr_db is not None else "eager's output all zeros where the program's is not"
         res.reason = f"differs from eager on {where}: {sqnr} (needs {threshold:.0f}){agreement}"

@@ -118,3 +118,14 @@ def test_manifests(capsys, quiet_dir, doc):
     finally:
         path.unlink()
     assert code in (ExitStatus.OK, ExitStatus.MANIFEST), said
+
+
+@given(st.floats(min_value=0, max_value=1, allow_nan=False))
+def test_a_percentage_never_rounds_a_part_up_to_the_whole_or_a_little_down_to_nothing(fraction):
+    """99.57 % delegated printed as "100 %" had said the whole model ran in the delegate."""
+    from pteforge.units import pct
+
+    text = pct(fraction)
+    assert (text == "100") == (fraction == 1) and (text == "0") == (fraction == 0), (fraction, text)
+    if text != "<0.1":
+        assert abs(fraction * 100 - float(text)) <= 0.5 + 1e-9, (fraction, text)

@@ -118,3 +118,9 @@ def test_manifest_keeps_the_flutter_client_fields_strict(three):
         for key, typ in {"name": str, "modelName": str, "category": str, "backend": str, "hash": str,
                          "size": int, "sizeMB": float, "remoteUrl": str, "platforms": list}.items():
             assert isinstance(e[key], typ), key
+        # one unit everywhere: MB of 10^6 bytes, as the reports print it (it was MiB: 5.23 where they said 5.48 MB)
+        assert e["sizeMB"] == round(e["size"] / 1e6, 2)
+    summary = (three / "EXPORT_SUMMARY.md").read_text()
+    from pteforge.units import size_text
+
+    assert all(f"| {size_text(e['size'])} |" in summary for e in manifest["models"]), summary

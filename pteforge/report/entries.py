@@ -12,6 +12,7 @@ from ..io import write_atomic
 from ..families import family, labels_for
 from ..result import Record
 from ..spec import ExportConfig, ModelSpec, target_slug
+from ..units import size_mb
 from .manifest import LabelsEntry, ModelEntry
 
 
@@ -88,7 +89,7 @@ def manifest_entries(
                 backend=primary.manifest_name(),
                 hash=rec.artifact.sha256,
                 size=rec.artifact.size,
-                sizeMB=round(rec.artifact.size / (1024 * 1024), 2),
+                sizeMB=size_mb(rec.artifact.size),
                 inputSize=spec.input_size,
                 remoteUrl=_url(config.base_url, rel),
                 platforms=primary.app_platforms(),

@@ -15,6 +15,7 @@ import html
 import re
 
 from ..platforms import host_platform
+from ..units import pct as pct_digits
 from .manifest import Manifest
 from .summary import (
     STAGES, _db, model_names, ms_text, one_line, p50, pct, per_image, recommendation, rows_for, size_text, status_kind,
@@ -91,7 +92,7 @@ def _matrix_row(row: dict) -> str:
     else:
         cells = "".join(f'<td class="{cls}">{val}</td>' for cls, val in (
             ("", _precision_cell(e)), ("num", _e(size_text(e.size))),
-            ("num", _e(f"{float(e.delegation.get('percent', 0.0)):.0f} %")),
+            ("num", _e(f"{pct_digits(float(e.delegation.get('percent', 0.0)) / 100)} %")),
             ("num", _sqnr_cell(e)), ("num", _photos_cell(e)), ("num", _p50_cell(e))))
     name = f' data-name="{_e(e.name)}"' if e else ""
     return (f'<tr class="row st-{status_kind(status)}" data-target="{_e(row["target"])}" '

@@ -53,7 +53,7 @@ class ModelEntry(BaseModel):
     backend: str
     hash: str
     size: int
-    sizeMB: float
+    sizeMB: float = Field(description="the size in MB of 10^6 bytes (as the reports print it), to 0.01")
     inputSize: int | None = None
     remoteUrl: str
     platforms: list[str]  # the app's words: android, ios, macos, linux, windows, web

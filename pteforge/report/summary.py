@@ -13,6 +13,8 @@ from pathlib import Path
 from ..io import write_atomic
 from ..result import Stage
 from ..platforms import host_platform
+from ..units import pct as pct_digits
+from ..units import size_text
 from .manifest import Manifest
 
 STAGES = tuple(s.value for s in Stage if s.plotted)  # the export-time plot's segments
@@ -47,12 +49,9 @@ def ms_text(v: float) -> str:
     return f"{v:.0f} ms" if v >= 100 else f"{v:.3g} ms"
 
 
-def size_text(size: int) -> str:
-    return f"{size / 1e6:.2f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
-
-
 def pct(v) -> str:
-    return f"{v:.0%}" if isinstance(v, (int, float)) else ""
+    """A fraction as "NN%" (never rounded up to 100 %: ``units.pct``); blank for no number."""
+    return f"{pct_digits(v)}%" if isinstance(v, (int, float)) else ""
 
 
 def _db(v) -> str:
@@ -121,7 +120,7 @@ def markdown(man: Manifest, failures: list[dict]) -> str:
         v = p50(e)
         why = _md(one_line(e.reason) or STATUS_NOTE.get(e.status, ""))
         lines.append(f"| {e.base_model} | {e.target} | {e.precision} | {e.status} | {why} | {size_text(e.size)} | "
-                     f"{e.delegation.get('percent', 0):.0f} % | {export_seconds(e):.1f} s | {ms_text(v) if v is not None else ''} |")
+                     f"{pct_digits(e.delegation.get('percent', 0) / 100)} % | {export_seconds(e):.1f} s | {ms_text(v) if v is not None else ''} |")
     for title, fn in (("Export time (seconds, measured)", lambda e: f"{export_seconds(e):.1f} s"),
                       ("File size (measured)", lambda e: size_text(e.size))):
         lines += ["", f"## {title}", "", "| model | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
@@ -228,7 +227,7 @@ def precision_lines(man: Manifest) -> list[str]:
             r, v = e.relative, e.verification or {}
             im = v.get("images") or {}
             lat = f"{r['latency']:.2f}× ({r['p50_ms']:.2f} vs {r['fp32_p50_ms']:.2f} ms)" if "latency" in r else "needs a device"
-            top1 = f"{im['top1_agreement']:.0%}" if im.get("top1_agreement") is not None else ""
+            top1 = pct(im.get("top1_agreement"))
             lines.append(f"| {e.base_model} | {e.target} | {r['fp32']} | {r['size']:.2f}× | {lat} | "
                          f"{_db(v.get('sqnr_db'))} | {_db(im.get('sqnr_db'))} | {im.get('cosine', '')} | {top1} |")
     for c in man.precisionChoices:
@@ -237,8 +236,8 @@ def precision_lines(man: Manifest) -> list[str]:
                   "| target | status | size | p50 (after warm-up) | photos top-1 | photos SQNR | within budget |", "|---|---|---|---|---|---|---|"]
         for t in c["tried"]:
             t50 = ms_text(t["p50_ms"]) if isinstance(t.get("p50_ms"), (int, float)) else ""
-            top1 = f"{t['top1_agreement']:.0%}" if t.get("top1_agreement") is not None else ""
-            size = f"{t['size'] / 1e6:.2f} MB" if t.get("size") else ""
+            top1 = pct(t.get("top1_agreement"))
+            size = size_text(t["size"]) if t.get("size") else ""
             lines.append(f"| {t['target']} | {t['status']} | {size} | {t50} | {top1} | {_db(t.get('sqnr_db'))} | "
                          f"{'yes' if t['within_budget'] else 'no: ' + t['note']} |")
     return lines

@@ -1,0 +1,28 @@
+"""Numbers as people read them, the same in every report: sizes in MB (10^6 bytes, as app
+stores and Finder count them; the manifest's ``sizeMB`` too) and percentages that never
+round a part up to the whole (99.57 % delegated is not "100 %") nor a little down to nothing."""
+
+from __future__ import annotations
+
+import math
+
+
+def size_text(size: int) -> str:
+    return f"{size / 1e6:.2f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
+
+
+def size_mb(size: int) -> float:
+    """The manifest's ``sizeMB``: MB of 10^6 bytes, to 0.01."""
+    return round(size / 1e6, 2)
+
+
+def pct(fraction: float) -> str:
+    """``fraction`` (0..1) as a percentage's digits, without the sign: whole numbers, with one
+    decimal (cut, not rounded) where rounding would make a part 100 or a little 0."""
+    value = fraction * 100
+    whole = f"{value:.0f}"
+    if whole == "100" and value < 100:
+        return f"{math.floor(value * 10) / 10:.1f}"  # 99.96 -> 99.9
+    if whole == "0" and value > 0:
+        return f"{math.floor(value * 10) / 10:.1f}" if value >= 0.1 else "<0.1"
+    return whole
