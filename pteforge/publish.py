@@ -48,7 +48,7 @@ def _release(version: str, what: str) -> tuple[int, int, int]:
     found = _RELEASE_RE.match(version)
     if not found:
         raise UsageError(f"{what} {version} is not an ExecuTorch release (MAJOR.MINOR.PATCH)", fix=f"use e.g. {what} 1.5.1"
-                         if what.startswith("--") else "export the artifacts again with a released ExecuTorch")
+                         if what.startswith("--") else "name the app runtimes' versions: --runtime V [V ...]")
     return tuple(int(n) for n in found.groups())
 
 
@@ -56,7 +56,11 @@ def runtimes_for(made_with: str, chosen: list[str] | None = None, flag: str = "-
     """The runtime versions whose apps get artifacts made with ExecuTorch ``made_with``:
     ``chosen``, each checked against the policy, or by default the earlier patch releases
     of its minor release, itself and the next minor release (1.5.1: 1.5.0, 1.5.1, 1.6.0)."""
-    major, minor, patch = _release(made_with, "the artifacts' ExecuTorch version")
+    if not _RELEASE_RE.match(made_with.split("+")[0]) and chosen:  # a nightly or a source build: no policy to apply
+        for version in chosen:
+            _release(version, flag)
+        return sorted(set(chosen), key=_version_key)
+    major, minor, patch = _release(made_with.split("+")[0], "the artifacts' ExecuTorch version")
     if not chosen:
         return [f"{major}.{minor}.{p}" for p in range(patch + 1)] + [f"{major}.{minor + 1}.0"]
     for version in chosen:

@@ -164,6 +164,20 @@ def test_publish_refuses_a_runtime_the_policy_rules_out(capsys, run, tmp_path, r
     assert not site.exists(), "nothing written"
 
 
+def test_the_runtimes_of_artifacts_made_with_a_build_that_is_not_a_release():
+    """A nightly or a source build has no policy to apply: the runtimes must be named."""
+    from pteforge.errors import UsageError
+    from pteforge.publish import runtimes_for
+
+    assert runtimes_for("1.5.1+cpu") == ["1.5.0", "1.5.1", "1.6.0"]
+    assert runtimes_for("1.6.0.dev20261101", ["1.6.0", "1.5.1"]) == ["1.5.1", "1.6.0"]
+    with pytest.raises(UsageError) as refused:
+        runtimes_for("1.6.0.dev20261101")
+    assert "--runtime V" in refused.value.one_line()
+    with pytest.raises(UsageError, match="compatibility policy"):
+        runtimes_for("1.5.1", ["1.5.1", "1.7.0"])
+
+
 def test_publish_without_a_base_url_is_refused_unless_relative(capsys, run, tmp_path):
     site = tmp_path / "site"
     code, _, err = cli(capsys, "publish", run, "--site", site)
