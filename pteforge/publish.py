@@ -38,7 +38,6 @@ POLICY = ("ExecuTorch's runtime compatibility policy (runtime/COMPATIBILITY.md):
 class Published:
     made_with: str
     runtimes: list[str]
-    directories: list[Path]
     files: int
     versions: list[str]
     latest: str
@@ -56,11 +55,12 @@ def runtimes_for(made_with: str, chosen: list[str] | None = None, flag: str = "-
     """The runtime versions whose apps get artifacts made with ExecuTorch ``made_with``:
     ``chosen``, each checked against the policy, or by default the earlier patch releases
     of its minor release, itself and the next minor release (1.5.1: 1.5.0, 1.5.1, 1.6.0)."""
-    if not _RELEASE_RE.match(made_with.split("+")[0]) and chosen:  # a nightly or a source build: no policy to apply
+    release = made_with.split("+")[0]  # a local suffix (1.5.1+cpu) is not part of the release
+    if not _RELEASE_RE.match(release) and chosen:  # a nightly or a source build: no policy to apply
         for version in chosen:
             _release(version, flag)
         return sorted(set(chosen), key=_version_key)
-    major, minor, patch = _release(made_with.split("+")[0], "the artifacts' ExecuTorch version")
+    major, minor, patch = _release(release, "the artifacts' ExecuTorch version")
     if not chosen:
         return [f"{major}.{minor}.{p}" for p in range(patch + 1)] + [f"{major}.{minor + 1}.0"]
     for version in chosen:
@@ -83,7 +83,6 @@ def check_site(site: Path, flag: str = "--site") -> None:
         raise UsageError(f"{flag} {site} is not writable", fix=f"give {flag} a directory you can write")
 
 
-
 def publish(out: Path, site: Path, runtimes: list[str] | None = None, base_url: str | None = None,
             relative: bool = False) -> Published:
     if base_url is not None:
@@ -100,16 +99,15 @@ def publish(out: Path, site: Path, runtimes: list[str] | None = None, base_url: 
     runtimes = runtimes_for(made_with, runtimes)
     site = Path(site)
     site.mkdir(parents=True, exist_ok=True)
-    directories, files = [], 0
+    files = 0
     with path_lock(site):
         versions = read_versions(site)
         for version in runtimes:
             files = _publish_version(Path(out), manifest, site, version, base_url)
-            directories.append(site / version)
         listed = sorted(set(versions) | set(runtimes), key=_version_key)
         latest = listed[-1]
         write_atomic(site / VERSIONS_NAME, json.dumps({"versions": listed, "latest": latest}, indent=2) + "\n")
-    return Published(made_with, runtimes, directories, files, listed, latest)
+    return Published(made_with, runtimes, files, listed, latest)
 
 
 def _publish_version(out: Path, manifest: Manifest, site: Path, version: str, base_url: str | None) -> int:
