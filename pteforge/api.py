@@ -721,5 +721,5 @@ def _row(spec: ModelSpec, target: Target, status: Status, reason: str, fix: str 
         model=spec.name, family=spec.family, task=spec.task, target=target.name,
         backends=list(target.backends), precision=target.precision.value,
         status=status, reason=reason, fix=fix,
-        input_shapes=[list(i.shape) for i in spec.inputs], target_spec=target,
+        input_shapes=[list(i.shape) for i in spec.fed], target_spec=target,
     )

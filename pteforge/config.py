@@ -195,7 +195,7 @@ def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
     models = []
     for ref in values.get("model", []):
         module, colon, rest = ref.partition(":")
-        if ref.endswith(FILE_SUFFIXES):
+        if ref.endswith(FILE_SUFFIXES) or (not colon and Path(here(ref)).is_file()):  # a file, by name or content
             ref = here(ref)
         elif colon and module.strip().endswith(".py"):
             ref = here(module.strip()) + colon + rest

@@ -111,7 +111,7 @@ class _Job:
         self.record = Record(
             model=spec.name, family=spec.family, task=spec.task, target=target.name, backends=list(target.backends),
             precision=target.precision.value, status=Status.LOWER_FAILED,
-            input_shapes=[list(i.shape) for i in spec.inputs], target_spec=target,
+            input_shapes=[list(i.shape) for i in spec.fed], target_spec=target,
             caution=self.primary.caution(target.precision),
         )
 

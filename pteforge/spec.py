@@ -104,21 +104,40 @@ def target_slug(name: str) -> str:
 
 @dataclass(frozen=True)
 class InputSpec:
+    """One input of a model: its shape and dtype; ``name``, the input of a file (an ONNX
+    graph's) it was given for (``--input-shape images=1,3,640,640``); ``value``, the value
+    a scalar input is held at (``--input-shape sr=int64:16000``)."""
+
     shape: tuple[int, ...]
     dtype: str = "float32"
+    name: str | None = None
+    value: float | None = None
 
     @classmethod
-    def parse(cls, shape: str, dtype: str = "float32") -> "InputSpec":
+    def parse(cls, text: str, dtype: str = "float32") -> "InputSpec":
+        """``[NAME=][DTYPE:]N,C,H,W`` (or ``NxCxHxW``). One number that is no dimension (0,
+        negative, a fraction) is a scalar's value; which input is a scalar, the file says."""
+        name, _, rest = text.rpartition("=")
+        head, colon, dims_text = rest.rpartition(":")
+        if colon:
+            dtype = cls.check_dtype(head.strip())
+        fix = ("give positive integers separated by commas, optionally named and typed: --input-shape 1,3,224,224, "
+               "--input-shape images=1,3,640,640, --input-shape sr=int64:16000")
+        if name.strip() == "" and _:
+            raise UsageError(f"malformed --input-shape '{text}': no input name before '='", fix=fix)
+        tokens = [t for t in dims_text.replace("x", ",").split(",")]
         try:
-            dims = tuple(int(d) for d in shape.replace("x", ",").split(","))
+            dims = tuple(int(t) for t in tokens)
         except ValueError:
             dims = ()
+        if len(tokens) == 1 and (not dims or dims[0] <= 0):
+            try:  # a value, not a shape: 0, -1, 0.5
+                return cls((), cls.check_dtype(dtype), name.strip() or None, float(tokens[0]))
+            except ValueError:
+                pass
         if not dims or any(d <= 0 for d in dims):
-            raise UsageError(
-                f"malformed --input-shape '{shape}'",
-                fix="give positive integers separated by commas, e.g. --input-shape 1,3,224,224",
-            )
-        return cls(dims, cls.check_dtype(dtype))
+            raise UsageError(f"malformed --input-shape '{text}'", fix=fix)
+        return cls(dims, cls.check_dtype(dtype), name.strip() or None)
 
     @staticmethod
     def check_dtype(dtype: str) -> str:
@@ -177,6 +196,16 @@ class ModelSpec:
     def source_ref(self) -> str:
         """Where the model comes from, as the manifest records it (``source``)."""
         return {"catalog": "catalog", "factory": self.factory}.get(self.source, self.path)
+
+    @property
+    def fed(self) -> tuple[InputSpec, ...]:
+        """The inputs the program takes: not those held at a value (``InputSpec.value``)."""
+        return tuple(i for i in self.inputs if i.value is None)
+
+    @property
+    def held(self) -> dict[str, float]:
+        """The file's inputs held at a value in the program, by name."""
+        return {i.name: i.value for i in self.inputs if i.value is not None}
 
     @property
     def input_size(self) -> int | None:

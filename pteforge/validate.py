@@ -97,7 +97,8 @@ class EagerCache:
 
                 spec = family(spec.family).resized(spec, shape)
         else:
-            spec = custom_spec(entry.source, tuple(InputSpec(tuple(s)) for s in entry.inputShapes))
+            held = tuple(InputSpec((), "float32", name, value) for name, value in (entry.heldInputs or {}).items())
+            spec = custom_spec(entry.source, tuple(InputSpec(tuple(s)) for s in entry.inputShapes) + held)
             if spec.source == "factory":
                 spec = dataclasses.replace(spec, name=entry.base_model)
             if spec.source == "onnx":

@@ -346,24 +346,68 @@ def build_pt2(spec: ModelSpec, weights: str, seed: int):
     return torch.export.load(spec.path).module()
 
 
-TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ptl", ".torchscript")
+TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ptl", ".torchscript", ".jit")
 FILE_SUFFIXES = (".pt2", ".onnx", *TORCHSCRIPT_SUFFIXES)  # a --model that is a file, not a factory
 
 
+def file_kind(path: str | Path) -> str | None:
+    """What a model file is, read from its content, whatever its name (``.jit``, ``.bin``,
+    none): ``pt2`` (torch.export.save), ``torchscript`` (a zip with TorchScript's ``code/``),
+    ``checkpoint`` (a torch.save zip: weights or a pickled module, never unpickled here),
+    ``onnx`` (an ONNX ModelProto with a graph), or None."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    if zipfile.is_zipfile(p):
+        try:
+            with zipfile.ZipFile(p) as archive:
+                names = archive.namelist()
+        except (zipfile.BadZipFile, OSError):
+            return None
+        if any(n.endswith("/archive_format") or n.endswith("serialized_exported_program.json") for n in names):
+            return "pt2"
+        if any("/code/" in n or n.startswith("code/") for n in names):
+            return "torchscript"
+        return "checkpoint" if any(n.endswith("data.pkl") for n in names) else None
+    with p.open("rb") as f:
+        head = f.read(2)
+    if head[:1] == b"\x80":  # a pickle (torch.save's legacy format): not ONNX
+        return "checkpoint"
+    import onnx
+
+    try:
+        graph = onnx.load(str(p), load_external_data=False).graph
+    except Exception:  # noqa: BLE001 - protobuf's errors: not ONNX
+        return None
+    return "onnx" if len(graph.node) else None
+
+
 def custom_spec(ref: str, inputs: tuple[InputSpec, ...], dtypes: tuple[str, ...] = ()) -> ModelSpec:
-    """A ``--model``: ``file.pt2``, ``file.onnx``, a TorchScript file or ``package.module:factory(...)``.
+    """A ``--model``: a model file, recognised by its content (a .pt2, an ONNX file, a
+    TorchScript program, an Ultralytics checkpoint), or ``package.module:factory(...)``.
     ``inputs``: the ``--input-shape``s with their dtypes; ``dtypes``: the ``--input-dtype``s
     as given, which a file that says its dtypes checks (with or without shapes)."""
-    if ref.endswith(".pt2"):
+    kind = file_kind(ref) if Path(ref).suffix != ".py" else None
+    if kind is None and ref.endswith(FILE_SUFFIXES):
+        kind = {".pt2": "pt2", ".onnx": "onnx"}.get(Path(ref).suffix, "torchscript")  # its own error says why not
+    if kind != "onnx" and any(i.name or i.value is not None for i in inputs):
+        named = next(i for i in inputs if i.name or i.value is not None)
+        raise UsageError(f"--input-shape {named.name or ''}{'=' if named.name else ''}... names an input or gives a value: "
+                         f"that applies to ONNX files, whose inputs have names", fix="give the shapes in order, e.g. --input-shape 1,3,224,224")
+    if kind == "pt2":
         return pt2_spec(ref, inputs, dtypes)
-    if ref.endswith(".onnx"):
+    if kind == "onnx":
         return onnx_spec(ref, inputs, dtypes)
-    if ref.endswith(TORCHSCRIPT_SUFFIXES):
+    if kind in ("torchscript", "checkpoint"):
         from .ultralytics_checkpoint import checkpoint_spec, is_checkpoint
 
-        if is_checkpoint(ref):
+        if kind == "checkpoint" and is_checkpoint(ref):
             return checkpoint_spec(ref, inputs, dtypes)
         return torchscript_spec(ref, inputs)
+    if Path(ref).is_file() and Path(ref).suffix != ".py":
+        raise UsageError(f"'{ref}' is not a model file pteforge reads (not a torch.export program, a TorchScript "
+                         "program, a torch.save checkpoint nor an ONNX graph)",
+                         fix="give a .pt2, an ONNX file, a TorchScript file, or package.module:factory")
     return factory_spec(ref, inputs)
 
 
@@ -413,40 +457,82 @@ _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: 
 
 
 def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = (), dtypes: tuple[str, ...] = ()) -> ModelSpec:
-    """A spec for an ONNX file: inputs from its graph (a dynamic dimension is 1 unless
-    --input-shape gives the shapes, which must keep its static ones; ``dtypes``, the
-    ``--input-dtype``s, must be the graph's)."""
+    """A spec for an ONNX file: inputs from its graph. ``inputs`` (the ``--input-shape``s)
+    give the shapes, by input name (``images=1,3,640,640``) or in the graph's order: they
+    must keep its static dims, and a dynamic dim not given is asked for (a leading batch dim
+    alone is 1). A scalar input is given its value (``sr=int64:16000``). ``dtypes``, the
+    ``--input-dtype``s, must be the graph's."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"model file '{path}' does not exist", fix="give the path of an .onnx file")
-    import onnx
-
-    try:
-        graph = onnx.load(str(p), load_external_data=False).graph
-    except Exception as exc:
-        raise ModelError(f"'{path}' is not an ONNX model ({one_line(exc, 120)})", fix="give a file written by torch.onnx.export or an ONNX exporter") from None
+    graph = _onnx_graph(path)
     weights = {init.name for init in graph.initializer}
-    found, names, bounds = [], [], []
-    for value in graph.input:
-        if value.name in weights:
-            continue
-        names.append(value.name)
+    values = [v for v in graph.input if v.name not in weights]
+    names = [v.name for v in values]
+    given = _given_by_name(path, names, inputs)
+    found, asked, wrong = [], [], []
+    for value in values:
         tensor = value.type.tensor_type
         dtype = _ONNX_DTYPES.get(tensor.elem_type)
         if dtype is None:
             raise ModelError(f"'{path}': input {value.name} has an ONNX type pteforge cannot feed ({tensor.elem_type})",
                              fix="export the model with float or integer inputs")
-        found.append(InputSpec(tuple(d.dim_value if d.dim_value > 0 else 1 for d in tensor.shape.dim), dtype))
-        bounds.append([(d.dim_value, d.dim_value) if d.dim_value > 0 else (1, None) for d in tensor.shape.dim])
-    if inputs:
-        if len(inputs) != len(found):
-            raise UsageError(f"'{path}' has {len(found)} input(s); {len(inputs)} --input-shape given", fix="give one --input-shape per graph input")
-        for name, dims, given in zip(names, bounds, inputs):  # ONNX Runtime, the reference, holds a static dim to its size
-            _check_dims(path, name, dims, given.shape)
-        found = [InputSpec(i.shape, f.dtype) for i, f in zip(inputs, found)]
+        dims = [d.dim_value if d.dim_value > 0 else (d.dim_param or f"dim {i}") for i, d in enumerate(tensor.shape.dim)]
+        spec = given.get(value.name)
+        if spec is None:
+            dynamic = [i for i, d in enumerate(dims) if isinstance(d, str)]
+            if dynamic and dynamic != [0]:
+                asked.append((value.name, dims))
+            found.append(InputSpec(tuple(1 if isinstance(d, str) else d for d in dims), dtype, value.name))
+            continue
+        if spec.dtype not in (dtype, "float32"):
+            wrong.append((value.name, spec.dtype, dtype))
+        if not dims and (spec.value is not None or len(spec.shape) == 1):  # a scalar: its value
+            found.append(InputSpec((), dtype, value.name, spec.value if spec.value is not None else float(spec.shape[0])))
+            continue
+        if spec.value is not None:
+            raise UsageError(f"--input-shape {value.name}={spec.value:g} for '{path}': input {value.name} is no scalar "
+                             f"but a tensor of dims {', '.join(map(str, dims))}", fix="give its shape, e.g. 1,3,224,224")
+        _check_dims(path, value.name, [(d, d) if isinstance(d, int) else (1, None) for d in dims], spec.shape)
+        found.append(InputSpec(spec.shape, dtype, value.name))
+    if asked:
+        said = "; ".join(f"{name} [{', '.join(map(str, dims))}]" for name, dims in asked)
+        example = " ".join(f"--input-shape {name}={','.join(str(d) if isinstance(d, int) else d.upper() for d in dims)}"
+                           for name, dims in asked)
+        raise UsageError(f"'{path}' has dynamic dims its program needs fixed: {said}",
+                         fix=f"give them, e.g. {example} (numbers for the upper-case names)")
     _check_dtypes(path, names, found, dtypes)
+    for name, said, dtype in wrong:
+        raise UsageError(f"--input-shape {name}={said}:... for '{path}', whose input {name} is {dtype}",
+                         fix=f"give {name}={dtype}:... or leave the dtype out: the file says it")
     return ModelSpec(name=p.stem, family="custom", task="custom", inputs=tuple(found),
                      factory="pteforge.models.custom:build_onnx_named", source="onnx", path=str(p.resolve()))
+
+
+def _onnx_graph(path: str):
+    import onnx
+
+    try:
+        return onnx.load(str(path), load_external_data=False).graph
+    except Exception as exc:
+        raise ModelError(f"'{path}' is not an ONNX model ({one_line(exc, 120)})",
+                         fix="give a file written by torch.onnx.export or an ONNX exporter") from None
+
+
+def _given_by_name(path: str, names: list[str], inputs: tuple[InputSpec, ...]) -> dict[str, InputSpec]:
+    """The ``--input-shape``s of a file's inputs: by name, the unnamed ones in the graph's
+    order for the inputs not named."""
+    named = {i.name: i for i in inputs if i.name}
+    unknown = [n for n in named if n not in names]
+    if unknown:
+        raise UsageError(f"--input-shape {unknown[0]}=...: '{path}' has no input {unknown[0]}",
+                         fix=f"its inputs are {', '.join(names)}")
+    rest = [n for n in names if n not in named]
+    positional = [i for i in inputs if not i.name]
+    if positional and len(positional) != len(rest):
+        raise UsageError(f"'{path}' has {len(names)} input(s) ({', '.join(names)}); {len(inputs)} --input-shape given",
+                         fix="give one --input-shape per input, or name them: --input-shape NAME=1,3,224,224")
+    return {**named, **dict(zip(rest, positional))}
 
 
 def build_onnx(spec: ModelSpec, weights: str, seed: int):
@@ -462,9 +548,9 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
     from onnx2torch import convert
 
     _newer_converters()
-    original = onnx.load(spec.path)
+    original = _fixed(onnx.load(spec.path), spec.inputs)
     errors = []
-    for model in [m for m in (_folded(original), original) if m is not None]:
+    for model in [m for m in (_checked(_folded(original), original, spec), original) if m is not None]:
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
         errors = []
         for target in [opset, *(v for v in ONNX2TORCH_OPSETS if v < opset)]:
@@ -473,9 +559,36 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
                 return with_constant_arguments(converted).eval()
             except Exception as exc:  # noqa: BLE001 - onnx2torch raises what its converters raise
                 errors.append(f"at opset {target}: {one_line(exc, 160)}")
+    missing = _unconverted(original)
+    if missing:
+        (node, op, domain, version), more = missing[0], len(missing) - 1
+        ops = sorted({f"{o}-{v}" for _, o, _, v in missing})
+        raise ModelError(f"'{spec.path}': no converter to PyTorch for {op} (opset {version}{', domain ' + domain if domain else ''})"
+                         f" at node {node}" + (f", and {more} more node(s) of {', '.join(ops)}" if more else ""),
+                         fix=f"pteforge would need an onnx2torch converter for {', '.join(ops)} "
+                             "(onnx2torch.node_converters.registry.add_converter); where it is a branch or a shape "
+                             "computed from an input, give that input's shape or value with --input-shape NAME=... so it "
+                             "folds away; or export the model with --model from its PyTorch code") from None
     raise ModelError(f"onnx2torch cannot import '{spec.path}': {'; '.join(errors)}",
                      fix="export the PyTorch model directly with --model, or re-export the ONNX file with the "
                          "operators onnx2torch converts") from None
+
+
+def _unconverted(model) -> list[tuple[str, str, str, int]]:
+    """The nodes of ``model`` (its main graph) that onnx2torch has no converter for at the
+    file's opset: (node name, op type, domain, opset)."""
+    from onnx2torch.node_converters.registry import get_converter
+
+    opsets = {o.domain or "": o.version for o in model.opset_import}
+    missing = []
+    for i, node in enumerate(model.graph.node):
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        version = opsets.get(domain, opsets.get("ai.onnx", 0))
+        try:
+            get_converter(node.op_type, version, domain or "")
+        except NotImplementedError:
+            missing.append((node.name or f"#{i}", node.op_type, domain, version))
+    return missing
 
 
 ONNX2TORCH_OPSETS = (17, 13)  # opsets a newer file is converted down to, in turn
@@ -535,6 +648,71 @@ def _newer_converters() -> tuple:
             module = OnnxSplit18(axis=node.attributes.get("axis", 0), num_splits=len(node.output_values))
             return OperationConverterResult(torch_module=module, onnx_mapping=onnx_mapping_from_node(node=node))
     return (OnnxSplit18,)
+
+
+def _fixed(model, inputs: tuple[InputSpec, ...]):
+    """``model`` with its inputs' dynamic dims set to the shapes ``inputs`` give, and its
+    scalar inputs given a value held at it (a constant): what its shape computations
+    (YOLO's anchors from ``Shape``/``Range``, a recognizer's sequence length) and branches
+    on a sample rate need to be folded to constants before the import."""
+    import numpy as np
+    import onnx
+
+    by_name = {i.name: i for i in inputs if i.name}
+    if not by_name:
+        return model
+    weights = {init.name for init in model.graph.initializer}
+    feeds = [v for v in model.graph.input if v.name not in weights]
+    for value in feeds:
+        given = by_name.get(value.name)
+        if given is None:
+            continue
+        if given.value is not None:
+            model.graph.initializer.append(onnx.numpy_helper.from_array(
+                np.array(given.value, dtype=np.dtype(given.dtype)), value.name))
+            continue
+        for dim, size in zip(value.type.tensor_type.shape.dim, given.shape):
+            if dim.dim_value <= 0:
+                dim.Clear()
+                dim.dim_value = size
+    held = {i.name for i in inputs if i.value is not None}
+    kept = [v for v in model.graph.input if v.name not in held]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    return model
+
+
+def _checked(folded, original, spec: ModelSpec):
+    """``folded`` when ONNX Runtime gives its outputs on seeded inputs as it gives the
+    original's (same dtypes and shapes, within float rounding), else None."""
+    if folded is None:
+        return None
+    import numpy as np
+
+    from .synthetic import make_inputs
+
+    try:
+        feeds = {i.name: x.numpy() for i, x in zip([i for i in spec.inputs if i.value is None],
+                                                  make_inputs(spec, 0)) if i.name}
+        before, after = (_ort_session(m).run(None, feeds) for m in (original, folded))
+    except Exception:  # noqa: BLE001 - a graph ONNX Runtime cannot run on these inputs: not folded
+        logging.getLogger(__name__).info("the folded ONNX graph could not be checked", exc_info=True)
+        return None
+    same = len(before) == len(after) and all(
+        a.shape == b.shape and a.dtype == b.dtype and np.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True)
+        for a, b in zip(before, after))
+    if not same:
+        logging.getLogger(__name__).warning("ONNX Runtime's folding changed %s's outputs: imported unfolded", spec.path)
+    return folded if same else None
+
+
+def _ort_session(model):
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 def _folded(model):
@@ -737,7 +915,9 @@ def build_onnx_named(spec: ModelSpec, weights: str, seed: int):
                 return dict(zip(outputs, values))
             return out
 
-    Named.forward.__signature__ = forward_signature([i.name for i in graph.input if i.name not in initializers])
+    held = spec.held
+    Named.forward.__signature__ = forward_signature([i.name for i in graph.input
+                                                     if i.name not in initializers and i.name not in held])
     return Named().eval()
 
 
@@ -745,24 +925,27 @@ class OnnxReference:
     """The eager reference of an ONNX model: ONNX Runtime running the original file, called
     like a module."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, held: tuple[InputSpec, ...] = ()):
+        import numpy as np
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         self.session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        self.names = [i.name for i in self.session.get_inputs()]
+        self.held = {i.name: np.array(i.value, dtype=np.dtype(i.dtype)) for i in held}
+        self.names = [i.name for i in self.session.get_inputs() if i.name not in self.held]
 
     def __call__(self, *inputs):
         import torch
 
-        outputs = self.session.run(None, {n: x.detach().cpu().numpy() for n, x in zip(self.names, inputs)})
+        feeds = {**self.held, **{n: x.detach().cpu().numpy() for n, x in zip(self.names, inputs)}}
+        outputs = self.session.run(None, feeds)
         return [torch.from_numpy(o) for o in outputs]
 
 
 def reference_model(spec: ModelSpec, model):
     """What the program is compared with: the model itself, or ONNX Runtime on an ONNX file."""
-    return OnnxReference(spec.path) if spec.source == "onnx" else model
+    return OnnxReference(spec.path, tuple(i for i in spec.inputs if i.value is not None)) if spec.source == "onnx" else model
 
 
 

@@ -22,7 +22,7 @@ def make_inputs(spec: ModelSpec, seed: int, batch: int | None = None) -> tuple:
 
     gen = torch.Generator().manual_seed(seed)
     out = []
-    for inp in spec.inputs:
+    for inp in spec.fed:
         shape = list(inp.shape)
         if batch is not None:
             shape[0] = batch

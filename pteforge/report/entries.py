@@ -113,6 +113,7 @@ def manifest_entries(
                 sameProgramAs=rec.same_program_as,
                 timings=rec.timings,
                 inputShapes=rec.input_shapes,
+                heldInputs=spec.held or None,
                 inputs=(rec.artifact.io or {}).get("inputs"),
                 outputs=(rec.artifact.io or {}).get("outputs"),
                 preprocessing=asdict(spec.preprocessing) if spec.preprocessing else None,

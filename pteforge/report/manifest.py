@@ -75,6 +75,9 @@ class ModelEntry(BaseModel):
     quantization: dict[str, Any] | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     inputShapes: list[list[int]] = Field(default_factory=list)
+    # inputs of the source file held at a value in the program (an ONNX scalar such as a
+    # sample rate, given with --input-shape sr=int64:16000): the app does not feed them
+    heldInputs: dict[str, float] | None = None
     # what the program's forward takes and returns, in the runtime's order, read from the
     # program itself: {"name", "shape", "dtype"} per tensor ("dynamic": true when "shape"
     # is the largest it takes), {"name", "type"} per other value (pte.program_io)

@@ -46,8 +46,25 @@ def build_model(spec: ModelSpec, weights: str, seed: int):
     return factory(spec, weights, seed)
 
 
-def summarize_export_error(exc: BaseException) -> str:
-    """torch.export's messages run to pages; keep the sentence that says what broke."""
+# What a data-dependent capture means, in the terms of where the model came from: a user
+# who gave a file has no forward() to rewrite.
+DATA_DEPENDENT = {
+    "onnx": " — the graph computes a shape or takes a branch from its inputs' values (Shape, Range, If, NonZero …), "
+            "which a program of fixed shapes cannot",
+    "torchscript": " — the TorchScript program computes a shape or takes a branch from tensor values",
+}
+FILE_FIX = {
+    "onnx": "fix every dynamic dim with --input-shape NAME=1,3,H,W and give scalar inputs their value "
+            "(--input-shape NAME=int64:16000): pteforge then folds the shape computations and branches; or export the "
+            "model with --model package.module:factory from its PyTorch code",
+    "torchscript": "export the model from its PyTorch code with --model package.module:factory, or trace it again "
+                   "(torch.jit.trace) at the input shape you give",
+}
+
+
+def summarize_export_error(exc: BaseException, source: str | None = None) -> str:
+    """torch.export's messages run to pages; keep the sentence that says what broke.
+    ``source``: the model's (``onnx``, ``torchscript``...), whose terms the hint uses."""
     text = str(exc).strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     name = type(exc).__name__
@@ -61,7 +78,8 @@ def summarize_export_error(exc: BaseException) -> str:
     )
     hint = ""
     if "data" in text.lower() and "depend" in text.lower() or "control flow" in text.lower():
-        hint = " — the model branches on tensor values; rewrite with torch.cond/torch.where or move the branch out of forward()"
+        hint = DATA_DEPENDENT.get(source, " — the model branches on tensor values; rewrite with torch.cond/torch.where "
+                                          "or move the branch out of forward()")
     elif isinstance(exc, TypeError) and re.search(r"missing .*required .*argument|positional argument", text):
         hint = " — forward() takes another number of inputs: give one --input-shape (and --input-dtype) per input"
     return f"torch.export failed ({name}): {key[:240]}{hint}"
@@ -133,8 +151,8 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     try:
         exported = export_model(model, inputs[0])
     except Exception as exc:
-        fix = _capture_fix(model, inputs[0]) or "see https://pytorch.org/docs/stable/export.html"
-        raise CaptureError(summarize_export_error(exc), fix=fix) from exc
+        fix = _capture_fix(model, inputs[0]) or FILE_FIX.get(spec.source, "see https://pytorch.org/docs/stable/export.html")
+        raise CaptureError(summarize_export_error(exc, spec.source), fix=fix) from exc
     if not exported.graph_signature.user_outputs:  # None, a number: a program with no output cannot be saved
         raise CaptureError("the model returns no tensor, so its program would have no output",
                            fix="return from forward() the tensors an app reads")

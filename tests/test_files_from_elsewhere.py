@@ -1,0 +1,197 @@
+"""Model files other projects ship: ONNX graphs with dynamic axes, shape subgraphs, several
+named inputs and an int64 scalar; TorchScript files recognised by their content. Each is
+a small file made here with the same traits as the real ones (a YOLOv8-style head whose
+anchors come from Shape/Range, a VAD-style model branching on its sample rate), exported
+through the real command line, lowered, and verified against ONNX Runtime on the file."""
+
+import json
+
+import pytest
+from test_cli import cli, error_lines
+
+from pteforge.errors import ExitStatus
+
+
+def export(capsys, *args):
+    code, stdout, err = cli(capsys, "export", *args, "--bench-runs", "0")
+    return code, stdout + err
+
+
+def entries(out) -> dict:
+    return {e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]}
+
+
+def yolo_style_onnx(path, opset: int = 12):
+    """A detector head whose anchors and stride are computed from the feature map's shape
+    (Shape, Gather, Range, Expand), exported with dynamic batch, height and width, as
+    Ultralytics and many exporters write detectors."""
+    import torch
+
+    class Head(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = torch.nn.Conv2d(3, 8, 3, stride=4, padding=1)
+            self.head = torch.nn.Conv2d(8, 6, 1)
+
+        def forward(self, x):
+            y = self.head(torch.relu(self.conv(x)))
+            b, c, h, w = y.shape
+            gy, gx = torch.meshgrid(torch.arange(h, dtype=torch.float32) + 0.5,
+                                    torch.arange(w, dtype=torch.float32) + 0.5, indexing="ij")
+            anchors = torch.stack((gx, gy), 0).view(1, 2, -1)
+            y = y.view(b, c, -1)
+            return torch.cat(((y[:, :2] + anchors) * (x.shape[2] / h), y[:, 2:].sigmoid()), 1)
+
+    torch.onnx.export(Head().eval(), (torch.rand(1, 3, 64, 64),), str(path), dynamo=False, opset_version=opset,
+                      input_names=["images"], output_names=["output0"],
+                      dynamic_axes={"images": {0: "batch", 2: "height", 3: "width"}, "output0": {0: "batch", 2: "n"}})
+    return path
+
+
+def test_a_dynamic_onnx_file_asks_for_its_dims_then_is_folded_and_verified(capsys, tmp_path):
+    onnx_file = yolo_style_onnx(tmp_path / "det.onnx")
+    code, said = export(capsys, "--model", onnx_file, "--backends", "xnnpack", "--out", tmp_path / "o1")
+    assert code == ExitStatus.USAGE, said
+    [line] = error_lines(said)
+    assert "dynamic dims" in line and "images [batch, 3, height, width]" in line
+    assert "--input-shape images=BATCH,3,HEIGHT,WIDTH" in line and "forward()" not in line
+    assert not (tmp_path / "o1").exists(), "a usage error is found before any work"
+
+    out = tmp_path / "out"
+    code, said = export(capsys, "--model", onnx_file, "--input-shape", "images=1,3,96,128",
+                        "--backends", "xnnpack", "--out", out)
+    assert code == 0, said
+    e = entries(out)["xnnpack"]
+    assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60
+    assert e["delegation"]["percent"] == 100.0, e["delegation"]
+    assert e["inputShapes"] == [[1, 3, 96, 128]]
+    assert e["outputs"][0]["shape"] == [1, 6, 24 * 32]
+
+
+def test_folding_is_kept_only_where_onnx_runtime_gives_the_original_outputs(tmp_path):
+    import numpy as np
+    import onnx
+
+    from pteforge.models.custom import _checked, _fixed, _folded, onnx_spec
+    from pteforge.spec import InputSpec
+
+    path = yolo_style_onnx(tmp_path / "det.onnx")
+    spec = onnx_spec(str(path), (InputSpec((1, 3, 64, 64), name="images"),))
+    original = _fixed(onnx.load(str(path)), spec.inputs)
+    folded = _folded(original)
+    assert not any(n.op_type in ("Shape", "Range") for n in folded.graph.node), "the shape subgraph is folded"
+    assert _checked(folded, original, spec) is folded
+    broken = onnx.ModelProto()
+    broken.CopyFrom(folded)
+    weight = next(i for i in broken.graph.initializer if len(onnx.numpy_helper.to_array(i).shape) == 4)
+    weight.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(weight) * np.float32(1.5), weight.name))
+    assert _checked(broken, original, spec) is None, "a folded graph whose outputs differ is not imported"
+
+
+def branching_onnx(path):
+    """Two float inputs (audio and a recurrent state) and an int64 scalar sample rate the
+    graph branches on with an ONNX If, as voice-activity detectors are published."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def branch(name, op):
+        return helper.make_graph([helper.make_node(op, ["mixed"], [f"y_{name}"])], name, [],
+                                 [helper.make_tensor_value_info(f"y_{name}", TensorProto.FLOAT, [1, 8])])
+
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["input", "w"], ["proj"]),
+         helper.make_node("ReduceMean", ["state"], ["pooled"], axes=[0], keepdims=0),
+         helper.make_node("Add", ["proj", "pooled"], ["mixed"]),
+         helper.make_node("Equal", ["sr", "sixteen_k"], ["is_16k"]),
+         helper.make_node("If", ["is_16k"], ["output"], then_branch=branch("then", "Tanh"),
+                          else_branch=branch("else", "Sigmoid"), name="/decoder/If"),
+         helper.make_node("Mul", ["state", "half"], ["stateN"])],
+        "vad",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 64]),
+         helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, 1, 8]),
+         helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8]),
+         helper.make_tensor_value_info("stateN", TensorProto.FLOAT, [2, 1, 8])],
+        [numpy_helper.from_array(rng.standard_normal((64, 8)).astype(np.float32), "w"),
+         numpy_helper.from_array(np.array(16000, dtype=np.int64), "sixteen_k"),
+         numpy_helper.from_array(np.array(0.5, dtype=np.float32), "half")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), str(path))
+    return path
+
+
+def test_named_inputs_and_an_int64_scalar_held_at_its_value(capsys, tmp_path):
+    onnx_file = branching_onnx(tmp_path / "vad.onnx")
+    code, said = export(capsys, "--model", onnx_file, "--backends", "portable", "--out", tmp_path / "o1")
+    assert code == ExitStatus.MODEL, said
+    [line] = error_lines(said)
+    assert "no converter to PyTorch for If (opset 16) at node /decoder/If" in line
+    assert "--input-shape NAME=" in line and "forward()" not in line
+
+    code, said = export(capsys, "--model", onnx_file, "--input-shape", "nope=1,64", "--out", tmp_path / "o2")
+    assert code == ExitStatus.USAGE and "has no input nope" in error_lines(said)[0]
+    assert "its inputs are input, state, sr" in error_lines(said)[0]
+
+    out = tmp_path / "out"
+    code, said = export(capsys, "--model", onnx_file, "--input-shape", "sr=int64:16000", "--input-shape", "input=1,64",
+                        "--backends", "xnnpack", "portable", "--out", out)
+    assert code == 0, said
+    for e in entries(out).values():
+        assert e["status"] == "VERIFIED", e
+        assert e["heldInputs"] == {"sr": 16000}
+        # sr is held in the program, not fed ("input", a Python builtin's name, is torch.export's input_1)
+        assert [i["name"] for i in e["inputs"]] == ["input_1", "state"]
+        assert [o["name"] for o in e["outputs"]] == ["output", "stateN"]
+    proc_code, stdout, err = cli(capsys, "validate", "--models-dir", out)
+    assert proc_code == 0, stdout + err
+    assert {f["status"] for f in json.loads((out / "validation_report.json").read_text())["files"]} == {"VERIFIED"}
+
+
+def test_model_files_are_recognised_by_content_not_name(capsys, tmp_path):
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU()).eval()
+    scripted = tmp_path / "silero_like.jit"
+    torch.jit.script(model).save(str(scripted))
+    nameless = tmp_path / "model"
+    nameless.write_bytes(scripted.read_bytes())
+    onnx_named_bin = tmp_path / "net.bin"
+    torch.onnx.export(model, (torch.rand(1, 6),), str(onnx_named_bin), dynamo=False)
+    for path in (scripted, nameless, onnx_named_bin):
+        out = tmp_path / f"out_{path.name}"
+        code, said = export(capsys, "--model", path, "--input-shape", "1,6", "--backends", "portable", "--out", out)
+        assert code == 0, said
+        assert entries(out)["portable"]["status"] == "VERIFIED"
+    weights = tmp_path / "weights.jit"
+    torch.save(model.state_dict(), weights)
+    code, said = export(capsys, "--model", weights, "--input-shape", "1,6", "--out", tmp_path / "o")
+    assert code == ExitStatus.MODEL and "is not a TorchScript program" in error_lines(said)[0]
+    code, said = export(capsys, "--model", scripted, "--input-shape", "x=1,6", "--out", tmp_path / "o")
+    assert code == ExitStatus.USAGE and "applies to ONNX files" in error_lines(said)[0]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("1,3,224,224", ((1, 3, 224, 224), "float32", None, None)),
+    ("1x3x8x8", ((1, 3, 8, 8), "float32", None, None)),
+    ("images=1,3,640,640", ((1, 3, 640, 640), "float32", "images", None)),
+    ("sr=int64:16000", ((16000,), "int64", "sr", None)),
+    ("input_1:0=1,224,224,3", ((1, 224, 224, 3), "float32", "input_1:0", None)),
+    ("temperature=0.5", ((), "float32", "temperature", 0.5)),
+    ("state=float16:2,1,128", ((2, 1, 128), "float16", "state", None)),
+])
+def test_input_shapes_are_named_typed_or_valued(text, expected):
+    from pteforge.spec import InputSpec
+
+    i = InputSpec.parse(text)
+    assert (i.shape, i.dtype, i.name, i.value) == expected
+
+
+@pytest.mark.parametrize("text", ["=1,3", "x=", "x=complex64:1,3", "a,b", "1,-3"])
+def test_malformed_input_shapes_are_refused(text):
+    from pteforge.errors import UsageError
+    from pteforge.spec import InputSpec
+
+    with pytest.raises(UsageError):
+        InputSpec.parse(text)
