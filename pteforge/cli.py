@@ -86,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
                           "or a local state dict (or an Ultralytics checkpoint of the same architecture)")
     out.add_argument("--seed", type=int, default=0, help="seed for random weights and inputs (default 0)")
     out.add_argument("--no-verify", dest="verify", action="store_false", help="skip running artifacts on this host")
+    out.add_argument("--no-fallback", dest="fallback", action="store_false",
+                     help="fail a target when a backend's pass crashes on part of the graph (default: that part runs "
+                          "on the portable kernels, the rest stays delegated, and the summary says so)")
     out.add_argument("--dry-run", action="store_true",
                      help="check the options and print the plan (models, targets, downloads), then stop: nothing is written")
     out.add_argument("--verify-inputs", type=int, default=3, metavar="N",
@@ -370,6 +373,7 @@ def _export_config(args, debug: bool):
         accuracy_budget=AccuracyBudget.parse(args.accuracy_budget) if args.accuracy_budget else None,
         base_url=args.base_url,
         bundle=args.bundle,
+        fallback=args.fallback,
         oplist=args.oplist,
         timeout=args.timeout,
         jobs=args.jobs,

@@ -80,6 +80,7 @@ class ExportOptions(BaseModel):
     oplist: bool | None = None
     cache: bool | None = None
     bundle: bool | None = None
+    fallback: bool | None = None
     # publishing: after the export, lay out the site the app fetches (pteforge publish)
     publish: str | None = None
     publish_runtime: Strings = Field(None, validation_alias=AliasChoices("publish_runtime", "publish_version"))

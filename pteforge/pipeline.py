@@ -172,9 +172,10 @@ class _Job:
         from .stages.lower import delegation_of, lower, program_delegates, program_operators
 
         try:
-            edge = self.timed(Stage.LOWER, lambda: lower(exported, self.chain, self.target.precision, plan))
+            edge = self.timed(Stage.LOWER, lambda: lower(exported, self.chain, self.target.precision, plan, self.config.fallback))
             delegation = delegation_of(edge.exported_program().graph_module)
             delegation.decomposed_instead = getattr(edge, "decomposed_instead", [])
+            delegation.left_out = getattr(edge, "left_out", [])
             program = self.timed(Stage.SERIALIZE, lambda: edge.to_executorch(plan.executorch_config))
             delegation.delegates_in_program = program_delegates(program.executorch_program)
             delegation.kernels = sorted(set(program_operators(program.executorch_program)))

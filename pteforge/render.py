@@ -202,6 +202,9 @@ class Renderer:
             proof += f" (the same program as {r.same_program_as}'s, lowered once)"
         if d.decomposed_instead:
             proof += f"; {', '.join(d.decomposed_instead)} decomposed (lowering it whole failed upstream)"
+        for part in d.left_out:
+            proof += (f"; {len(part['nodes'])} node(s) left to the portable kernels ({', '.join(part['nodes'][:3])}"
+                      f"{', …' if len(part['nodes']) > 3 else ''}): {part['partitioner']} crashed on them: {part['error']}")
         if r.relative:
             rel = f"{r.relative['size']:.2f}× size"
             if "latency" in r.relative:

@@ -115,6 +115,9 @@ class Delegation:
     # Operators a partitioner keeps whole that were decomposed instead, because lowering
     # them whole failed upstream (stages/lower.py), e.g. ["aten.pixel_shuffle.default"]
     decomposed_instead: list[str] = field(default_factory=list)
+    # Parts of a partition left to the portable kernels because a backend's own pass crashed
+    # on them (stages/fallback.py): [{"partitioner": backend, "nodes": [...], "error": "..."}]
+    left_out: list[dict] = field(default_factory=list)
 
     @property
     def percent(self) -> float:

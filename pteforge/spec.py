@@ -225,6 +225,7 @@ class ExportConfig:
 
     ARTIFACT_FIELDS: ClassVar[tuple[str, ...]] = (
         "weights", "seed", "verify", "verify_inputs", "tolerance", "calibration_samples", "calibration_dir", "bundle",
+        "fallback",
     )
     RUN_FIELDS: ClassVar[tuple[str, ...]] = (
         "out_dir", "base_url", "oplist", "timeout", "jobs", "debug", "cache", "accuracy_budget", "bench_runs",
@@ -242,6 +243,7 @@ class ExportConfig:
     base_url: str | None = None
     oplist: bool = False  # write selected_operators.yaml per artifact, merged, and the CMake lines
     bundle: bool = False  # also write a BundledProgram (.bpte) with inputs and expected outputs
+    fallback: bool = True  # a partition a backend's pass crashes on goes to the portable kernels (--no-fallback: fail)
     timeout: float = 1200.0  # seconds per (model, target) job before its worker is killed
     jobs: int | None = None  # worker processes (default: one per core, at most one per target)
     debug: bool = False

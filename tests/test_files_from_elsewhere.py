@@ -7,6 +7,8 @@ through the real command line, lowered, and verified against ONNX Runtime on the
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_cli import cli, error_lines
 
 from pteforge.errors import ExitStatus
@@ -195,3 +197,40 @@ def test_malformed_input_shapes_are_refused(text):
 
     with pytest.raises(UsageError):
         InputSpec.parse(text)
+
+
+def test_a_backend_pass_crash_leaves_only_its_part_to_the_portable_kernels(capsys, tmp_path):
+    out = tmp_path / "out"
+    code, said = export(capsys, "--model", "tiny_models:nhwc_before_linear", "--input-shape", "1,3,20,20",
+                        "--backends", "xnnpack", "--out", out)
+    assert code == 0, said
+    e = entries(out)["xnnpack"]
+    assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60
+    [part] = e["delegation"]["left_out"]
+    assert part["partitioner"] == "XnnpackPartitioner" and "ChannelsLastTaggedReshapePass" in part["error"]
+    assert 1 <= len(part["nodes"]) < e["delegation"]["total_nodes"] / 2, part
+    assert e["delegation"]["percent"] > 50, "the rest of the graph stays delegated"
+    assert "left to the portable kernels" in said and "XnnpackPartitioner crashed on them" in said
+
+    code, said = export(capsys, "--model", "tiny_models:nhwc_before_linear", "--input-shape", "1,3,20,20",
+                        "--backends", "xnnpack", "--no-fallback", "--no-cache", "--out", tmp_path / "strict")
+    assert code == ExitStatus.TARGETS_FAILED, said
+    assert "xnnpack: LOWER_FAILED: the ChannelsLastTaggedReshapePass pass failed" in said
+
+
+@given(st.lists(st.integers(1, 6), min_size=1, max_size=5), st.data())
+def test_bisection_finds_the_smallest_failing_run(sizes, data):
+    """Lowering fails while a chosen node is delegated: the search leaves out that node alone."""
+    from pteforge.stages.fallback import _smallest_failing
+
+    runs = [[f"p{i}_n{j}" for j in range(n)] for i, n in enumerate(sizes)]
+    culprit = data.draw(st.sampled_from([name for run in runs for name in run]))
+    tried = []
+
+    def fails(only):
+        tried.append(only)
+        return RuntimeError("crash") if any(culprit in run for run in only) else None
+
+    assert _smallest_failing(runs, fails) == [culprit]
+    assert len(tried) <= 2 * (len(runs).bit_length() + max(sizes).bit_length()) + 1
+    assert _smallest_failing(runs, lambda only: None) == []

@@ -449,3 +449,27 @@ class Noisy(Degenerate):
 def noisy():
     torch.manual_seed(0)
     return Noisy("nan")
+
+
+class NhwcBeforeLinear(torch.nn.Module):
+    """facenet-pytorch's MTCNN RNet, in small: convolutions and PReLUs, then a permute to
+    NHWC before its dense layers, whose PReLU XNNPACK's ChannelsLastTaggedReshapePass
+    crashes on ("Attempting to convert non-NHWC compatible node to NHWC")."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.prelu1 = torch.nn.Conv2d(3, 8, 3), torch.nn.PReLU(8)
+        self.pool = torch.nn.MaxPool2d(3, 2, ceil_mode=True)
+        self.conv2, self.prelu2 = torch.nn.Conv2d(8, 16, 3), torch.nn.PReLU(16)
+        self.dense, self.prelu3 = torch.nn.Linear(16 * 7 * 7, 32), torch.nn.PReLU(32)
+        self.out = torch.nn.Linear(32, 2)
+
+    def forward(self, x):  # x: 1x3x20x20
+        x = self.prelu2(self.conv2(self.pool(self.prelu1(self.conv1(x)))))
+        x = x.permute(0, 3, 2, 1).contiguous()
+        return torch.softmax(self.out(self.prelu3(self.dense(x.view(x.shape[0], -1)))), dim=1)
+
+
+def nhwc_before_linear():
+    torch.manual_seed(0)
+    return NhwcBeforeLinear().eval()

@@ -165,7 +165,7 @@ def fast_fx():
         yield
 
 
-def lower(exported, chain, precision, plan):
+def lower(exported, chain, precision, plan, fallback: bool = True):
     """Lower with the chain's partitioners in priority order; return the edge program manager.
 
     The first backend drives lowering (its plan: edge config, passes, its special
@@ -179,12 +179,34 @@ def lower(exported, chain, precision, plan):
     ``max_pool1d`` with a default stride), it is lowered again with that operator
     decomposed into the core operators it is made of, which the backend or the portable
     kernels take; ``edge.decomposed_instead`` names those operators.
+
+    When a backend's own pass crashes on a partition (``fallback``), the smallest part
+    that crashes is left to the portable kernels (``stages/fallback.py``);
+    ``edge.left_out`` says what, with the upstream error.
     """
+    from .fallback import Cut, lower_leaving_out
+
+    cut = Cut()
+
+    def attempt():
+        return _lower_decomposing(exported, chain, precision, plan, cut)
+
+    try:
+        edge, left_out = attempt(), []
+    except Exception as exc:
+        if not fallback or cut.last is None:
+            raise
+        edge, left_out = lower_leaving_out(attempt, cut, exc)
+    edge.left_out = left_out
+    return edge
+
+
+def _lower_decomposing(exported, chain, precision, plan, cut):
     dropped: set = set()
     while True:
         kept: set = set()
         try:
-            edge = _lower(exported, chain, precision, plan, dropped, kept)
+            edge = _lower(exported, chain, precision, plan, dropped, kept, cut)
         except Exception as exc:
             op = _kept_whole_in(exc, kept - dropped)
             if op is None:
@@ -198,10 +220,13 @@ def lower(exported, chain, precision, plan):
         return edge
 
 
-def _lower(exported, chain, precision, plan, dropped: set, kept: set):
+def _lower(exported, chain, precision, plan, dropped: set, kept: set, cut):
     rest = zip(chain[1:], chain_precisions(chain, precision)[1:])
     others = [p for b, at in rest for p in b.fit(exported, b.partitioners(at))]
-    plan = dataclasses.replace(plan, partitioners=chain[0].fit(exported, plan.partitioners))
+    mine = chain[0].fit(exported, plan.partitioners)
+    guarded = cut.guard([*mine, *others])
+    plan = dataclasses.replace(plan, partitioners=guarded[:len(mine)])
+    others = guarded[len(mine):]
     with contextlib.ExitStack() as inside:
         for backend in chain:
             inside.enter_context(backend.lowering_context())
