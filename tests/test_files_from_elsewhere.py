@@ -75,20 +75,21 @@ def test_folding_is_kept_only_where_onnx_runtime_gives_the_original_outputs(tmp_
     import numpy as np
     import onnx
 
-    from pteforge.models.custom import _checked, _fixed, _folded, onnx_spec
+    from pteforge.models.custom import onnx_spec
+    from pteforge.models.onnx_graph import checked, fixed, folded
     from pteforge.spec import InputSpec
 
     path = yolo_style_onnx(tmp_path / "det.onnx")
     spec = onnx_spec(str(path), (InputSpec((1, 3, 64, 64), name="images"),))
-    original = _fixed(onnx.load(str(path)), spec.inputs)
-    folded = _folded(original)
-    assert not any(n.op_type in ("Shape", "Range") for n in folded.graph.node), "the shape subgraph is folded"
-    assert _checked(folded, original, spec) is folded
+    original = fixed(onnx.load(str(path)), spec.inputs)
+    result = folded(original)
+    assert not any(n.op_type in ("Shape", "Range") for n in result.graph.node), "the shape subgraph is folded"
+    assert checked(result, original, spec) is result
     broken = onnx.ModelProto()
-    broken.CopyFrom(folded)
+    broken.CopyFrom(result)
     weight = next(i for i in broken.graph.initializer if len(onnx.numpy_helper.to_array(i).shape) == 4)
     weight.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(weight) * np.float32(1.5), weight.name))
-    assert _checked(broken, original, spec) is None, "a folded graph whose outputs differ is not imported"
+    assert checked(broken, original, spec) is None, "a folded graph whose outputs differ is not imported"
 
 
 def branching_onnx(path):

@@ -547,19 +547,24 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
     import onnx
     from onnx2torch import convert
 
+    from .onnx_converters import register
+    from .onnx_graph import checked, fixed, folded, plain_names
+
     _newer_converters()
-    original = _fixed(onnx.load(spec.path), spec.inputs)
+    register()
+    original = plain_names(fixed(onnx.load(spec.path), spec.inputs))
+    candidates = [(m, how) for m, how in ((checked(folded(original), original, spec), "folded"), (original, "as given"))
+                  if m is not None]
     errors = []
-    for model in [m for m in (_checked(_folded(original), original, spec), original) if m is not None]:
+    for model, how in candidates:
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
-        errors = []
         for target in [opset, *(v for v in ONNX2TORCH_OPSETS if v < opset)]:
             try:
                 converted = convert(model if target == opset else onnx.version_converter.convert_version(model, target))
-                return with_constant_arguments(converted).eval()
+                return _own_storage(with_constant_arguments(converted)).eval()
             except Exception as exc:  # noqa: BLE001 - onnx2torch raises what its converters raise
-                errors.append(f"at opset {target}: {one_line(exc, 160)}")
-    missing = _unconverted(original)
+                errors.append(f"the graph {how} at opset {target}: {one_line(exc, 160)}")
+    missing = _unconverted(candidates[0][0])  # the folded graph's, when there is one: what is left to convert
     if missing:
         (node, op, domain, version), more = missing[0], len(missing) - 1
         ops = sorted({f"{o}-{v}" for _, o, _, v in missing})
@@ -572,6 +577,33 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
     raise ModelError(f"onnx2torch cannot import '{spec.path}': {'; '.join(errors)}",
                      fix="export the PyTorch model directly with --model, or re-export the ONNX file with the "
                          "operators onnx2torch converts") from None
+
+
+def _own_storage(module):
+    """``module`` with each weight and constant in a storage of its own, as compact as its
+    values, and without the empty constants nothing reads (the region of interest of a
+    Resize taken by its scales): ``torch.export.save`` groups tensors by storage, and
+    several empty ones (all at address 0: a Paddle file's Resize nodes) or views into a
+    shared one failed it ("numel: integer multiplication overflow")."""
+    import torch
+
+    used = {n.target for n in module.graph.nodes if n.op == "get_attr"} if hasattr(module, "graph") else None
+    for name, tensor in list(module.named_buffers()) if used is not None else []:
+        if tensor.numel() == 0 and name not in used:
+            owner, _, leaf = name.rpartition(".")
+            del module.get_submodule(owner)._buffers[leaf]
+    for owner in module.modules():
+        for kind in ("_parameters", "_buffers"):
+            for name, tensor in list(getattr(owner, kind).items()):
+                if tensor is None or not isinstance(tensor, torch.Tensor):
+                    continue
+                compact = tensor.is_contiguous() and tensor.storage_offset() == 0 and \
+                    tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size()
+                if not compact:
+                    fresh = tensor.detach().clone(memory_format=torch.contiguous_format)
+                    getattr(owner, kind)[name] = torch.nn.Parameter(fresh, tensor.requires_grad) \
+                        if kind == "_parameters" else fresh
+    return module
 
 
 def _unconverted(model) -> list[tuple[str, str, str, int]]:
@@ -650,101 +682,6 @@ def _newer_converters() -> tuple:
     return (OnnxSplit18,)
 
 
-def _fixed(model, inputs: tuple[InputSpec, ...]):
-    """``model`` with its inputs' dynamic dims set to the shapes ``inputs`` give, and its
-    scalar inputs given a value held at it (a constant): what its shape computations
-    (YOLO's anchors from ``Shape``/``Range``, a recognizer's sequence length) and branches
-    on a sample rate need to be folded to constants before the import."""
-    import numpy as np
-    import onnx
-
-    by_name = {i.name: i for i in inputs if i.name}
-    if not by_name:
-        return model
-    weights = {init.name for init in model.graph.initializer}
-    feeds = [v for v in model.graph.input if v.name not in weights]
-    for value in feeds:
-        given = by_name.get(value.name)
-        if given is None:
-            continue
-        if given.value is not None:
-            model.graph.initializer.append(onnx.numpy_helper.from_array(
-                np.array(given.value, dtype=np.dtype(given.dtype)), value.name))
-            continue
-        for dim, size in zip(value.type.tensor_type.shape.dim, given.shape):
-            if dim.dim_value <= 0:
-                dim.Clear()
-                dim.dim_value = size
-    held = {i.name for i in inputs if i.value is not None}
-    kept = [v for v in model.graph.input if v.name not in held]
-    del model.graph.input[:]
-    model.graph.input.extend(kept)
-    return model
-
-
-def _checked(folded, original, spec: ModelSpec):
-    """``folded`` when ONNX Runtime gives its outputs on seeded inputs as it gives the
-    original's (same dtypes and shapes, within float rounding), else None."""
-    if folded is None:
-        return None
-    import numpy as np
-
-    from .synthetic import make_inputs
-
-    try:
-        feeds = {i.name: x.numpy() for i, x in zip([i for i in spec.inputs if i.value is None],
-                                                  make_inputs(spec, 0)) if i.name}
-        before, after = (_ort_session(m).run(None, feeds) for m in (original, folded))
-    except Exception:  # noqa: BLE001 - a graph ONNX Runtime cannot run on these inputs: not folded
-        logging.getLogger(__name__).info("the folded ONNX graph could not be checked", exc_info=True)
-        return None
-    same = len(before) == len(after) and all(
-        a.shape == b.shape and a.dtype == b.dtype and np.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True)
-        for a, b in zip(before, after))
-    if not same:
-        logging.getLogger(__name__).warning("ONNX Runtime's folding changed %s's outputs: imported unfolded", spec.path)
-    return folded if same else None
-
-
-def _ort_session(model):
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
-def _folded(model):
-    """``model`` with what it computes from constants alone computed: ONNX Runtime's basic
-    graph optimizations (constant folding, semantics-preserving fusions into standard
-    operators), which turn the pads and shapes torch's TorchScript-based exporter computes
-    (``F.pad``: ConstantOfShape, Concat, Slice) into constants ``with_constant_arguments``
-    then takes. None when ONNX Runtime cannot, or leaves an operator of its own."""
-    import tempfile
-
-    import onnx
-    import onnxruntime
-
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            options = onnxruntime.SessionOptions()
-            options.log_severity_level = 3
-            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
-            options.optimized_model_filepath = str(Path(tmp) / "folded.onnx")
-            onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-            folded = onnx.load(options.optimized_model_filepath)
-    except Exception:  # noqa: BLE001 - a model ONNX Runtime cannot optimize (or > 2 GB): imported as it is
-        return None
-    used = {node.domain for node in folded.graph.node}
-    if used - {"", "ai.onnx"}:
-        return None
-    kept = [o for o in folded.opset_import if o.domain in ("", "ai.onnx")]
-    del folded.opset_import[:]
-    folded.opset_import.extend(kept)
-    return folded
-
-
 def with_constant_arguments(graph):
     """onnx2torch's ``Pad`` (opset 11+), ``Reshape``, ``Resize`` and ``Slice`` modules read
     their pads, shape, scales and bounds from tensor inputs when they run (``.tolist()``,
@@ -795,16 +732,29 @@ def with_constant_arguments(graph):
 def _by_numbers() -> dict:
     """onnx2torch's module type -> (its tensor arguments after the input, by name; how to
     make the module doing the same with their constant values as numbers, or None to keep it)."""
-    from onnx2torch.node_converters.pad import OnnxPadDynamic, _onnx_padding_to_torch, _torch_padding_to_mode_format
+    from onnx2torch.node_converters.pad import OnnxPadDynamic, _onnx_padding_to_torch
     from onnx2torch.node_converters.reshape import OnnxReshape
     from onnx2torch.node_converters.resize import OnnxResize, OnnxResizeV10, _onnx_mode_to_torch_mode
     from onnx2torch.node_converters.slice import OnnxSlice, _get_slices
     from onnx2torch.node_converters.split import OnnxSplit13
 
-    FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice = _fixed_modules()
+    from onnx2torch.node_converters.expand import OnnxExpand
+    from onnx2torch.node_converters.reduce import OnnxReduceSumDynamicAxes
+    from onnx2torch.node_converters.squeeze import OnnxSqueezeDynamicAxes
+    from onnx2torch.node_converters.tile import OnnxTile
+    from onnx2torch.node_converters.unsqueeze import OnnxUnsqueezeDynamicAxes
+
+    FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice, by_numbers = _fixed_modules()
 
     def pad(module, v):
-        pads = _torch_padding_to_mode_format(_onnx_padding_to_torch(v["pads"].tolist()), module.mode)
+        """Pads of the dims padded only (the leading unpadded ones dropped): FixedPad takes
+        reflect and edge padding of any tensor's last 1-3 dims, where torch's F.pad (and
+        onnx2torch) take it with batch and channel dims only (a [1, 576] audio frame)."""
+        pads = _onnx_padding_to_torch(v["pads"].tolist())
+        while len(pads) > 2 and pads[-2:] == [0, 0]:
+            pads = pads[:-2]
+        if module.mode != "constant" and len(pads) > 6:
+            return None
         return FixedPad(pads, module.mode, float(v["constant_value"].item()) if "constant_value" in v else 0.0)
 
     def resize(module, v):
@@ -836,6 +786,13 @@ def _by_numbers() -> dict:
         OnnxSlice: (("starts", "ends", "axes", "steps"), slice_),
         **{split: (("split",), lambda module, v: FixedSplit([int(n) for n in v["split"].tolist()], module.axis))
            for split in (OnnxSplit13, *_newer_converters())},
+        # axes, shapes and repeats given as tensors (opset 13+, tf2onnx's and spox's files)
+        OnnxSqueezeDynamicAxes: (("axes",), lambda module, v: by_numbers("squeeze", sorted(v["axes"].tolist())[::-1])),
+        OnnxUnsqueezeDynamicAxes: (("axes",), lambda module, v: by_numbers("unsqueeze", sorted(v["axes"].tolist()))),
+        OnnxReduceSumDynamicAxes: (("axes",), lambda module, v: by_numbers(
+            "sum", (sorted(v["axes"].tolist()), bool(module._keepdims))) if v["axes"].nelement() else None),
+        OnnxExpand: (("shape",), lambda module, v: by_numbers("expand", v["shape"].tolist())),
+        OnnxTile: (("repeats",), lambda module, v: by_numbers("repeat", v["repeats"].tolist())),
     }
 
 
@@ -851,7 +808,12 @@ def _fixed_modules() -> tuple:
             self.pads, self.mode, self.value = pads, mode, value
 
         def forward(self, x):
-            return torch.nn.functional.pad(x, self.pads, mode=self.mode, value=self.value)
+            if self.mode == "constant":
+                return torch.nn.functional.pad(x, self.pads, value=self.value)
+            padded = len(self.pads) // 2  # reflect, replicate: as [1, C, *padded dims], C all the others
+            lead = x.shape[:x.dim() - padded]
+            y = torch.nn.functional.pad(x.reshape(1, -1, *x.shape[x.dim() - padded:]), self.pads, mode=self.mode)
+            return y.reshape(*lead, *y.shape[2:])
 
     class FixedReshape(torch.nn.Module):
         def __init__(self, shape: list[int]):
@@ -886,7 +848,29 @@ def _fixed_modules() -> tuple:
         def forward(self, x):
             return _do_slice(x, self.flip_dims, self.pos, self.neg)
 
-    return FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice
+    class ByNumbers(torch.nn.Module):
+        """``op`` with its numbers: squeeze or unsqueeze by axes (in the order to apply them),
+        sum over (axes, keepdims), expand to a shape (ONNX's broadcasting), repeat."""
+
+        def __init__(self, op: str, numbers):
+            super().__init__()
+            self.op, self.numbers = op, numbers
+
+        def forward(self, x):
+            if self.op in ("squeeze", "unsqueeze"):
+                for axis in self.numbers:
+                    x = x.squeeze(axis) if self.op == "squeeze" else x.unsqueeze(axis)
+                return x
+            if self.op == "sum":
+                return torch.sum(x, dim=self.numbers[0], keepdim=self.numbers[1])
+            if self.op == "expand":
+                return x.expand(torch.broadcast_shapes(tuple(x.shape), tuple(self.numbers)))
+            return x.repeat(*self.numbers)
+
+    def by_numbers(op: str, numbers) -> torch.nn.Module:
+        return ByNumbers(op, [int(n) for n in numbers] if op != "sum" else numbers)
+
+    return FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice, by_numbers
 
 
 def build_onnx_named(spec: ModelSpec, weights: str, seed: int):

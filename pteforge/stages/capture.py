@@ -150,6 +150,8 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     t0 = time.perf_counter()
     try:
         exported = export_model(model, inputs[0])
+    except CaptureError:
+        raise
     except Exception as exc:
         fix = _capture_fix(model, inputs[0]) or FILE_FIX.get(spec.source, "see https://pytorch.org/docs/stable/export.html")
         raise CaptureError(summarize_export_error(exc, spec.source), fix=fix) from exc
@@ -288,6 +290,13 @@ def _converted(model, example: tuple):
     import torch
     from torch._export.converter import TS2EPConverter
 
+    schema = getattr(getattr(model, "forward", None), "schema", None)
+    others = [f"{a.name}: {a.type}" for a in (schema.arguments[1:] if schema else []) if str(a.type) != "Tensor"]
+    if others:  # what --input-shape cannot give, and TorchScript's converter fails on, far from the cause
+        raise CaptureError(f"the TorchScript program's forward takes {', '.join(others)} besides its tensors "
+                           f"({schema}); pteforge feeds tensors only",
+                           fix="script a module whose forward takes only tensors and calls it with those values, "
+                               "or export the model with --model package.module:factory from its PyTorch code")
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one per unused buffer ("Manually populate … num_batches_tracked")
         converted = TS2EPConverter(model, example).convert()
