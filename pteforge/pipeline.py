@@ -235,11 +235,12 @@ class _Job:
                 self.record.fix = ("check the model on these inputs (NaN in its weights, a log or division of 0, an "
                                    "overflow): no lowering can be judged against it; the program is kept as a .mismatch.pte")
             return
-        self.record.reason = ("output differs from eager PyTorch: NaN or infinity in one of them where the other has a number"
+        original = "ONNX Runtime on the file" if self.spec.source == "onnx" else "eager PyTorch"
+        self.record.reason = (f"output differs from {original}: NaN or infinity in one of them where the other has a number"
                               if math.isinf(v.max_abs_error) else
-                              f"output differs from eager PyTorch: eager's output is all zeros where the program's is not "
+                              f"output differs from {original}: its output is all zeros where the program's is not "
                               f"(max abs {v.max_abs_error:.3g})" if v.sqnr_db is None else
-                              f"output differs from eager PyTorch: SQNR {v.sqnr_db:.1f} dB < "
+                              f"output differs from {original}: SQNR {v.sqnr_db:.1f} dB < "
                               f"{v.threshold_sqnr_db:.1f} dB (max abs {v.max_abs_error:.3g})")
         in_pytorch = self._quantized_in_pytorch(reference) if self.quantized is not None else None
         if in_pytorch is not None and in_pytorch < v.threshold_sqnr_db:

@@ -209,6 +209,8 @@ class Renderer:
             rel = f"{r.relative['size']:.2f}× size"
             if "latency" in r.relative:
                 rel += f", {r.relative['latency']:.2f}× latency"
+                if r.relative["latency"] > 1.0:
+                    rel += f" (slower than {r.relative['fp32']} on this host)"
             proof += f"; vs fp32: {rel}"
         if r.verification and r.verification.warning:
             proof += f"; warning: {r.verification.warning}"

@@ -235,3 +235,70 @@ def test_bisection_finds_the_smallest_failing_run(sizes, data):
     assert _smallest_failing(runs, fails) == [culprit]
     assert len(tried) <= 2 * (len(runs).bit_length() + max(sizes).bit_length()) + 1
     assert _smallest_failing(runs, lambda only: None) == []
+
+
+def test_an_lstm_with_its_state_as_inputs_is_imported_and_verified(capsys, tmp_path):
+    """ONNX's LSTM (silero-vad, OCR recognizers), which onnx2torch lacks: a bidirectional
+    one fed its initial state, exported by torch's exporter with gates in ONNX's order."""
+    import torch
+
+    class Recognizer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.lstm = torch.nn.LSTM(8, 6, bidirectional=True)
+            self.head = torch.nn.Linear(12, 5)
+
+        def forward(self, x, h, c):
+            y, (h, c) = self.lstm(x, (h, c))
+            return self.head(y).softmax(-1), h, c
+
+    onnx_file = tmp_path / "rec.onnx"
+    torch.onnx.export(Recognizer().eval(), (torch.rand(7, 1, 8), torch.zeros(2, 1, 6), torch.zeros(2, 1, 6)),
+                      str(onnx_file), dynamo=False, opset_version=12, input_names=["x", "h", "c"],
+                      output_names=["probs", "hn", "cn"])
+    out = tmp_path / "out"
+    code, said = export(capsys, "--model", onnx_file, "--backends", "xnnpack", "--out", out)
+    assert code == 0, said
+    e = entries(out)["xnnpack"]
+    assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60, e
+    assert [o["name"] for o in e["outputs"]] == ["probs", "hn", "cn"]
+
+
+def test_what_tf2onnx_and_spox_write_is_imported(capsys, tmp_path):
+    """A Keras-style graph as tf2onnx writes it: GlobalMaxPool, Squeeze and ReduceSum with
+    their axes as tensors (opset 13), reflect padding of a [1, N] frame, Expand and Tile by
+    constant shapes, and fused TensorFlow ops' names joined with ';'."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def const(name, value, dtype=np.int64):
+        return numpy_helper.from_array(np.array(value, dtype=dtype), name)
+
+    nodes = [
+        helper.make_node("Pad", ["frame", "pads"], ["padded"], mode="reflect", name="model/pad;model/pad"),
+        helper.make_node("Unsqueeze", ["padded", "axis1"], ["wave"], name="model/expand_dims"),
+        helper.make_node("Conv", ["wave", "w"], ["feat"], kernel_shape=[5], name="model/conv1d;model/conv1d/Conv"),
+        helper.make_node("GlobalMaxPool", ["feat"], ["pooled"], name="model/max"),
+        helper.make_node("Squeeze", ["pooled", "axis2"], ["vec"], name="model/squeeze"),
+        helper.make_node("Expand", ["vec", "shape"], ["wide"], name="model/broadcast_to"),
+        helper.make_node("Tile", ["wide", "reps"], ["tiled"], name="model/tile"),
+        helper.make_node("ReduceSum", ["tiled", "axis0"], ["out"], keepdims=0, name="model/sum"),
+    ]
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        nodes, "keras",
+        [helper.make_tensor_value_info("frame", TensorProto.FLOAT, [1, 32])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+        [const("pads", [0, 4, 0, 4]), const("axis1", [1]), const("axis2", [2]), const("axis0", [0]),
+         const("shape", [3, 1, 4]), const("reps", [1, 2, 1]),
+         numpy_helper.from_array(rng.standard_normal((4, 1, 5)).astype(np.float32), "w")])
+    onnx_file = tmp_path / "keras.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="tf2onnx"),
+              str(onnx_file))
+    out = tmp_path / "out"
+    code, said = export(capsys, "--model", onnx_file, "--backends", "portable", "--out", out)
+    assert code == 0, said
+    e = entries(out)["portable"]
+    assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60, e

@@ -548,7 +548,7 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
     from onnx2torch import convert
 
     from .onnx_converters import register
-    from .onnx_graph import checked, fixed, folded, plain_names
+    from .onnx_graph import checked, fixed, folded, outputs_by_identity, plain_names
 
     _newer_converters()
     register()
@@ -560,7 +560,8 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
         for target in [opset, *(v for v in ONNX2TORCH_OPSETS if v < opset)]:
             try:
-                converted = convert(model if target == opset else onnx.version_converter.convert_version(model, target))
+                converted = convert(outputs_by_identity(
+                    model if target == opset else onnx.version_converter.convert_version(model, target)))
                 return _own_storage(with_constant_arguments(converted)).eval()
             except Exception as exc:  # noqa: BLE001 - onnx2torch raises what its converters raise
                 errors.append(f"the graph {how} at opset {target}: {one_line(exc, 160)}")

@@ -60,6 +60,27 @@ def plain_names(model):
     return model
 
 
+def outputs_by_identity(model):
+    """``model`` with each graph output that a node of several outputs makes (an LSTM's
+    final state, a Split's part) made by an Identity of it: onnx2torch returned such a
+    node's whole tuple as that output (a model returning an LSTM's ``hn`` and ``cn`` gave
+    4 outputs for 3)."""
+    from onnx import helper
+
+    model = _copy(model)
+    returned = {o.name for o in model.graph.output}
+    extra = []
+    for node in model.graph.node:
+        if len(node.output) < 2:
+            continue
+        for i, name in enumerate(node.output):
+            if name in returned:
+                node.output[i] = f"{name}/returned"
+                extra.append(helper.make_node("Identity", [node.output[i]], [name], name=f"{name}/identity"))
+    model.graph.node.extend(extra)
+    return model
+
+
 def checked(candidate, original, spec: ModelSpec):
     """``candidate`` (``folded``) when ONNX Runtime gives its outputs on seeded inputs as it
     gives the original's (same dtypes and shapes, within float rounding), else None."""

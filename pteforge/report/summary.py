@@ -227,6 +227,7 @@ def precision_lines(man: Manifest) -> list[str]:
             r, v = e.relative, e.verification or {}
             im = v.get("images") or {}
             lat = f"{r['latency']:.2f}× ({r['p50_ms']:.2f} vs {r['fp32_p50_ms']:.2f} ms)" if "latency" in r else "needs a device"
+            lat += " **slower than fp32**" if r.get("latency", 0) > 1.0 else ""
             top1 = pct(im.get("top1_agreement"))
             lines.append(f"| {e.base_model} | {e.target} | {r['fp32']} | {r['size']:.2f}× | {lat} | "
                          f"{_db(v.get('sqnr_db'))} | {_db(im.get('sqnr_db'))} | {im.get('cosine', '')} | {top1} |")

@@ -197,6 +197,9 @@ def lower(exported, chain, precision, plan, fallback: bool = True):
         if not fallback or cut.last is None:
             raise
         edge, left_out = lower_leaving_out(attempt, cut, exc)
+        from ..host import load_runtime
+
+        load_runtime()  # the out variants of what a quantized part left out calls (quantized_decomposed::)
     edge.left_out = left_out
     return edge
 

