@@ -77,6 +77,7 @@ def test_folding_is_kept_only_where_onnx_runtime_gives_the_original_outputs(tmp_
 
     from pteforge.models.custom import onnx_spec
     from pteforge.models.onnx_graph import checked, fixed, folded
+    from pteforge.models.synthetic import make_inputs
     from pteforge.spec import InputSpec
 
     path = yolo_style_onnx(tmp_path / "det.onnx")
@@ -84,12 +85,13 @@ def test_folding_is_kept_only_where_onnx_runtime_gives_the_original_outputs(tmp_
     original = fixed(onnx.load(str(path)), spec.inputs)
     result = folded(original)
     assert not any(n.op_type in ("Shape", "Range") for n in result.graph.node), "the shape subgraph is folded"
-    assert checked(result, original, spec) is result
+    feeds = {"images": make_inputs(spec, 0)[0].numpy()}
+    assert checked(result, original, feeds) is result
     broken = onnx.ModelProto()
     broken.CopyFrom(result)
     weight = next(i for i in broken.graph.initializer if len(onnx.numpy_helper.to_array(i).shape) == 4)
     weight.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(weight) * np.float32(1.5), weight.name))
-    assert checked(broken, original, spec) is None, "a folded graph whose outputs differ is not imported"
+    assert checked(broken, original, feeds) is None, "a folded graph whose outputs differ is not imported"
 
 
 def branching_onnx(path):

@@ -549,11 +549,13 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
 
     from .onnx_converters import register
     from .onnx_graph import checked, fixed, folded, outputs_by_identity, plain_names
+    from .synthetic import make_inputs
 
     _newer_converters()
     register()
     original = plain_names(fixed(onnx.load(spec.path), spec.inputs))
-    candidates = [(m, how) for m, how in ((checked(folded(original), original, spec), "folded"), (original, "as given"))
+    feeds = {i.name: x.numpy() for i, x in zip(spec.fed, make_inputs(spec, 0)) if i.name}
+    candidates = [(m, how) for m, how in ((checked(folded(original), original, feeds), "folded"), (original, "as given"))
                   if m is not None]
     errors = []
     for model, how in candidates:

@@ -197,11 +197,18 @@ def lower(exported, chain, precision, plan, fallback: bool = True):
         if not fallback or cut.last is None:
             raise
         edge, left_out = lower_leaving_out(attempt, cut, exc)
-        from ..host import load_runtime
-
-        load_runtime()  # the out variants of what a quantized part left out calls (quantized_decomposed::)
+        _quantized_kernels()  # the out variants of what a quantized part left out calls (quantized_decomposed::)
     edge.left_out = left_out
     return edge
+
+
+def _quantized_kernels() -> None:
+    import importlib
+
+    try:
+        importlib.import_module("executorch.kernels.quantized")
+    except ImportError:  # a wheel without them: serializing names the missing out variants
+        pass
 
 
 def _lower_decomposing(exported, chain, precision, plan, cut):
