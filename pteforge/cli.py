@@ -54,8 +54,10 @@ def _parser() -> argparse.ArgumentParser:
                           "(repeatable) [category gemma]")
     sel.add_argument("--max-seq-len", type=int, default=None, metavar="N",
                      help="language models: the KV cache's length, prompt and generated tokens together (default 128)")
-    sel.add_argument("--input-shape", action="append", default=[], metavar="N,C,H,W",
-                     help="input shape of a --model factory (repeat for several inputs), or 1,3,S,S for the catalog models named")
+    sel.add_argument("--input-shape", action="append", default=[], metavar="[NAME=][DTYPE:]N,C,H,W",
+                     help="input shape of a --model (repeat for several inputs; an ONNX file's by name, e.g. "
+                          "images=1,3,640,640, and a scalar's value, e.g. sr=int64:16000), or 1,3,S,S for the catalog "
+                          "models named")
     sel.add_argument("--input-dtype", action="append", default=[], metavar="DTYPE",
                      help="dtype of each --input-shape (default float32)")
     sel.add_argument("--labels", action="store_true",
