@@ -106,14 +106,20 @@ def originals(name: str):
         made = onnxruntime_runner(model, inputs)
         if made and made[0]:
             runners.append(("onnxruntime", "", made[0]))
+    for label, prec, run in list(runners):
+        try:
+            run()
+        except Exception as exc:  # noqa: BLE001 - a model that cannot run on these inputs (silero's .jit wants sr)
+            print(f"  {label} not timed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+            runners.remove((label, prec, run))
     return original, seeded, runners
 
 
-def agreement(original, seeded: list, pte: Path) -> float | None:
-    """The share of positions where the artifact's arg-max over the last axis of its first
-    output is the original's (a classifier's top-1; per anchor, time step or pixel for
-    dense and sequence outputs), over the export's seeded inputs; None for an output
-    without classes (a last axis of 1) or an artifact that cannot run here."""
+def agreement(original, seeded: list, pte: Path, how: tuple) -> float | None:
+    """The share of positions where the artifact decides as the original does, over the
+    export's seeded inputs: ``how`` (``elsewhere_models.Real.agree``) is the arg-max over an
+    axis of one output (from a first channel: a detector's classes after its box), or an
+    output's values on either side of a threshold. None for an artifact that cannot run here."""
     import torch
     from torch.utils._pytree import tree_leaves
 
@@ -127,11 +133,15 @@ def agreement(original, seeded: list, pte: Path) -> float | None:
     for inputs, got in zip(seeded, actual):
         with torch.no_grad():
             want = [t for t in tree_leaves(original(*inputs)) if isinstance(t, torch.Tensor)]
-        a, b = got[0], want[0]
-        if a.dim() == 0 or a.shape[-1] < 2 or a.shape != b.shape:
-            return None
-        same += int((a.argmax(-1) == b.argmax(-1)).sum())
-        total += a.argmax(-1).numel()
+        a, b = got[how[1]].float(), want[how[1]].float()
+        if how[0] == "threshold":
+            decided = (a > how[2]) == (b > how[2])
+        else:
+            axis, first = how[2], how[3]
+            a, b = a.narrow(axis, first, a.shape[axis] - first), b.narrow(axis, first, b.shape[axis] - first)
+            decided = a.argmax(axis) == b.argmax(axis)
+        same += int(decided.sum())
+        total += decided.numel()
     return same / total if total else None
 
 
@@ -196,6 +206,23 @@ def print_goals(goals: dict) -> None:
           + (", ".join(f"{n} {r:.2f}×" for n, r in slower.items()) or "none"))
 
 
+def rejudge(path: Path, out: Path) -> int:
+    """The table and goals again, with each verified artifact's agreement recomputed."""
+    data = json.loads(path.read_text())
+    for name, row in data["rows"].items():
+        entries = {e["target"]: e for e in json.loads((out / name / "index.json").read_text())["models"]} \
+            if (out / name / "index.json").is_file() else {}
+        original, seeded, _ = originals(name)
+        for target, d in row["targets"].items():
+            if d["status"] == "VERIFIED" and target in entries:
+                d["agreement"] = agreement(original, seeded, out / name / entries[target]["file"], MODELS[name].agree)
+    data["goals"] = judge(data["rows"])
+    print_table(data["rows"])
+    print_goals(data["goals"])
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS), metavar="NAME")
@@ -204,7 +231,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None, help="where the artifacts go (default: a temporary directory)")
     ap.add_argument("--json", type=Path, default=HERE / "elsewhere.json")
+    ap.add_argument("--merge", action="store_true", help="keep the rows --json holds for the models not run now")
+    ap.add_argument("--rejudge", action="store_true",
+                    help="recompute the agreement of the artifacts an earlier run left in --out, and the goals, "
+                         "from --json (no export, no timing)")
     args = ap.parse_args()
+    if args.rejudge:
+        return rejudge(args.json, args.out)
 
     import torch
 
@@ -217,7 +250,7 @@ def main() -> int:
     print(f"CPU: {cpu}, {os.cpu_count()} cores; threads: torch {torch.get_num_threads()} for eager, ONNX Runtime its "
           f"default, ExecuTorch's XNNPACK its default; median over {args.rounds} rounds of {args.runs}-run p50s (ms)",
           flush=True)
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict] = json.loads(args.json.read_text())["rows"] if args.merge and args.json.is_file() else {}
     meta = {"cpu": cpu, "cores": os.cpu_count(), "runs": args.runs, "rounds": args.rounds}
     with IsolatedRuntime() as child, tempfile.TemporaryDirectory(prefix="pteforge-elsewhere-bench-") as tmp:
         here = Host.from_dict(child.request("host"))
@@ -234,7 +267,7 @@ def main() -> int:
                 if t in TARGETS:
                     targets[t] = delegation(e)
                     if e["status"] == "VERIFIED" and original is not None:
-                        targets[t]["agreement"] = agreement(original, seeded, out / name / e["file"])
+                        targets[t]["agreement"] = agreement(original, seeded, out / name / e["file"], MODELS[name].agree)
             row = {"package": MODELS[name].package, "task": MODELS[name].task, "framework": MODELS[name].framework,
                    "model": reference(name), "targets": targets, "p50_ms": {}, "error": error}
             for t, d in targets.items():

