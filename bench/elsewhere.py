@@ -70,8 +70,9 @@ def export(name: str, out: Path) -> tuple[dict, str | None]:
         rows.update({e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]})
     error = None
     if not rows:
-        lines = (proc.stderr or proc.stdout).strip().splitlines()
-        error = next((ln for ln in lines if ln.startswith("error:")), lines[-1] if lines else f"exit {proc.returncode}")
+        lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines()]
+        said = [ln.lstrip("• ") for ln in lines if ln.startswith("error:") or (ln.startswith("•") and "_FAILED" in ln)]
+        error = "; ".join(said) or (lines[-1] if lines else f"exit {proc.returncode}")
     return rows, error
 
 
