@@ -204,21 +204,33 @@ def test_malformed_input_shapes_are_refused(text):
 
 def test_a_backend_pass_crash_leaves_only_its_part_to_the_portable_kernels(capsys, tmp_path):
     out = tmp_path / "out"
-    code, said = export(capsys, "--model", "tiny_models:nhwc_before_linear", "--input-shape", "1,3,20,20",
+    code, said = export(capsys, "--model", "tiny_models:unbatched", "--input-shape", "3,8,8",
                         "--backends", "xnnpack", "--out", out)
     assert code == 0, said
     e = entries(out)["xnnpack"]
     assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60
     [part] = e["delegation"]["left_out"]
     assert part["partitioner"] == "XnnpackPartitioner" and "ChannelsLastTaggedReshapePass" in part["error"]
-    assert 1 <= len(part["nodes"]) < e["delegation"]["total_nodes"] / 2, part
+    assert part["nodes"] == ["aten_max_pool2d_default"], part
     assert e["delegation"]["percent"] > 50, "the rest of the graph stays delegated"
     assert "left to the portable kernels" in said and "XnnpackPartitioner crashed on them" in said
 
-    code, said = export(capsys, "--model", "tiny_models:nhwc_before_linear", "--input-shape", "1,3,20,20",
+    code, said = export(capsys, "--model", "tiny_models:unbatched", "--input-shape", "3,8,8",
                         "--backends", "xnnpack", "--no-fallback", "--no-cache", "--out", tmp_path / "strict")
     assert code == ExitStatus.TARGETS_FAILED, said
     assert "xnnpack: LOWER_FAILED: the ChannelsLastTaggedReshapePass pass failed" in said
+
+
+def test_a_prelu_after_a_linear_layer_is_delegated_whole(capsys, tmp_path):
+    """MTCNN's R-Net and O-Net: the PReLU after their NHWC permute and dense layer, which
+    crashed XNNPACK's channels-last pass, is written as relu(x) - w·relu(-x) for it."""
+    out = tmp_path / "out"
+    code, said = export(capsys, "--model", "tiny_models:nhwc_before_linear", "--input-shape", "1,3,20,20",
+                        "--backends", "xnnpack", "--out", out)
+    assert code == 0, said
+    e = entries(out)["xnnpack"]
+    assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 60
+    assert e["delegation"]["percent"] == 100.0 and not e["delegation"]["left_out"], e["delegation"]
 
 
 @given(st.lists(st.integers(1, 6), min_size=1, max_size=5), st.data())

@@ -454,7 +454,7 @@ def noisy():
 class NhwcBeforeLinear(torch.nn.Module):
     """facenet-pytorch's MTCNN RNet, in small: convolutions and PReLUs, then a permute to
     NHWC before its dense layers, whose PReLU XNNPACK's ChannelsLastTaggedReshapePass
-    crashes on ("Attempting to convert non-NHWC compatible node to NHWC")."""
+    crashed on ("Attempting to convert non-NHWC compatible node to NHWC")."""
 
     def __init__(self):
         super().__init__()
@@ -473,3 +473,21 @@ class NhwcBeforeLinear(torch.nn.Module):
 def nhwc_before_linear():
     torch.manual_seed(0)
     return NhwcBeforeLinear().eval()
+
+
+class Unbatched(torch.nn.Module):
+    """A convolution and a max pool fed one image without a batch dim ([3, H, W]): XNNPACK's
+    ChannelsLastTaggedReshapePass crashes on the 3-D max pool ("Attempting to convert
+    non-NHWC compatible node to NHWC")."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.pool, self.fc = torch.nn.Conv2d(3, 8, 3), torch.nn.MaxPool2d(2), torch.nn.Linear(8 * 3 * 3, 4)
+
+    def forward(self, x):  # x: 3x8x8
+        return self.fc(self.pool(torch.relu(self.conv(x))).flatten())
+
+
+def unbatched():
+    torch.manual_seed(0)
+    return Unbatched().eval()

@@ -249,6 +249,7 @@ def _table():
         ops.conv3d.default: _conv3d,
         ops.max_pool3d.default: _max_pool3d,
         ops.pad.default: _pad,
+        ops.prelu.default: _prelu,
     }
 
 
@@ -272,6 +273,19 @@ def _aten():
     import torch
 
     return torch.ops.aten
+
+
+def _prelu(x, weight):
+    """PReLU of a tensor that is not 4-D (after a linear layer: MTCNN's R-Net and O-Net;
+    after a 1-D convolution) as relu(x) - w·relu(-x): XNNPACK's channels-last pass takes
+    PReLU for an image operator and crashed converting its input ("Attempting to convert
+    non-NHWC compatible node to NHWC"). A 4-D one XNNPACK takes as it is."""
+    if x.dim() == 4:
+        return NotImplemented
+    aten = _aten()
+    if weight.numel() > 1 and x.dim() >= 2:  # one slope per channel, the channels at dim 1
+        weight = aten.reshape.default(weight, [1, -1] + [1] * (x.dim() - 2))
+    return aten.sub.Tensor(aten.relu.default(x), aten.mul.Tensor(weight, aten.relu.default(aten.neg.default(x))))
 
 
 def _split_with_sizes(x, sizes, dim=0):
