@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -270,7 +271,8 @@ def main() -> int:
                     if e["status"] == "VERIFIED" and original is not None:
                         targets[t]["agreement"] = agreement(original, seeded, out / name / e["file"], MODELS[name].agree)
             row = {"package": MODELS[name].package, "task": MODELS[name].task, "framework": MODELS[name].framework,
-                   "model": reference(name), "targets": targets, "p50_ms": {}, "error": error}
+                   "model": reference(name), "targets": targets, "p50_ms": {}, "error": error,
+                   "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
             for t, d in targets.items():
                 if d["status"] != "VERIFIED":
                     print(f"  {t}: {d['status']} {d['reason'] or ''}")
