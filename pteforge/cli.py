@@ -145,11 +145,13 @@ def _parser() -> argparse.ArgumentParser:
     bn.add_argument("--warmup", type=int, default=3, metavar="N", help="warm-up runs (default 3)")
     bn.add_argument("--compare", choices=["eager"], default=None, help="time eager PyTorch beside each artifact")
 
-    se = sub.add_parser("select", parents=[common], help="which artifact an app on PLATFORM should load, with the fallbacks skipped")
+    se = sub.add_parser("select", parents=[common], help="which artifact a device of PLATFORM loads first (its fallback "
+                        "order), or without --platform which one this host loads, with the fallbacks skipped")
     se.add_argument("names", nargs="+", metavar="[MANIFEST] MODEL",
                     help="the manifest (an index.json or its directory; default: models/index.json) and the model")
     se.add_argument("--platform", default=None, choices=[*PLATFORMS, "all"],
-                    help="the app's platform (default: any)")
+                    help="a device's platform: its order and its own delegates, nothing loaded here (default: "
+                         "this host, its platform's order, each file loaded; all: every platform's artifacts, here)")
     se.add_argument("--manifest", default=None, metavar="FILE", help="the manifest, as the first of two names")
 
     mf = sub.add_parser("manifest", parents=[common], help="check a manifest, or print its JSON Schema")

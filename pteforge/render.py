@@ -275,13 +275,15 @@ class Renderer:
         self.out.print(f"Report: {report_path}")
 
     def selection(self, sel) -> None:
-        where = sel.platform or "any platform"
+        where = (f"a device of platform {sel.platform} (its own delegates; not loaded here)" if sel.device else
+                 f"this host ({sel.platform or 'its platform'}'s order, loaded here)")
+        self.out.print(f"for {where}: try {', '.join(sel.order) or 'nothing'}")
         for name, why in sel.skipped:
             self.out.print(f"skip {name}: {why}")
         if sel.entry:
-            self.out.print(f"→ {sel.entry.name} ({sel.entry.target}, {sel.entry.status}) for {sel.model} on {where}: {sel.path}")
+            self.out.print(f"→ {sel.entry.name} ({sel.entry.target}, {sel.entry.status}) for {sel.model}: {sel.path}")
         else:
-            self.out.print(f"✗ no artifact of {sel.model} can be loaded here for {where}")
+            self.out.print(f"✗ no artifact of {sel.model} for {where}")
 
     def bench_table(self, results) -> None:
         table = Table(title="Benchmark on this host (ms)")

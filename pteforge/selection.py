@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UsageError
-from .platforms import fallback_order, parse_platform
+from .platforms import fallback_order, host_platform, parse_platform
 from .registry import unknown_name_message
 from .report.manifest import MANIFEST_NAME, Manifest, ModelEntry, load_manifest
 
@@ -29,6 +29,9 @@ class Selection:
     path: Path | None = None
     program: object | None = None
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (artifact name, why)
+    # for a device of ``platform`` (``select --platform``): what it tries, in order; nothing is loaded here
+    device: bool = False
+    order: list[str] = field(default_factory=list)
 
 
 def _manifest(manifest) -> tuple[Manifest, Path]:
@@ -46,9 +49,12 @@ def _manifest(manifest) -> tuple[Manifest, Path]:
     return loaded, path.parent
 
 
-def choose(manifest, model: str, platform: str | None, here, load: Loader) -> Selection:
-    """The first artifact of ``model`` in ``platform``'s fallback order that can run on
-    ``here`` (a :class:`pteforge.host.Host`) and that ``load`` loads."""
+def choose(manifest, model: str, platform: str | None, here, load: Loader, device: bool = False) -> Selection:
+    """The first artifact of ``model`` in ``platform``'s fallback order (this host's
+    platform's when None; any platform's for ``all``) that can run on ``here`` (a
+    :class:`pteforge.host.Host`) and that ``load`` loads. ``device``: answer for a device
+    of ``platform`` instead, which has its own delegates: the first artifact of its order
+    whose file is intact (the device falls back along ``order`` when one does not load)."""
     from .errors import one_line
 
     man, base = _manifest(manifest)
@@ -63,16 +69,25 @@ def choose(manifest, model: str, platform: str | None, here, load: Loader) -> Se
                              fix="export it again for another backend or precision; EXPORT_SUMMARY.md says why each failed")
         names = sorted({e.base_model for e in man.models})
         raise UsageError(unknown_name_message("model", model, names), fix="pick a model the manifest holds")
-    selection = Selection(model, platform)
-    for entry in fallback_order(mine, None if platform == "all" else platform):
-        check = here.program_check(entry.delegation.get("delegates_in_program", []), entry.delegation.get("kernels", []))
+    device = device and platform not in (None, "all")
+    selection = Selection(model, platform, device=device)
+    order = fallback_order(mine, None if platform == "all" else platform or host_platform())
+    selection.order = [e.name for e in order]
+    for entry in order:
         path = base / entry.file
-        if not check.ok:
+        check = None if device else here.program_check(entry.delegation.get("delegates_in_program", []),
+                                                        entry.delegation.get("kernels", []))
+        if entry.status == "MISMATCH":
+            selection.skipped.append((entry.name, "its outputs differed from the original's (MISMATCH)"))
+        elif check is not None and not check.ok:
             selection.skipped.append((entry.name, check.reason))
         elif not path.exists():
             selection.skipped.append((entry.name, f"file {entry.file} is missing"))
         elif hashlib.sha256(path.read_bytes()).hexdigest() != entry.hash:
             selection.skipped.append((entry.name, "file differs from the manifest's sha256"))
+        elif device:
+            selection.entry, selection.path = entry, path
+            return selection
         else:
             try:
                 program = load(path)
@@ -85,8 +100,10 @@ def choose(manifest, model: str, platform: str | None, here, load: Loader) -> Se
 
 
 def select(manifest, model: str, platform: str | None = None) -> Selection:
-    """The decision of :func:`load_best`, with every file opened in a child process (a
-    damaged file cannot take this process down); nothing stays loaded."""
+    """Which artifact a device of ``platform`` loads first (its fallback order, its own
+    delegates: nothing is loaded here), or without ``platform`` the decision of
+    :func:`load_best` on this host, with every file opened in a child process (a damaged
+    file cannot take this process down); nothing stays loaded."""
     from .host import Host
     from .isolate import IsolatedRuntime
 
@@ -98,7 +115,7 @@ def select(manifest, model: str, platform: str | None = None) -> Selection:
             if not reply["ok"]:
                 raise RuntimeError(reply["error"])
 
-        return choose(manifest, model, platform, here, load)
+        return choose(manifest, model, platform, here, load, device=platform is not None)
 
 
 def load_best(manifest, model: str, platform: str | None = None) -> Selection:

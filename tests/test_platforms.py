@@ -39,7 +39,10 @@ def test_named_unavailable_backend_still_fails_the_run(capsys, out):
 def test_load_best_falls_back_to_what_this_runtime_runs(three):
     from pteforge import load_best
 
-    sel = load_best(three / "index.json", "tiny")
+    sel = load_best(three / "index.json", "tiny")  # this host: a desktop's order
+    assert sel.entry.name == "tiny_xnnpack.pte" and sel.program is not None
+    assert dict(sel.skipped) == {"tiny_vulkan.pte": "VulkanBackend is not registered in this runtime"}
+    sel = load_best(three / "index.json", "tiny", platform="all")
     assert sel.entry.name == "tiny_xnnpack.pte" and sel.program is not None
     # coreml:fp32, the reference of coreml (fp16), is not an app candidate: nobody asked for it
     assert dict(sel.skipped) == {
@@ -72,9 +75,18 @@ def test_select_prints_the_same_decision(capsys, three, tmp_path):
     DIR`` and ``bench DIR`` take theirs (it was "unrecognized arguments"); --manifest too."""
     code, stdout, _ = cli(capsys, "select", three, "--platform", "android", "tiny")
     assert code == ExitStatus.OK
-    assert "skip tiny_vulkan.pte: VulkanBackend is not registered in this runtime" in stdout
-    assert "→ tiny_xnnpack.pte" in stdout
+    # for an Android device: its order and its delegates, not this Linux host's (which has no Vulkan)
+    assert "for a device of platform android (its own delegates; not loaded here): try tiny_vulkan.pte" in stdout
+    assert "→ tiny_vulkan.pte" in stdout and "skip" not in stdout
     assert "coreml" not in stdout, "iOS artifacts are not candidates on Android"
+    # without --platform: this host, whose answer is the report's recommendation
+    from pteforge.report.manifest import load_manifest
+    from pteforge.report.summary import recommendation
+
+    code, stdout, _ = cli(capsys, "select", three, "tiny")
+    assert code == ExitStatus.OK and "for this host (its platform's order, loaded here)" in stdout
+    assert "skip tiny_vulkan.pte: VulkanBackend is not registered in this runtime" in stdout
+    assert f"→ {recommendation(load_manifest(three / 'index.json'), 'tiny').name}" in stdout
     for args, said in ((["a", "b", "c"], "select takes a manifest and a model, not 3 names"),
                        ([three, "tiny", "--manifest", tmp_path], f"two manifests: {three} and --manifest {tmp_path}")):
         code, _, err = cli(capsys, "select", *args)
