@@ -153,6 +153,14 @@ def test_named_inputs_and_an_int64_scalar_held_at_its_value(capsys, tmp_path):
     assert proc_code == 0, stdout + err
     assert {f["status"] for f in json.loads((out / "validation_report.json").read_text())["files"]} == {"VERIFIED"}
 
+    # the same from a config file, relative to it
+    (tmp_path / "pteforge.toml").write_text('model = ["vad.onnx"]\ninput-shape = ["sr=int64:16000", "input=1,64"]\n'
+                                            'backends = ["portable"]\nout = "from-file"\nbench-runs = 0\n')
+    code, stdout, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml")
+    assert code == 0, stdout + err
+    [e] = json.loads((tmp_path / "from-file" / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and e["heldInputs"] == {"sr": 16000}
+
 
 def test_model_files_are_recognised_by_content_not_name(capsys, tmp_path):
     import torch

@@ -1,8 +1,9 @@
 """One upstream pass crash does not cost the whole target.
 
 A backend's lowering runs its own passes on each partition its partitioner tagged
-(XNNPACK's ``ChannelsLastTaggedReshapePass`` on a model that permutes to NHWC before its
-linear layers: "Attempting to convert non-NHWC compatible node to NHWC"). When one raises,
+(XNNPACK's ``ChannelsLastTaggedReshapePass`` on an image operator whose input is not 4-D,
+such as a max pool fed one unbatched image: "Attempting to convert non-NHWC compatible
+node to NHWC"). When one raises,
 the lowering is tried again with parts of that partitioner's partitions delegated, to find
 the smallest part that still fails: whole partitions first, then contiguous runs of a
 partition's nodes in graph order (a run of a convex partition is convex, so each is a valid
@@ -35,9 +36,10 @@ class Cut:
     names: list[str] = field(default_factory=list)  # each partitioner's class
 
     def guard(self, partitioners: list) -> list:
-        base = _guarded_class()
+        """``partitioners``, each wrapped to delegate what this cut lets it."""
+        guarded, partitioner = _guarded_class()
         self.names = [type(p).__name__ for p in partitioners]
-        return [base(p, i, self) if isinstance(p, base.__mro__[1]) else p for i, p in enumerate(partitioners)]
+        return [guarded(p, i, self) if isinstance(p, partitioner) else p for i, p in enumerate(partitioners)]
 
 
 @functools.cache
@@ -96,7 +98,7 @@ def _guarded_class():
                 kept[new] = tags[tag]
             return PartitionResult(tagged_exported_program=result.tagged_exported_program, partition_tags=kept)
 
-    return Guarded
+    return Guarded, Partitioner
 
 
 def lower_leaving_out(attempt, cut: Cut, first: BaseException):
