@@ -76,8 +76,7 @@ def test_folding_is_kept_only_where_onnx_runtime_gives_the_original_outputs(tmp_
     import onnx
 
     from pteforge.models.custom import onnx_spec
-    from pteforge.models.onnx_graph import checked, fixed, folded
-    from pteforge.models.synthetic import make_inputs
+    from pteforge.models.onnx_graph import checked, fixed, folded, seeded_feeds
     from pteforge.spec import InputSpec
 
     path = yolo_style_onnx(tmp_path / "det.onnx")
@@ -85,7 +84,8 @@ def test_folding_is_kept_only_where_onnx_runtime_gives_the_original_outputs(tmp_
     original = fixed(onnx.load(str(path)), spec.inputs)
     result = folded(original)
     assert not any(n.op_type in ("Shape", "Range") for n in result.graph.node), "the shape subgraph is folded"
-    feeds = {"images": make_inputs(spec, 0)[0].numpy()}
+    feeds = seeded_feeds(original)
+    assert set(feeds) == {"images"} and feeds["images"].shape == (1, 3, 64, 64)
     assert checked(result, original, feeds) is result
     broken = onnx.ModelProto()
     broken.CopyFrom(result)

@@ -548,15 +548,13 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
     from onnx2torch import convert
 
     from .onnx_converters import register
-    from .onnx_graph import checked, fixed, folded, outputs_by_identity, plain_names
-    from .synthetic import make_inputs
+    from .onnx_graph import checked, fixed, folded, outputs_by_identity, plain_names, seeded_feeds
 
     _newer_converters()
     register()
     original = plain_names(fixed(onnx.load(spec.path), spec.inputs))
-    feeds = {i.name: x.numpy() for i, x in zip(spec.fed, make_inputs(spec, 0)) if i.name}
-    candidates = [(m, how) for m, how in ((checked(folded(original), original, feeds), "folded"), (original, "as given"))
-                  if m is not None]
+    candidates = [(m, how) for m, how in ((checked(folded(original), original, seeded_feeds(original)), "folded"),
+                                          (original, "as given")) if m is not None]
     errors = []
     for model, how in candidates:
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)

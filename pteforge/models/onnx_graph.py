@@ -81,6 +81,29 @@ def outputs_by_identity(model):
     return model
 
 
+def seeded_feeds(model, seed: int = 0) -> dict:
+    """Seeded inputs for ``model``'s graph inputs, by name, at the shapes it declares (a
+    dynamic dim, which ``fixed`` has not fixed, is 1): floats from a normal distribution,
+    integers in [0, 10) (a valid index into any embedding or gather of 10 rows), as
+    pteforge's seeded inputs are."""
+    import numpy as np
+    from onnx import helper
+
+    rng = np.random.default_rng(seed)
+    weights = {init.name for init in model.graph.initializer}
+    feeds = {}
+    for value in model.graph.input:
+        if value.name in weights:
+            continue
+        tensor = value.type.tensor_type
+        shape = [d.dim_value if d.dim_value > 0 else 1 for d in tensor.shape.dim]
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+        feeds[value.name] = (rng.standard_normal(shape).astype(dtype) if dtype.kind == "f" else
+                             rng.integers(0, 2, shape).astype(dtype) if dtype.kind == "b" else
+                             rng.integers(0, 10, shape).astype(dtype))
+    return feeds
+
+
 def checked(candidate, original, feeds: dict):
     """``candidate`` (``folded``) when ONNX Runtime gives its outputs on ``feeds`` (seeded
     inputs by name) as it gives the original's (same dtypes and shapes, within float
@@ -171,6 +194,8 @@ def taken_branches(model, rounds: int = 16):
     import onnx
     from onnx import helper, numpy_helper
 
+    if not any(node.op_type == "If" for node in model.graph.node):
+        return model  # nothing to decide: the graph is not even copied
     model = _copy(model)
     graph = model.graph
     for _ in range(rounds):
