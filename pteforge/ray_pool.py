@@ -135,16 +135,19 @@ def _preload() -> None:
 
 
 class _Board:
-    """A Ray actor: the stage each job last reported, read by the driver."""
+    """A Ray actor: the stage each job last reported, and the stages reported since the
+    driver last read them (every one, in order: a quick stage between two reads was lost,
+    and the run's progress skipped "lowering" under load)."""
 
     def __init__(self):
         self.stages: dict[str, str] = {}
-        self.new: dict[str, str] = {}
+        self.new: dict[str, list[str]] = {}
 
     def set(self, key: str, stage: str) -> None:
-        self.stages[key] = self.new[key] = stage
+        self.stages[key] = stage
+        self.new.setdefault(key, []).append(stage)
 
-    def changes(self) -> dict[str, str]:
+    def changes(self) -> dict[str, list[str]]:
         new, self.new = self.new, {}
         return new
 
@@ -230,8 +233,9 @@ class RayPool:
         except Exception:  # noqa: BLE001 - ActorDiedError, a lost node, a timeout: progress only
             self.board = None
             return
-        for key, stage in changes.items():
-            self.on_stage(key, stage)
+        for key, stages in changes.items():
+            for stage in stages:
+                self.on_stage(key, stage)
 
     def run(self, jobs: Iterable[Job]) -> Iterator[Outcome]:
         ray = self.ray
