@@ -739,12 +739,6 @@ def _by_numbers() -> dict:
     from onnx2torch.node_converters.slice import OnnxSlice, _get_slices
     from onnx2torch.node_converters.split import OnnxSplit13
 
-    from onnx2torch.node_converters.expand import OnnxExpand
-    from onnx2torch.node_converters.reduce import OnnxReduceSumDynamicAxes
-    from onnx2torch.node_converters.squeeze import OnnxSqueezeDynamicAxes
-    from onnx2torch.node_converters.tile import OnnxTile
-    from onnx2torch.node_converters.unsqueeze import OnnxUnsqueezeDynamicAxes
-
     FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice, by_numbers = _fixed_modules()
 
     def pad(module, v):
@@ -787,7 +781,20 @@ def _by_numbers() -> dict:
         OnnxSlice: (("starts", "ends", "axes", "steps"), slice_),
         **{split: (("split",), lambda module, v: FixedSplit([int(n) for n in v["split"].tolist()], module.axis))
            for split in (OnnxSplit13, *_newer_converters())},
-        # axes, shapes and repeats given as tensors (opset 13+, tf2onnx's and spox's files)
+        **_tensor_arguments(by_numbers),
+    }
+
+
+def _tensor_arguments(by_numbers) -> dict:
+    """``_by_numbers``' entries for axes, shapes and repeats given as tensors (opset 13+,
+    tf2onnx's and spox's files)."""
+    from onnx2torch.node_converters.expand import OnnxExpand
+    from onnx2torch.node_converters.reduce import OnnxReduceSumDynamicAxes
+    from onnx2torch.node_converters.squeeze import OnnxSqueezeDynamicAxes
+    from onnx2torch.node_converters.tile import OnnxTile
+    from onnx2torch.node_converters.unsqueeze import OnnxUnsqueezeDynamicAxes
+
+    return {
         OnnxSqueezeDynamicAxes: (("axes",), lambda module, v: by_numbers("squeeze", sorted(v["axes"].tolist())[::-1])),
         OnnxUnsqueezeDynamicAxes: (("axes",), lambda module, v: by_numbers("unsqueeze", sorted(v["axes"].tolist()))),
         OnnxReduceSumDynamicAxes: (("axes",), lambda module, v: by_numbers(
