@@ -739,7 +739,7 @@ def _by_numbers() -> dict:
     from onnx2torch.node_converters.slice import OnnxSlice, _get_slices
     from onnx2torch.node_converters.split import OnnxSplit13
 
-    FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice, by_numbers = _fixed_modules()
+    FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice = _fixed_modules()
 
     def pad(module, v):
         """Pads of the dims padded only (the leading unpadded ones dropped): FixedPad takes
@@ -781,7 +781,7 @@ def _by_numbers() -> dict:
         OnnxSlice: (("starts", "ends", "axes", "steps"), slice_),
         **{split: (("split",), lambda module, v: FixedSplit([int(n) for n in v["split"].tolist()], module.axis))
            for split in (OnnxSplit13, *_newer_converters())},
-        **_tensor_arguments(by_numbers),
+        **_tensor_arguments(_by_numbers_module),
     }
 
 
@@ -856,6 +856,18 @@ def _fixed_modules() -> tuple:
         def forward(self, x):
             return _do_slice(x, self.flip_dims, self.pos, self.neg)
 
+    return FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice
+
+
+def _by_numbers_module(op: str, numbers):
+    """``op`` with its numbers as a module (``_tensor_arguments``)."""
+    return _by_numbers_class()(op, [int(n) for n in numbers] if op != "sum" else numbers)
+
+
+@functools.cache
+def _by_numbers_class():
+    import torch
+
     class ByNumbers(torch.nn.Module):
         """``op`` with its numbers: squeeze or unsqueeze by axes (in the order to apply them),
         sum over (axes, keepdims), expand to a shape (ONNX's broadcasting), repeat."""
@@ -875,10 +887,7 @@ def _fixed_modules() -> tuple:
                 return x.expand(torch.broadcast_shapes(tuple(x.shape), tuple(self.numbers)))
             return x.repeat(*self.numbers)
 
-    def by_numbers(op: str, numbers) -> torch.nn.Module:
-        return ByNumbers(op, [int(n) for n in numbers] if op != "sum" else numbers)
-
-    return FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice, by_numbers
+    return ByNumbers
 
 
 def build_onnx_named(spec: ModelSpec, weights: str, seed: int):

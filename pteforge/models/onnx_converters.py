@@ -13,21 +13,34 @@ import functools
 @functools.cache
 def register() -> None:
     """Add the converters to onnx2torch's registry (once per process)."""
-    import torch
-    from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY, OperationDescription, add_converter
-    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult, onnx_mapping_from_node
+    _register_global_max_pool()
+    _register_lstm()
 
-    def missing(op: str, version: int) -> bool:
-        return OperationDescription(domain="", operation_type=op, version=version) not in _CONVERTER_REGISTRY
+
+def _missing(op: str, version: int) -> bool:
+    from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY, OperationDescription
+
+    return OperationDescription(domain="", operation_type=op, version=version) not in _CONVERTER_REGISTRY
+
+
+def _register_global_max_pool() -> None:
+    import torch
+    from onnx2torch.node_converters.registry import add_converter
+    from onnx2torch.utils.common import OperationConverterResult, onnx_mapping_from_node
 
     class GlobalMaxPool(torch.nn.Module):
         def forward(self, x):
             return torch.amax(x, dim=tuple(range(2, x.dim())), keepdim=True)
 
-    if missing("GlobalMaxPool", 1):
+    if _missing("GlobalMaxPool", 1):
         @add_converter(operation_type="GlobalMaxPool", version=1)
         def _global_max_pool(node, graph):  # noqa: ARG001 - onnx2torch's converter signature
             return OperationConverterResult(torch_module=GlobalMaxPool(), onnx_mapping=onnx_mapping_from_node(node))
+
+
+@functools.cache
+def _lstm_module():
+    import torch
 
     class LSTM(torch.nn.Module):
         """ONNX's LSTM (gates i, o, f, c) as ``torch.nn.LSTM`` (gates i, f, g, o): outputs
@@ -67,6 +80,15 @@ def register() -> None:
             y = y.reshape(y.shape[0], y.shape[1], self.directions, self.hidden).permute(0, 2, 1, 3)
             return y, h, c
 
+    return LSTM
+
+
+def _register_lstm() -> None:
+    from onnx2torch.node_converters.registry import add_converter
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult
+
+    LSTM = _lstm_module()
+
     def lstm(node, graph):
         a = node.attributes
         refused = [name for name, ok in (
@@ -94,5 +116,5 @@ def register() -> None:
             inputs=(names[0], "", names[5], names[6]), outputs=node.output_values))  # "": absent, None to forward
 
     for version in (7, 14):
-        if missing("LSTM", version):
+        if _missing("LSTM", version):
             add_converter(operation_type="LSTM", version=version)(lstm)
