@@ -55,6 +55,8 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
             res = BenchResult(str(pte), Status.RUN_FAILED, entry_name=entry.name if entry else None, manifest_dir=manifest_dir)
             try:
                 res.status, res.reason, res.numbers, inputs = measure_artifact(child, pte, here, Path(tmp), runs, warmup)
+                if res.status is Status.NOT_RUNNABLE_HERE and entry is not None and entry.status == Status.SIMULATED.value:
+                    res.reason = _simulated_note(res.reason, entry)
                 if res.status is None and compare_eager and entry is not None:
                     try:
                         model = eager.get(entry)
@@ -69,6 +71,15 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
                 on_file(res)
     _record(results)
     return results
+
+
+def _simulated_note(reason: str, entry) -> str:
+    """A simulated artifact's line: proven, but timed nowhere here; its compiler's estimates."""
+    from .result import estimate_text
+
+    on = (entry.verification or {}).get("simulator") or "a reference simulator"
+    note = f"{reason}; proven on {on} at export, which times nothing"
+    return f"{note}; {estimate_text(entry.estimates)}" if entry.estimates else note
 
 
 def measure_artifact(child, pte: Path, here: Host, tmp: Path, runs: int, warmup: int):

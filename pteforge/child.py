@@ -72,6 +72,30 @@ def _run(req: dict) -> dict:
     return {"load_ms": load_ms, "times_ms": times}
 
 
+def _simulate(req: dict) -> dict:
+    """Run a program this runtime cannot on the reference simulator of the backends that made
+    it (stages/simulate.py); ``{"simulated": False}`` when they have none that takes it."""
+    import torch
+
+    from .backends import default_registry
+    from .host import Host
+    from .stages.simulate import deserialize, simulate, simulators_for
+
+    with open(req["path"], "rb") as f:
+        data = f.read()
+    registry = default_registry()
+    chain = [registry.get(name) for name in req["backends"] if name in registry]
+    simulators = simulators_for(chain, deserialize(data))
+    if simulators is None:
+        return {"simulated": False}
+    batches = torch.load(req["inputs"], weights_only=True)
+    t0 = time.perf_counter()
+    done = simulate(data, batches, simulators, Host.here().operators)
+    torch.save(done.outputs, req["outputs"])
+    seconds = time.perf_counter() - t0
+    return {"simulated": True, "method": done.method, "simulator": chain[0].simulated_on, "seconds": seconds}
+
+
 def _run_bundled(req: dict) -> dict:
     from executorch.extension.pybindings.portable_lib import _load_bundled_program_from_buffer
 
@@ -133,6 +157,7 @@ HANDLERS = {
     "generate": _generate,
     "inspect": _inspect,
     "run": _run,
+    "simulate": _simulate,
     "run_bundled": _run_bundled,
     "load": _load_method,
     "bench": _bench,

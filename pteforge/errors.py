@@ -133,4 +133,6 @@ def one_line(exc: BaseException, limit: int = 400) -> str:
     if wrapped and exc.__cause__ is not None:
         return _cut(f"the {wrapped.group(1)} pass failed: {one_line(exc.__cause__, limit)}", limit)
     text = message_line(exc, limit)
+    if text and getattr(exc, "plain", False):  # its message names the cause itself
+        return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

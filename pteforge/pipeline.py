@@ -67,7 +67,7 @@ def _export(job: "_Job", here) -> Record:
                 job.record.fix = (f"the model computes in {job.half}, which {job.primary.name} took no part of: export it "
                                   "in fp32 (model.float(), --input-dtype float32), or try another backend; nothing was written")
             return job.record
-        reference = job.prove(data, delegation, here)
+        reference = job.prove(program.executorch_program, data, delegation, here)
         job.write(program, data, delegation, reference)
     except _StageFailed as failed:
         job.record.fix = _fix_for(job, failed) or job.record.fix
@@ -77,6 +77,9 @@ def _export(job: "_Job", here) -> Record:
 
 def _fix_for(job: "_Job", failed: "_StageFailed") -> str | None:
     """What to do about a failed stage, when pteforge can tell from what failed."""
+    if failed.status is Status.RUN_FAILED and getattr(failed.cause, "plain", False):  # stages/simulate.py
+        return (f"the program fails on {job.primary.simulated_on} as it stands: try another backend or precision; "
+                "nothing was written")
     if job.target.precision.quantized and job.half:
         return (f"the model computes in {job.half}, and quantizers calibrate fp32 programs: export it in "
                 "fp32 for integer precisions (model.float(), --input-dtype float32)")
@@ -179,38 +182,65 @@ class _Job:
             program = self.timed(Stage.SERIALIZE, lambda: edge.to_executorch(plan.executorch_config))
             delegation.delegates_in_program = program_delegates(program.executorch_program)
             delegation.kernels = sorted(set(program_operators(program.executorch_program)))
-            return program, bytes(program.buffer), delegation
+            data = bytes(program.buffer)
         except Exception as exc:
             raise _StageFailed(Status.LOWER_FAILED, exc) from exc
+        if self.primary.runtime_name in delegation.delegates_in_program:
+            from .stages.simulate import delegate_payloads
 
-    def prove(self, data: bytes, delegation, here) -> dict | None:
-        """Run on this host when every delegate and kernel the program calls is here, and
-        compare with eager; returns the eager reference when it was loaded."""
+            self.record.estimates = self.primary.estimates(delegate_payloads(program.executorch_program,
+                                                                              self.primary.runtime_name))
+        return program, data, delegation
+
+    def prove(self, program, data: bytes, delegation, here) -> dict | None:
+        """Run on this host when every delegate and kernel the program calls is here, or
+        else on the target's reference simulator when it has one, and compare with eager;
+        returns the eager reference when it was loaded."""
         import torch
+
+        from .stages.simulate import simulators_for
 
         record, config = self.record, self.config
         runnable = here.program_check(delegation.delegates_in_program, delegation.kernels)
-        needs_reference = (runnable.ok and config.verify) or config.bundle
+        simulators = None if runnable.ok or not config.verify else simulators_for(self.chain, program)
+        needs_reference = ((runnable.ok or simulators is not None) and config.verify) or config.bundle
         reference = torch.load(self.capture.reference_path, weights_only=True) if needs_reference else None
-        if not runnable.ok:
+        if not runnable.ok and simulators is None:
             record.status, record.reason, record.fix = Status.NOT_RUNNABLE_HERE, runnable.reason, runnable.fix
         elif not config.verify:
             record.status, record.reason = Status.NOT_VERIFIED, "verification skipped (--no-verify)"
         else:
-            self._verify(data, delegation, reference)
+            self._verify(data, delegation, reference, simulators)
         return reference
 
-    def _verify(self, data: bytes, delegation, reference: dict) -> None:
+    def _run(self, data: bytes, reference: dict, simulators) -> tuple[list, str]:
+        """The program's outputs on the verification inputs and photos, and what ran it."""
+        from .host import host
         from .native_log import unannotated
-        from .stages.verify import degenerate, image_agreement, run_program, verify_outputs
+        from .stages.simulate import simulate
+        from .stages.verify import run_program
 
+        inputs = reference["inputs"] + reference.get("images", [])
+        if simulators is not None:
+            try:
+                done = self.timed(Stage.SIMULATE, lambda: simulate(
+                    data, inputs, simulators, host().operators,  # this runtime's kernels, whatever ``here`` is
+                    progress=lambda i, n: self.stage(f"{Stage.SIMULATE.value} input {i} of {n}")))
+            except Exception as exc:
+                raise _StageFailed(Status.RUN_FAILED, exc) from exc
+            return done.outputs, done.method
         try:
             actual = self.timed(Stage.VERIFY, lambda: run_program(
-                data, reference["inputs"] + reference.get("images", []),
-                progress=lambda i, n: self.stage(f"{Stage.VERIFY.value} input {i} of {n}")))
+                data, inputs, progress=lambda i, n: self.stage(f"{Stage.VERIFY.value} input {i} of {n}")))
         except Exception as exc:
             loading = "load" in unannotated(exc).lower()
             raise _StageFailed(Status.LOAD_FAILED if loading else Status.RUN_FAILED, exc) from exc
+        return actual, f"this host's ExecuTorch runtime (executorch {_executorch_version()})"
+
+    def _verify(self, data: bytes, delegation, reference: dict, simulators=None) -> None:
+        from .stages.verify import degenerate, image_agreement, verify_outputs
+
+        actual, method = self._run(data, reference, simulators)
         n = len(reference["inputs"])
         actual, on_images = actual[:n], actual[n:]
         computed = next((b.runtime_precision(self.target.precision) for b in self.chain
@@ -223,9 +253,10 @@ class _Job:
                                    [f"photo {n}" for n in reference.get("image_names", [])] or None)
             if on_photos and not v.degenerate:
                 v.passed, v.sqnr_db, v.degenerate, v.model_fault = False, None, on_photos[1], on_photos[0] == "eager"
+        v.method, v.simulator = method, self.primary.simulated_on if simulators is not None else None
         self.record.verification = v
         if v.passed:
-            self.record.status = Status.VERIFIED
+            self.record.status = Status.VERIFIED if simulators is None else Status.SIMULATED
             return
         self.record.status = Status.MISMATCH
         self.record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
@@ -282,6 +313,12 @@ class _Job:
         io = program_io(program.executorch_program, program.exported_program())
         record.artifact = Artifact(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
                                    delegation=delegation, io=io)
+
+
+def _executorch_version() -> str:
+    from importlib.metadata import version
+
+    return version("executorch")
 
 
 def _file_identity(path) -> str:

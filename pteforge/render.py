@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .result import Record, Stage, Status
+from .result import Record, Stage, Status, estimate_text, proof_counts
 from .units import pct, size_text
 
 class Reporter:
@@ -129,7 +129,7 @@ class Renderer:
             bad = [r for r in rows if not r.status.ok]
             self.out.print(f"\n[bold]{escape(spec.name)}[/bold] ({escape(spec.family)}, {escape(spec.task)})", markup=True)
             if good:
-                self.out.print(f"✅ Successfully exported {len(good)}/{requested} backends")
+                self.out.print(f"✅ Successfully exported {len(good)}/{requested} backends: {proof_counts(rows)}")
             else:
                 self.out.print(f"❌ Exported 0/{requested} backends")
             for r in good:
@@ -169,18 +169,19 @@ class Renderer:
         from pathlib import Path
 
         d = r.artifact.delegation
+        sqnr = f": SQNR {r.verification.sqnr_db:.1f} dB" if r.verification and r.verification.sqnr_db is not None else ""
         proof = {
-            Status.VERIFIED: f"verified: SQNR {r.verification.sqnr_db:.1f} dB"
-            if r.verification and r.verification.sqnr_db is not None else "verified",
+            Status.VERIFIED: f"verified{sqnr}",
+            Status.SIMULATED: f"simulated on {r.verification.simulator if r.verification else 'a simulator'}{sqnr}",
             Status.NOT_RUNNABLE_HERE: f"needs a device: {r.reason}",
             Status.NOT_VERIFIED: "not verified",
             Status.MISMATCH: "MISMATCH",
         }.get(r.status, r.status.value)
-        if r.verification and r.verification.top1_agreement is not None and r.status is Status.VERIFIED:
+        if r.verification and r.verification.top1_agreement is not None and r.status.proven:
             proof += f", top-1 agreement {pct(r.verification.top1_agreement)}%"
         if r.verification and r.verification.runtime_precision not in (None, r.precision):
             proof += f", ran in {r.verification.runtime_precision}"
-        if r.verification and r.verification.images and r.status is Status.VERIFIED:
+        if r.verification and r.verification.images and r.status.proven:
             im = r.verification.images
             top1 = f", top-1 {pct(im['top1_agreement'])}%" if im.get("top1_agreement") is not None else ""
             if not top1 and im.get("agreement") is not None:
@@ -196,6 +197,13 @@ class Renderer:
             proof += f"; p50 {r.latency['p50_ms']:.3g} ms ({r.latency.get('runs')} runs after warm-up)"
         elif r.latency and r.latency.get("skipped") and r.status is Status.VERIFIED:
             proof += f"; not timed: {r.latency['skipped']}"
+        if r.estimates:
+            proof += f"; {estimate_text(r.estimates)}"
+        cal = (r.quantization or {}).get("calibration")
+        if cal:
+            real = f"{cal['images']} real image(s)" if cal.get("images") else ""
+            made = f"{cal['synthetic']} synthetic" if cal.get("synthetic") else ""
+            proof += f"; calibrated on {' + '.join(p for p in (real, made) if p)} ({cal.get('source', '')})"
         if r.cache:
             proof += f" (from the cache: made {r.cache['created'][:19].replace('T', ' ')} UTC in {r.cache['original_seconds']:.0f} s)"
         if r.same_program_as:
@@ -272,6 +280,7 @@ class Renderer:
                 what,
             )
         self.out.print(table)
+        self.out.print(proof_counts(results))
         self.out.print(f"Report: {report_path}")
 
     def selection(self, sel) -> None:

@@ -15,7 +15,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Status(str, enum.Enum):
-    """Where a (model, target) row ended. Only VERIFIED means proven on this machine."""
+    """Where a (model, target) row ended. VERIFIED: proven on this host's ExecuTorch runtime;
+    SIMULATED: proven on the target's reference simulator (stages/simulate.py)."""
 
     UNAVAILABLE = "UNAVAILABLE"
     CAPTURE_FAILED = "CAPTURE_FAILED"
@@ -27,6 +28,7 @@ class Status(str, enum.Enum):
     MISMATCH = "MISMATCH"
     NOT_RUNNABLE_HERE = "NOT_RUNNABLE_HERE"
     NOT_VERIFIED = "NOT_VERIFIED"  # exported; verification skipped (--no-verify)
+    SIMULATED = "SIMULATED"  # ran on the target's reference simulator and matched eager
     VERIFIED = "VERIFIED"
 
     @property
@@ -38,13 +40,19 @@ class Status(str, enum.Enum):
             Status.MISMATCH,
             Status.NOT_RUNNABLE_HERE,
             Status.NOT_VERIFIED,
+            Status.SIMULATED,
             Status.VERIFIED,
         )
 
     @property
     def ok(self) -> bool:
         """The target succeeded: exported and not proven wrong."""
-        return self in (Status.VERIFIED, Status.NOT_RUNNABLE_HERE, Status.NOT_VERIFIED)
+        return self in (Status.VERIFIED, Status.SIMULATED, Status.NOT_RUNNABLE_HERE, Status.NOT_VERIFIED)
+
+    @property
+    def proven(self) -> bool:
+        """Its outputs matched eager: on this host, or on the target's reference simulator."""
+        return self in (Status.VERIFIED, Status.SIMULATED)
 
 
 class Stage(str, enum.Enum):
@@ -61,6 +69,7 @@ class Stage(str, enum.Enum):
     LOWER = "lower"
     SERIALIZE = "serialize"
     VERIFY = "verify"
+    SIMULATE = "simulate"  # on the target's reference simulator, where this host cannot run it
     WRITE = "write"
     BUNDLE = "bundle"
     TIMING = "timing"  # p50 of what runs here, after the exports
@@ -75,19 +84,21 @@ class Stage(str, enum.Enum):
 
     @property
     def plotted(self) -> bool:
-        return self in (Stage.BUILD, Stage.CAPTURE, Stage.QUANTIZE, Stage.LOWER, Stage.SERIALIZE, Stage.VERIFY, Stage.WRITE)
+        return self in (Stage.BUILD, Stage.CAPTURE, Stage.QUANTIZE, Stage.LOWER, Stage.SERIALIZE, Stage.VERIFY,
+                        Stage.SIMULATE, Stage.WRITE)
 
 
 _STAGE_WORDS = {
     Stage.BUILD: "building the model", Stage.CAPTURE: "building and capturing (torch.export)",
     Stage.REFERENCE: "computing eager reference outputs", Stage.CAPTURE_VARIANTS: "capturing transformed variants",
     Stage.LOAD: "loading the capture", Stage.QUANTIZE: "quantizing (PT2E, calibrating)", Stage.LOWER: "lowering",
-    Stage.SERIALIZE: "serializing", Stage.VERIFY: "verifying on this host against eager PyTorch", Stage.WRITE: "writing",
+    Stage.SERIALIZE: "serializing", Stage.VERIFY: "verifying on this host against eager PyTorch",
+    Stage.SIMULATE: "running on the target's reference simulator against eager PyTorch", Stage.WRITE: "writing",
     Stage.BUNDLE: "writing the bundled program", Stage.TIMING: "timing what runs here (p50 after warm-up)",
 }
 # The status a row ends in when its worker dies during a stage (LOWER_FAILED otherwise).
 _CRASH_STATUS = {
-    Stage.QUANTIZE: Status.QUANTIZE_FAILED, Stage.VERIFY: Status.RUN_FAILED,
+    Stage.QUANTIZE: Status.QUANTIZE_FAILED, Stage.VERIFY: Status.RUN_FAILED, Stage.SIMULATE: Status.RUN_FAILED,
     Stage.WRITE: Status.WRITE_FAILED, Stage.BUNDLE: Status.WRITE_FAILED,
 }
 
@@ -150,6 +161,10 @@ class Verification:
     degenerate: str | None = None
     model_fault: bool = False
     warning: str | None = None  # e.g. eager's output is the same on every input
+    # what ran the program: this host's ExecuTorch runtime, or the reference simulator and
+    # what exactly it ran (stages/simulate.py)
+    method: str | None = None
+    simulator: str | None = None  # SIMULATED: the reference simulator, in a few words
 
 
 @dataclass
@@ -193,3 +208,32 @@ class Record:
     # (greedy tokens against eager, logits SQNR per step, perplexity, tokens/s, load, peak RSS)
     generation: dict | None = None
     caution: str | None = None  # what devices are known to do with such a program (the backend's caution())
+    # the target compiler's own estimates (Vela: cycles and time at its clock, SRAM, flash): not measured
+    estimates: dict | None = None
+
+
+def proof_counts(records) -> str:
+    """How a run's rows were proven, in words: "7 proven (3 on this host, 4 on reference
+    simulators), 3 need a device"."""
+    host = sum(r.status is Status.VERIFIED for r in records)
+    simulated = sum(r.status is Status.SIMULATED for r in records)
+    device = sum(r.status is Status.NOT_RUNNABLE_HERE for r in records)
+    unchecked = sum(r.status is Status.NOT_VERIFIED for r in records)
+    where = [f"{host} on this host"] if host else []
+    where += [f"{simulated} on reference simulators" if simulated != 1 else "1 on a reference simulator"] if simulated else []
+    parts = [f"{host + simulated} proven" + (f" ({', '.join(where)})" if host and simulated else
+                                             f" on this host" if host else
+                                             " on reference simulators" if simulated > 1 else
+                                             " on a reference simulator" if simulated else "")]
+    parts += [f"{device} need{'s' if device == 1 else ''} a device"] if device else []
+    parts += [f"{unchecked} not verified"] if unchecked else []
+    return ", ".join(parts)
+
+
+def estimate_text(estimates: dict) -> str:
+    """A compiler's estimates in one phrase, said to be estimates."""
+    e = estimates
+    at = f" at {e['clock_mhz']} MHz" if e.get("clock_mhz") else ""
+    time = f" ({e['inference_ms']:.3g} ms{at})" if e.get("inference_ms") is not None else ""
+    return (f"{e.get('tool', 'compiler')} estimates {e.get('cycles', 0):,} cycles{time}, SRAM {e.get('sram_kib') or 0:.1f} KiB, "
+            f"flash {e.get('flash_kib') or 0:.1f} KiB ({e.get('system', 'its default system')}; not measured)")

@@ -46,6 +46,8 @@ class FileResult:
     reason: str | None = None
     delegates: list[str] = field(default_factory=list)
     load_ms: float | None = None
+    method: str | None = None  # SIMULATED: what ran it (stages/simulate.py)
+    simulator: str | None = None  # SIMULATED: the reference simulator, in a few words
     agreement: float | None = None
     sqnr_db: float | None = None
     images: list[ImageResult] = field(default_factory=list)
@@ -165,9 +167,10 @@ def _validate_bundle(child, path, entry, here, res) -> None:
         res.status, res.reason = Status.MISMATCH if "mismatch" in reply["error"].lower() else Status.RUN_FAILED, reply["error"]
 
 
-def inspect_runnable(child, path, here, res) -> dict | None:
+def inspect_runnable(child, path, here, res, simulated: bool = False) -> dict | None:
     """The program's facts from the child, or None (with ``res`` saying why) when it cannot
-    be read or does not run on this host."""
+    be read or does not run on this host; with ``simulated``, a program this host cannot run
+    comes back too, ``res`` NOT_RUNNABLE_HERE, for a reference simulator to try."""
     info = child.request("inspect", path=str(path))
     if not info["ok"]:
         res.reason = info["error"]
@@ -176,8 +179,46 @@ def inspect_runnable(child, path, here, res) -> dict | None:
     check = here.program_check(info["delegates"], info["operators"])
     if not check.ok:
         res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
-        return None
+        return info if simulated else None
     return info
+
+
+def _chain(entry, info) -> list[str]:
+    """The backends that made a program: its manifest entry's, or those whose delegates and
+    kernels it calls."""
+    from .backends import default_registry
+
+    if entry is not None and entry.backends:
+        return list(entry.backends)
+    namespaces = {op.split("::")[0] for op in info["operators"]}
+    return [b.name for b in default_registry() if b.runtime_name in info["delegates"] or b.ops_namespace in namespaces]
+
+
+def _outputs(child, path, info, entry, batches, tmp, res) -> tuple[list, list] | None:
+    """The program's outputs on ``batches`` and their times (ms; None where simulated): from
+    this host's runtime, or from the reference simulator of a program it cannot run. None
+    (``res`` saying why) when neither ran it."""
+    import torch
+
+    inputs_file, outputs_file = tmp / f"{path.stem}.in.pt", tmp / f"{path.stem}.out.pt"
+    torch.save(batches, inputs_file)
+    if res.status is Status.NOT_RUNNABLE_HERE:
+        reply = child.request("simulate", path=str(path), inputs=str(inputs_file), outputs=str(outputs_file),
+                              backends=_chain(entry, info))
+        if reply["ok"] and not reply["simulated"]:
+            if entry is not None and entry.status == Status.SIMULATED.value:
+                on = (entry.verification or {}).get("simulator") or "a reference simulator"
+                res.reason += f"; simulated at export on {on}, from what only the export had (Vela's TOSA graph)"
+            return None  # needs a device, as res says
+        res.method, res.simulator = reply.get("method"), reply.get("simulator")
+    else:
+        reply = child.request("run", path=str(path), inputs=str(inputs_file), outputs=str(outputs_file))
+    if not reply["ok"]:
+        res.status, res.reason = Status.RUN_FAILED, reply["error"]
+        return None
+    if "load_ms" in reply:
+        res.load_ms = round(reply["load_ms"], 2)
+    return torch.load(outputs_file, weights_only=True), reply.get("times_ms") or [None] * len(batches)
 
 
 def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, res, draw=None) -> None:
@@ -185,25 +226,21 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
 
     from .families import family
 
-    info = inspect_runnable(child, path, here, res)
+    info = inspect_runnable(child, path, here, res, simulated=True)
     if info is None:
         return
     fam = family(entry.category if entry else None)
     spec = _photo_spec(entry)
     prepared = [fam.prepare(img, spec) for img in images] if spec else []
     batches = [[p.tensor] for p in prepared] if spec else [seeded_inputs(info["inputs"], seed) for seed in range(3)]
-    inputs_file, outputs_file = tmp / f"{path.stem}.in.pt", tmp / f"{path.stem}.out.pt"
-    torch.save(batches, inputs_file)
-    reply = child.request("run", path=str(path), inputs=str(inputs_file), outputs=str(outputs_file))
-    if not reply["ok"]:
-        res.status, res.reason = Status.RUN_FAILED, reply["error"]
+    ran = _outputs(child, path, info, entry, batches, tmp, res)
+    if ran is None:
         return
-    res.load_ms = round(reply["load_ms"], 2)
-    outputs = torch.load(outputs_file, weights_only=True)
+    outputs, times_ms = ran
     reference = _reference(entry, eager, batches, res) if entry is not None else None
     names = _labels(entry, manifest_dir) if entry else None
     photos = images if spec else None
-    agreements, sqnrs = _per_input(fam, outputs, reference, prepared, names, photos, reply["times_ms"], res, draw)
+    agreements, sqnrs = _per_input(fam, outputs, reference, prepared, names, photos, times_ms, res, draw)
     if reference is None:
         res.status = Status.NOT_VERIFIED
         res.reason = res.reason or "no manifest entry: ran on this host; no eager reference to compare with"
@@ -215,6 +252,9 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
         res.status, res.reason = Status.MISMATCH, broken[1]
         return
     _judge(res, entry, fam, agreements, sqnrs, len(outputs), photos=spec is not None)
+    if res.status is Status.VERIFIED and res.method:
+        res.status = Status.SIMULATED
+        res.reason = "; ".join(r for r in (f"on {res.simulator}", res.reason) if r)
 
 
 def _photo_spec(entry):
@@ -251,7 +291,8 @@ def _per_input(fam, outputs, reference, prepared, names, photos, times_ms, res, 
 
     agreements, sqnrs = [], []
     for i, out in enumerate(outputs):
-        img = ImageResult(image=photos[i].name if photos else f"seeded input {i}", status="ok", inference_ms=round(times_ms[i], 3))
+        img = ImageResult(image=photos[i].name if photos else f"seeded input {i}", status="ok",
+                          inference_ms=round(times_ms[i], 3) if times_ms[i] is not None else None)
         res.images.append(img)
         if photos:
             decoded = fam.decode(out, prepared[i].meta, names)

@@ -78,9 +78,9 @@ def marker_name(backend: str) -> str:
     return "backend_" + backend.replace("-", "_")
 
 
-def run_cli(*args, cwd=None, timeout=900):
+def run_cli(*args, cwd=None, timeout=900, env=None):
     """Run ``python main.py ...`` as a user would, in a subprocess."""
-    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = env or {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     return subprocess.run(
         [sys.executable, str(ROOT / "main.py"), *map(str, args)],
         capture_output=True, text=True, cwd=cwd or ROOT, env=env, timeout=timeout,

@@ -15,24 +15,27 @@ def test_cortex_m_and_xnnpack_get_one_verdict_everywhere(capsys, tmp_path):
     code, _, err = cli(capsys, *TINY, "--backends", "cortex-m", "xnnpack", "--out", out)
     assert code == ExitStatus.OK, err
     entries = {e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]}
-    assert entries["cortex-m"]["status"] == "NOT_RUNNABLE_HERE" and KERNELS_MISSING in entries["cortex-m"]["reason"]
+    # this runtime lacks its kernels: proven on their reference implementations instead
+    assert entries["cortex-m"]["status"] == "SIMULATED", entries["cortex-m"].get("reason")
+    assert "cortex_m:: reference implementations" in entries["cortex-m"]["verification"]["method"]
     assert entries["xnnpack"]["status"] == "VERIFIED"
     assert "cortex_m::quantize_per_tensor.out" in entries["cortex-m"]["delegation"]["kernels"]
 
-    # validate: the same status and reason, and the run is fine (exit 0)
+    # validate: the same status, and the run is fine (exit 0)
     code, _, err = cli(capsys, "validate", "--models-dir", out)
     assert code == ExitStatus.OK, err
     files = {f["file"]: f for f in json.loads((out / "validation_report.json").read_text())["files"]}
     cortex = files[entries["cortex-m"]["file"]]
-    assert cortex["status"] == Status.NOT_RUNNABLE_HERE and KERNELS_MISSING in cortex["reason"]
+    assert cortex["status"] == Status.SIMULATED and "cortex_m:: reference implementations" in cortex["method"]
     assert files[entries["xnnpack"]["file"]]["status"] == Status.VERIFIED
 
-    # bench: the same enum; nothing failed
+    # bench: not timed here, for the same reason; nothing failed
     from pteforge.bench import bench
 
     results = {r.file.rsplit("/", 1)[-1]: r for r in bench(out, runs=2)}
     assert results["tiny_cortex-m.pte"].status is Status.NOT_RUNNABLE_HERE
     assert KERNELS_MISSING in results["tiny_cortex-m.pte"].reason
+    assert "proven on ExecuTorch's cortex_m:: reference implementations at export" in results["tiny_cortex-m.pte"].reason
     assert results["tiny_xnnpack.pte"].status is None and results["tiny_xnnpack.pte"].numbers["p50_ms"] > 0
     assert cli(capsys, "bench", out, "--runs", "2")[0] == ExitStatus.OK
 

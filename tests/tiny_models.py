@@ -491,3 +491,21 @@ class Unbatched(torch.nn.Module):
 def unbatched():
     torch.manual_seed(0)
     return Unbatched().eval()
+
+
+class Dominant(torch.nn.Module):
+    """Each output dominated by one weight (1.0 among 0.01s): flipping that weight's sign in
+    a lowered program turns its output around, which no SQNR threshold lets through."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 2, bias=False)
+        with torch.no_grad():
+            self.fc.weight.copy_(torch.tensor([[1.0, 0.01, 0.01, 0.01], [0.01, 1.0, 0.01, 0.01]]))
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def dominant():
+    return Dominant().eval()

@@ -2,11 +2,73 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from ..spec import Precision
 from .base import Backend, Docs, Requirement
 
 VELA = Requirement("ethosu", "uv pip install ethos-u-vela==5.1.0", package="ethos-u-vela")
 TOSA_TOOLS = Requirement("tosa_serializer", "uv pip install tosa-tools==2026.5.0", package="tosa-tools")
+
+
+def tosa_inputs(payload: bytes) -> int:
+    """How many inputs the TOSA graph's main block takes."""
+    from tosa.TosaGraph import TosaGraph
+
+    from ..stages.simulate import SimulationError
+
+    try:
+        return TosaGraph.GetRootAs(payload, 0).Regions(0).Blocks(0).InputsLength()
+    except Exception as exc:  # noqa: BLE001 - flatbuffers raise what they meet
+        raise SimulationError(f"the TOSA payload ({len(payload)} bytes) is not a readable TOSA graph "
+                              f"({type(exc).__name__}): it is damaged") from None
+
+
+def tosa_reference_run(payload: bytes, inputs: list, outputs: list) -> list:
+    """Run one TOSA flatbuffer on Arm's TOSA reference model: ``inputs`` are (tensor, dim
+    order) in the graph's input order, ``outputs`` (sizes, dim order) of what it returns."""
+    import numpy as np
+    import torch
+
+    from ..stages.simulate import SimulationError, from_dim_order, to_dim_order
+
+    try:
+        import tosa_reference_model as reference
+    except ImportError as exc:
+        raise SimulationError(f"Arm's TOSA reference model cannot be imported ({exc}): reinstall it, "
+                              f"{TOSA_TOOLS.install}") from None
+
+    arrays = [to_dim_order(t, order).numpy() for t, order in inputs]
+    try:
+        results, status = reference.run(payload, arrays, verbosity="NONE", initialize_variable_tensor_from_numpy=1)
+    except Exception as exc:  # noqa: BLE001 - the reference model's own refusal, said in one line
+        raise SimulationError(f"the TOSA reference model refused the graph: {str(exc).splitlines()[0][:160]}") from None
+    if status != reference.GraphStatus.TOSA_VALID:
+        raise SimulationError(f"the TOSA reference model found the graph {status.name} (a valid one gives TOSA_VALID)")
+    if len(results) != len(outputs):
+        raise SimulationError(f"the TOSA graph returned {len(results)} outputs where the program expects {len(outputs)}")
+    return [from_dim_order(torch.from_numpy(np.ascontiguousarray(a)), sizes, order)
+            for a, (sizes, order) in zip(results, outputs)]
+
+
+def tosa_simulator(delegate: str, graph_of=lambda payload: payload, note: str = "",
+                   takes=lambda payload: True) -> list:
+    """A stand-in for ``delegate`` that runs the TOSA graph ``graph_of(payload)`` on Arm's
+    TOSA reference model (a missing or broken one fails the row that needs it, saying so)."""
+    from ..stages.simulate import Simulator
+
+    return [Simulator(delegate, f"Arm's TOSA reference model (tosa-tools {_version('tosa-tools')})",
+                      run=lambda payload, inputs, outputs: tosa_reference_run(graph_of(payload), inputs, outputs),
+                      inputs=lambda payload: tosa_inputs(graph_of(payload)), note=note, takes=takes)]
+
+
+def _version(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 class ArmBackend(Backend):
@@ -23,6 +85,8 @@ class ArmBackend(Backend):
     memo_group = "arm"  # TOSA, Ethos-U55 and U85 int8 quantize and convert mobilenet_v3_small alike
 
     recipe_names: dict[Precision, str] = {}
+
+    simulated_on = "Arm's TOSA reference model"
 
     def recipe(self, precision):
         name = self.recipe_names.get(precision)
@@ -98,6 +162,19 @@ partitioner = [EthosUPartitioner(spec)]"""
     def recipe_kwargs(self):
         return {"macs": int(self.target.rsplit("-", 1)[1])}
 
+    def simulators(self):
+        return tosa_simulator(self.runtime_name, _compiled_from,
+                              f"that is, the TOSA graph Vela {_version('ethos-u-vela')} compiled into it, with the same "
+                              "spec and quantization: Vela's command stream itself runs only on an Ethos-U",
+                              takes=lambda payload: digest(payload) in _VELA)
+
+    def estimates(self, payloads):
+        found = [_VELA[digest(p)][1] for p in payloads if digest(p) in _VELA]
+        return _summed(found) if found and len(found) == len(payloads) else None
+
+    def lowering_context(self):
+        return _recording_vela()
+
     def compile_spec(self, precision):
         from executorch.backends.arm.ethosu import EthosUCompileSpec
 
@@ -107,3 +184,97 @@ partitioner = [EthosUPartitioner(spec)]"""
         from executorch.backends.arm.ethosu import EthosUPartitioner
 
         return EthosUPartitioner(spec)
+
+
+# The TOSA graph and Vela's estimates behind each command stream Vela compiled in this
+# process, by the stream's sha256: a payload in a .pte is simulated only when its bytes
+# are the very stream Vela made from that graph.
+_VELA: dict[str, tuple[bytes, dict]] = {}
+
+
+def digest(payload: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(payload).hexdigest()
+
+
+def _compiled_from(payload: bytes) -> bytes:
+    from ..stages.simulate import SimulationError
+
+    found = _VELA.get(digest(payload))
+    if found is None:
+        raise SimulationError("the Ethos-U payload is not a command stream Vela compiled in this export, so the TOSA "
+                              "graph behind it is unknown: simulate it in the export that makes it")
+    return found[0]
+
+
+@contextlib.contextmanager
+def _recording_vela():
+    """Inside, ExecuTorch's Ethos-U backend keeps, for each command stream Vela compiles, the
+    TOSA graph it compiled and Vela's network summary (its estimates)."""
+    import tempfile
+
+    from executorch.backends.arm.ethosu import backend as ethosu
+
+    original = ethosu.vela_compile
+
+    def compile(tosa_flatbuffer, args, verbose=False, intermediate_path=None, block_placements=None):
+        with tempfile.TemporaryDirectory(prefix="pteforge-vela-") as tmp:
+            result = original(tosa_flatbuffer, list(args), verbose, intermediate_path or tmp, block_placements)
+            estimates = _vela_summary(intermediate_path or tmp)
+        _VELA[digest(result.processed_bytes)] = (bytes(tosa_flatbuffer), estimates)
+        return result
+
+    ethosu.vela_compile = compile
+    try:
+        yield
+    finally:
+        ethosu.vela_compile = original
+
+
+def _vela_summary(directory) -> dict:
+    """Vela's own estimates, from the network summary it writes beside its output."""
+    import csv
+    from importlib.metadata import version
+    from pathlib import Path
+
+    found = sorted(Path(directory).rglob("*_summary_*.csv"))
+    if not found:
+        return {}
+    with found[0].open(newline="") as f:
+        row = next(csv.DictReader(f), {})
+
+    def number(key):
+        try:
+            return float(row[key])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    clock = number("core_clock")
+    flash = [number(k) for k in ("off_chip_flash_memory_used", "on_chip_flash_memory_used")]
+    return {
+        "tool": f"Vela {version('ethos-u-vela')}",
+        "accelerator": row.get("accelerator_configuration"),
+        "system": row.get("system_config"),
+        "memory_mode": row.get("memory_mode"),
+        "clock_mhz": round(clock / 1e6) if clock else None,
+        "cycles": int(number("cycles_total") or 0),
+        "inference_ms": round(number("inference_time") * 1000, 4) if number("inference_time") is not None else None,
+        "sram_kib": number("sram_memory_used"),
+        "flash_kib": round(sum(v for v in flash if v is not None), 2),
+        "macs": int(number("nn_macs") or 0),
+    }
+
+
+def _summed(parts: list[dict]) -> dict:
+    """The estimates of a program's Ethos-U payloads together: they run one after another."""
+    if len(parts) == 1:
+        return dict(parts[0], estimated_by="Vela, at the configured clock: an estimate, not a measurement")
+    total = dict(parts[0])
+    for key in ("cycles", "inference_ms", "flash_kib", "macs"):
+        values = [p.get(key) for p in parts]
+        total[key] = None if None in values else round(sum(values), 4)
+    total["sram_kib"] = max((p.get("sram_kib") or 0) for p in parts)
+    total["payloads"] = len(parts)
+    total["estimated_by"] = "Vela, at the configured clock: an estimate, not a measurement"
+    return total

@@ -188,6 +188,11 @@ class Backend:
     memo_group: ClassVar[str | None] = None
     # Example partitioner code for the docs ("Using <backend>").
     code_sample: ClassVar[str] = ""
+    # What proves its programs on a host without the target, in a few words ("Arm's TOSA
+    # reference model"): where simulators() has a stand-in for each delegate the program
+    # calls and PyTorch has every kernel, the program runs there (stages/simulate.py) and
+    # its row is SIMULATED. None: only a device runs it.
+    simulated_on: ClassVar[str | None] = None
 
     # ---- availability -------------------------------------------------------------
 
@@ -272,6 +277,16 @@ class Backend:
         """This backend's ``partitioners`` as ``exported`` needs them (default: as they are;
         Core ML raises its deployment target for a program holding fp16 values)."""
         return partitioners
+
+    def simulators(self) -> list:
+        """Stand-ins here for the payloads of its delegate (``stages.simulate.Simulator``);
+        empty when none is installed or it delegates nothing."""
+        return []
+
+    def estimates(self, payloads: list[bytes]) -> dict | None:
+        """Its compiler's own estimates for these delegate payloads of a program it lowered
+        in this process (Vela's cycles, SRAM and flash), or None."""
+        return None
 
     def lowering_context(self):
         """What a lowering with this backend's partitioner runs inside, first in its chain or

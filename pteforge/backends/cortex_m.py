@@ -37,6 +37,9 @@ from executorch.backends.cortex_m.edge_compile_config import cortex_m_edge_compi
 edge = to_edge(exported, compile_config=cortex_m_edge_compile_config())
 edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).transform()"""
 
+    # no delegate: its cortex_m:: kernels have reference implementations in ExecuTorch
+    simulated_on = "ExecuTorch's cortex_m:: reference implementations"
+
     def partitioners(self, precision):
         return []
 

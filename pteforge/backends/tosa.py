@@ -35,6 +35,11 @@ class Tosa(ArmBackend):
 from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
 partitioner = [TOSAPartitioner(TosaCompileSpec("TOSA-1.0+INT"))]"""
 
+    def simulators(self):
+        from ._arm import tosa_simulator
+
+        return tosa_simulator(self.runtime_name)
+
     def compile_spec(self, precision):
         from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
 

@@ -111,6 +111,7 @@ def manifest_entries(
                 bench=rec.latency,
                 cache=rec.cache,
                 sameProgramAs=rec.same_program_as,
+                estimates=rec.estimates,
                 timings=rec.timings,
                 inputShapes=rec.input_shapes,
                 heldInputs=spec.held or None,

@@ -77,7 +77,8 @@ def _p50_cell(e) -> str:
     v = p50(e)
     bench = e.bench or {}
     if v is None:
-        why = bench.get("skipped") or ("not timed: runs only on a device" if e.status == "NOT_RUNNABLE_HERE" else "not timed")
+        why = bench.get("skipped") or {"NOT_RUNNABLE_HERE": "not timed: runs only on a device",
+                                       "SIMULATED": "not timed: a reference simulator times nothing"}.get(e.status, "not timed")
         return f'—<div class="sub">{_e(one_line(why))}</div>'
     runs = f'<div class="sub">{_e(bench["runs"])} runs</div>' if bench.get("runs") is not None else ""
     return f"{_e(ms_text(v))}{runs}"
@@ -111,8 +112,9 @@ def _recommend_line(man: Manifest, model: str) -> str:
 
 def matrix_section(man: Manifest, failures: list[dict]) -> str:
     parts = ['<section id="matrix"><h2>Artifacts per model</h2>',
-             "<p>Each target, its status and why, and what was measured. Only "
-             f'{_badge("VERIFIED")} ran on this host and matched eager PyTorch.</p>']
+             "<p>Each target, its status and why, and what was measured. "
+             f'{_badge("VERIFIED")} ran on this host and matched eager PyTorch; {_badge("SIMULATED")} ran on the '
+             "target's reference simulator (its why says what ran) and matched it too.</p>"]
     models = model_names(man, failures)
     if not models:
         parts.append("<p>No artifact in this manifest.</p>")
@@ -310,11 +312,11 @@ caption{text-align:left;font-weight:600;padding:.3em 0}
 .photo{display:inline-block;margin:0 .5em .5em 0;vertical-align:top;max-width:260px} img.drawn{max-width:260px;display:block}
 .sub{font-size:11px;color:#555} .why{font-size:12px} .none{color:#777;font-style:italic}
 .badge{display:inline-block;padding:0 .45em;border-radius:3px;font-size:11px;font-weight:700;color:#fff;white-space:nowrap}
-.badge.st-ok{background:#2e7d32} .badge.st-device{background:#1f6fb2} .badge.st-unchecked{background:#a86b00}
+.badge.st-ok{background:#2e7d32} .badge.st-sim{background:#00796b} .badge.st-device{background:#1f6fb2} .badge.st-unchecked{background:#a86b00}
 .badge.st-fail{background:#c62828}
-tr.st-ok{background:#eaf6ea} tr.st-device{background:#e8f1fb} tr.st-unchecked{background:#fff5dc} tr.st-fail{background:#fdeaea}
+tr.st-ok{background:#eaf6ea} tr.st-sim{background:#e6f4f1} tr.st-device{background:#e8f1fb} tr.st-unchecked{background:#fff5dc} tr.st-fail{background:#fdeaea}
 tr.row>td:first-child{border-left:5px solid #999} tr.st-ok>td:first-child{border-left-color:#2e7d32}
-tr.st-device>td:first-child{border-left-color:#1f6fb2} tr.st-unchecked>td:first-child{border-left-color:#a86b00}
+tr.st-sim>td:first-child{border-left-color:#00796b} tr.st-device>td:first-child{border-left-color:#1f6fb2} tr.st-unchecked>td:first-child{border-left-color:#a86b00}
 tr.st-fail>td:first-child{border-left-color:#c62828}
 table.numerics.st-fail caption{color:#c62828} .good{color:#2e7d32} .bad{color:#c62828;font-weight:700}
 tr.host{outline:2px solid #2e7d32} ol{margin:0;padding-left:1.4em} .recommend{margin:.2em 0}
@@ -330,9 +332,10 @@ svg.plot{max-width:100%;height:auto} svg text{font-size:12px;font-family:sans-se
 
 def _header(man: Manifest, failures: list[dict]) -> str:
     kinds = [status_kind(r["status"]) for m in model_names(man, failures) for r in rows_for(man, failures, m)]
-    counts = (f"{kinds.count('ok')} verified on this host, {kinds.count('device')} need a device, "
+    counts = (f"{kinds.count('ok') + kinds.count('sim')} proven ({kinds.count('ok')} on this host, "
+              f"{kinds.count('sim')} on reference simulators), {kinds.count('device')} need a device, "
               f"{kinds.count('unchecked')} not checked, {kinds.count('fail')} failed or unavailable")
-    legend = " ".join(_badge(s) for s in ("VERIFIED", "NOT_RUNNABLE_HERE", "NOT_VERIFIED", "MISMATCH"))
+    legend = " ".join(_badge(s) for s in ("VERIFIED", "SIMULATED", "NOT_RUNNABLE_HERE", "NOT_VERIFIED", "MISMATCH"))
     return (f"<header><h1>pteforge report</h1><p>Generated {_e(man.generated)} · this host: {_e(host_platform())} · "
             f'<span id="counts">{_e(counts)}</span>. Every number was measured in the run that produced it; every '
             "latency is a p50 measured after warm-up in the child process that runs artifacts.</p>"

@@ -93,6 +93,9 @@ class ModelEntry(BaseModel):
     cache: dict[str, Any] | None = None
     # the target whose lowering made this very program: lowered once, copied under this name
     sameProgramAs: str | None = None
+    # the target compiler's own estimates, not measurements (Vela: cycles and time at its
+    # clock, SRAM, flash); see pteforge.result.Record.estimates
+    estimates: dict[str, Any] | None = None
     # how to rebuild the eager reference (validate compares with it)
     source: str | None = None  # catalog | package.module:factory | /path/model.pt2
     weights: str | None = None

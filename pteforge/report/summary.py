@@ -22,14 +22,29 @@ STAGES = tuple(s.value for s in Stage if s.plotted)  # the export-time plot's se
 # What a status means when the row carries no reason of its own.
 STATUS_NOTE = {
     "VERIFIED": "ran on this host and matched eager PyTorch",
+    "SIMULATED": "ran on the target's reference simulator and matched eager PyTorch",
     "NOT_RUNNABLE_HERE": "exported; needs a device to run",
     "NOT_VERIFIED": "exported; not checked (--no-verify)",
 }
 
 
 def status_kind(status: str) -> str:
-    """ok (proven here), device (exported, needs a device), unchecked, or fail."""
-    return {"VERIFIED": "ok", "NOT_RUNNABLE_HERE": "device", "NOT_VERIFIED": "unchecked"}.get(status, "fail")
+    """ok (proven here), sim (proven on a reference simulator), device (exported, needs a
+    device), unchecked, or fail."""
+    return {"VERIFIED": "ok", "SIMULATED": "sim", "NOT_RUNNABLE_HERE": "device",
+            "NOT_VERIFIED": "unchecked"}.get(status, "fail")
+
+
+def status_why(status: str, reason, entry) -> str:
+    """A row's why: its reason, else what ran a simulated one (verification.method), else
+    what its status means; with its compiler's estimates where it has them."""
+    from ..result import estimate_text
+
+    method = ((entry.verification or {}).get("method") if entry is not None else None) if status == "SIMULATED" else None
+    text = one_line(reason) or method or STATUS_NOTE.get(status, "")
+    if entry is not None and entry.estimates:
+        text += f"; {estimate_text(entry.estimates)}"
+    return text
 
 
 def one_line(text) -> str:
@@ -85,7 +100,7 @@ def rows_for(man: Manifest, failures: list[dict], model: str) -> list[dict]:
                                        "reason": reason, "entry": None}
         rows.append(row)
     for r in rows:
-        r["reason"] = one_line(r["reason"]) or STATUS_NOTE.get(r["status"], "")
+        r["reason"] = status_why(r["status"], r["reason"], r["entry"])
     return rows
 
 
@@ -118,7 +133,7 @@ def markdown(man: Manifest, failures: list[dict]) -> str:
               "|---|---|---|---|---|---|---|---|---|"]
     for e in man.models:
         v = p50(e)
-        why = _md(one_line(e.reason) or STATUS_NOTE.get(e.status, ""))
+        why = _md(status_why(e.status, e.reason, e))
         lines.append(f"| {e.base_model} | {e.target} | {e.precision} | {e.status} | {why} | {size_text(e.size)} | "
                      f"{pct_digits(e.delegation.get('percent', 0) / 100)} % | {export_seconds(e):.1f} s | {ms_text(v) if v is not None else ''} |")
     for title, fn in (("Export time (seconds, measured)", lambda e: f"{export_seconds(e):.1f} s"),

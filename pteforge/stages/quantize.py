@@ -17,8 +17,10 @@ def calibration_set(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple],
 
     Image models get real photos through the model's own preprocessing: the images
     in ``--calibration DIR`` (sorted, the first N), or by default seeded random views
-    of the photos our dependencies ship, for half the samples. The rest are seeded
-    synthetic inputs, whose seeds lie far from the verification inputs'.
+    of the photos our dependencies ship (random weights or real, a real network's
+    activations are what int8 must cover: noise spreads them wider than photos do). The
+    rest, and every sample of other models, are seeded synthetic inputs, whose seeds lie
+    far from the verification inputs'.
     """
     from ..vision import image_views, images_in, model_input, shipped_images, takes_images
 
@@ -32,10 +34,10 @@ def calibration_set(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple],
             facts["source"] = f"--calibration {config.calibration_dir}"
         else:
             photos = shipped_images()
-            want = n // 2
+            want = n
             views = [v for i, p in enumerate(photos) for v in image_views(p, -(-want // len(photos)), config.seed + i)] if photos else []
             batches = [(model_input(v, spec),) for v in views[:want]]
-            facts["source"] = "views of the photos dependencies ship (" + ", ".join(p.name for p in photos) + ") + seeded synthetic"
+            facts["source"] = "views of the photos dependencies ship (" + ", ".join(p.name for p in photos) + ")"
     else:
         facts["source"] = "seeded synthetic"
     facts["images"] = len(batches)

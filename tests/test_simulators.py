@@ -1,0 +1,158 @@
+"""Proof where this host cannot run a program: the target's reference simulator.
+
+A TOSA or Ethos-U program runs with its delegate payload on Arm's TOSA reference model (for
+Ethos-U, the TOSA graph Vela compiled into it), a Cortex-M one with ExecuTorch's
+``cortex_m::`` reference implementations; the rest of the program on this host's kernels.
+Rows proven so are SIMULATED, never VERIFIED, and a wrong program is still a MISMATCH.
+"""
+
+import json
+import os
+import shutil
+import struct
+
+import pytest
+from conftest import TESTS, run_cli
+
+from pteforge.result import Status
+
+DOMINANT = f"{TESTS / 'tiny_models.py'}:dominant"
+TARGETS = ("tosa", "tosa:fp32", "ethos-u55", "ethos-u85", "cortex-m", "vulkan")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = tmp_path_factory.mktemp("simulated") / "out"
+    proc = run_cli("export", "--model", DOMINANT, "--input-shape", "1,4", "--backends", *TARGETS,
+                   "--out", out, "--bench-runs", "0", "--no-cache")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out, proc.stdout
+
+
+def entries(out) -> dict:
+    man = json.loads((out / "index.json").read_text())
+    return {e["target"]: e for e in man["models"] + man["references"]}
+
+
+def test_arm_programs_are_proven_on_reference_simulators_and_said_apart(exported):
+    out, stdout = exported
+    e = entries(out)
+    for target in ("tosa", "tosa:fp32", "ethos-u55", "ethos-u85", "cortex-m"):
+        v = e[target]["verification"]
+        assert e[target]["status"] == "SIMULATED" and v["passed"], (target, e[target]["reason"])
+        assert v["sqnr_db"] >= v["threshold_sqnr_db"]
+    for target in ("tosa", "tosa:fp32"):
+        assert e[target]["verification"]["method"].startswith("Arm's TOSA reference model (tosa-tools ")
+        assert "ran the file's TOSABackend payload" in e[target]["verification"]["method"]
+    for target in ("ethos-u55", "ethos-u85"):
+        method = e[target]["verification"]["method"]
+        assert "ran the file's EthosUBackend payload" in method and "the TOSA graph Vela" in method
+        assert "Vela's command stream itself runs only on an Ethos-U" in method
+        est = e[target]["estimates"]
+        assert est["cycles"] > 0 and est["inference_ms"] > 0 and est["sram_kib"] > 0 and est["clock_mhz"] > 0
+        assert est["tool"].startswith("Vela ") and "estimate" in est["estimated_by"]
+    assert e["ethos-u55"]["estimates"]["accelerator"] != e["ethos-u85"]["estimates"]["accelerator"]
+    assert "cortex_m:: reference implementations" in e["cortex-m"]["verification"]["method"]
+    assert e["vulkan"]["status"] == "NOT_RUNNABLE_HERE" and e["vulkan"].get("verification") is None
+    # the portable reference ran on this host's own runtime, and says so
+    assert e["portable"]["verification"]["method"].startswith("this host's ExecuTorch runtime (executorch ")
+    assert "Successfully exported 6/6 backends: 5 proven on reference simulators, 1 needs a device" in stdout
+    assert "ethos-u55: dominant_ethos-u55.pte" in stdout and "simulated on Arm's TOSA reference model" in stdout
+    assert "estimates" in stdout and "not measured" in stdout
+    summary = (out / "EXPORT_SUMMARY.md").read_text()
+    assert "| SIMULATED | Arm's TOSA reference model" in summary
+    html = (out / "report.html").read_text()
+    assert "on reference simulators" in html and 'class="badge st-sim">SIMULATED' in html
+
+
+def _payload(data: bytes) -> tuple[int, bytes]:
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    payload = bytes(deserialize_pte_binary(data).program.backend_delegate_data[0].data)
+    return data.find(payload), payload
+
+
+def _validate(out, env=None):
+    proc = run_cli("validate", out, **({"env": env} if env else {}))
+    files = {f["file"].rsplit("/", 1)[-1]: f for f in json.loads((out / "validation_report.json").read_text())["files"]}
+    return proc, files
+
+
+def test_a_weight_flipped_after_lowering_is_a_mismatch_not_simulated(exported, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(exported[0], out)
+    int8, fp32 = out / "custom" / "dominant_tosa.pte", out / "custom" / "dominant_tosa_fp32.pte"
+    for path, weight, flipped in ((int8, bytes([0x7F, 1, 1, 1, 1, 0x7F]), bytes([0x81])),
+                                  (fp32, struct.pack("<4f", 1.0, 0.01, 0.01, 0.01), struct.pack("<f", -1.0))):
+        data = path.read_bytes()
+        at, payload = _payload(data)
+        inside = payload.find(weight)
+        assert at >= 0 and inside >= 0, f"{path.name}: the dominant weight is in its TOSA payload"
+        path.write_bytes(data[:at + inside] + flipped + data[at + inside + len(flipped):])
+    proc, files = _validate(out)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    for name in ("dominant_tosa.pte", "dominant_tosa_fp32.pte"):
+        assert files[name]["status"] == "MISMATCH", files[name]
+        assert "differs from eager on seeded inputs: SQNR" in files[name]["reason"]
+    # the files left alone are proven as before
+    assert files["dominant_ethos-u55.pte"]["status"] == "NOT_RUNNABLE_HERE", "only its export knows Vela's TOSA graph"
+    assert "simulated at export" in files["dominant_ethos-u55.pte"]["reason"]
+    assert files["dominant_cortex-m.pte"]["status"] == "SIMULATED"
+    assert files["dominant_portable.pte"]["status"] == "VERIFIED"
+
+
+def test_a_damaged_tosa_payload_fails_its_row_in_one_line(exported, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(exported[0], out)
+    path = out / "custom" / "dominant_tosa.pte"
+    data = path.read_bytes()
+    at, payload = _payload(data)
+    path.write_bytes(data[:at] + b"\xff" * 8 + data[at + 8:])  # the flatbuffer's root offset and identifier
+    proc, files = _validate(out)
+    assert proc.returncode == 1
+    row = files["dominant_tosa.pte"]
+    assert row["status"] == "RUN_FAILED" and "\n" not in row["reason"], row
+    assert "TOSA" in row["reason"] and "damaged" in row["reason"] or "TOSA reference model" in row["reason"], row
+    assert files["dominant_tosa_fp32.pte"]["status"] == "SIMULATED" and files["dominant_portable.pte"]["status"] == "VERIFIED"
+
+
+SHIMS = {
+    "missing": ("raise ImportError('libtosa_reference_model.so: cannot open shared object file')",
+                "Arm's TOSA reference model cannot be imported (libtosa_reference_model.so"),
+    "invalid": ("import enum\nclass GraphStatus(enum.Enum):\n    TOSA_VALID = 0\n    TOSA_UNPREDICTABLE = 1\n"
+                "def run(graph, inputs, **kw):\n    return [], GraphStatus.TOSA_UNPREDICTABLE\n",
+                "the TOSA reference model found the graph TOSA_UNPREDICTABLE"),
+    "crash": ("import enum, os, signal\nclass GraphStatus(enum.Enum):\n    TOSA_VALID = 0\n"
+              "def run(graph, inputs, **kw):\n    os.kill(os.getpid(), signal.SIGSEGV)\n",
+              "killed by SIGSEGV"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(SHIMS))
+def test_a_broken_reference_model_fails_only_the_rows_that_need_it(exported, tmp_path, how):
+    shim = tmp_path / "shim" / "tosa_reference_model"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text(SHIMS[how][0])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim.parent), str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    proc, files = _validate(exported[0], env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    for name in ("dominant_tosa.pte", "dominant_tosa_fp32.pte"):
+        assert files[name]["status"] == "RUN_FAILED" and SHIMS[how][1] in files[name]["reason"], files[name]
+        assert "\n" not in files[name]["reason"]
+    # nothing else is lost: this host's runtime and the Cortex-M simulation need no TOSA model
+    assert files["dominant_portable.pte"]["status"] == "VERIFIED"
+    assert files["dominant_cortex-m.pte"]["status"] == "SIMULATED"
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_status_counts_keep_host_and_simulator_apart():
+    from pteforge.result import proof_counts
+
+    class Row:
+        def __init__(self, status):
+            self.status = status
+
+    rows = [Row(Status.VERIFIED)] * 3 + [Row(Status.SIMULATED)] * 4 + [Row(Status.NOT_RUNNABLE_HERE)] * 3
+    assert proof_counts(rows) == "7 proven (3 on this host, 4 on reference simulators), 3 need a device"
+    assert proof_counts([Row(Status.SIMULATED)]) == "1 proven on a reference simulator"
+    assert Status.SIMULATED.ok and Status.SIMULATED.proven and Status.SIMULATED.exported
