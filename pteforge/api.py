@@ -173,6 +173,7 @@ class RunResult:
     choices: list[dict] = field(default_factory=list)  # --precision auto's winners and why
     references: list[str] = field(default_factory=list)  # targets added to measure reduced precisions against
     log: Path | None = None  # what libraries printed in the run's processes (none: nothing, or --debug)
+    budget: "AccuracyBudget | None" = None  # --accuracy-budget (None: each task's default)
 
     @property
     def ok(self) -> bool:
@@ -236,7 +237,7 @@ def export(
         _store(run.fresh)
         write_run_reports(out, run.records, plan, config)
     written = sink.path if (models or needs) and sink.path.exists() else None  # none when no row wrote anything
-    return RunResult(run.records, plan.unavailable, written, choices, list(plan.references), log)
+    return RunResult(run.records, plan.unavailable, written, choices, list(plan.references), log, config.accuracy_budget)
 
 
 def _start_run(config: ExportConfig) -> tuple[str, Path | None]:

@@ -73,12 +73,16 @@ def _parser() -> argparse.ArgumentParser:
                     help="precision of targets that name none (fp32, fp16, int8, int8-dynamic, int8-weight, int4-weight), "
                          "or auto: for each backend that runs here, try every precision it takes and pick the fastest "
                          "within --accuracy-budget")
-    pr.add_argument("--accuracy-budget", default=None, metavar="top1=F,sqnr=DB",
-                    help="what auto may lose against fp32 eager on the validation photos "
-                         "(default: top1=0.99 for classifiers, sqnr=20 otherwise)")
+    pr.add_argument("--accuracy-budget", default=None, metavar="top1=F,boxes=F,sqnr=DB",
+                    help="what a quantized artifact may lose against fp32 eager on the validation photos, and what "
+                         "auto chooses within (default: top1=0.99 for classifiers, boxes=0.95 matched at IoU 0.5 for "
+                         "detectors, sqnr=20 otherwise); one that misses it is told where it breaks")
+    pr.add_argument("--accuracy-report", action="store_true",
+                    help="for every quantized artifact, print the layers that lose most against fp32 (by eager "
+                         "module) and what to try; report.html shows them too")
     pr.add_argument("--calibration", default=None, metavar="DIR",
                     help="calibrate quantized targets on the images in DIR, through the model's own preprocessing "
-                         "(default: views of the photos our dependencies ship, plus seeded synthetic inputs)")
+                         "(default for image models: views of the photos our dependencies ship)")
     pr.add_argument("--calibration-samples", type=int, default=16, metavar="N",
                     help="inputs used to calibrate quantized targets (default 16)")
     out = ex.add_argument_group("output and proof")
@@ -88,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
                           "or a local state dict (or an Ultralytics checkpoint of the same architecture)")
     out.add_argument("--seed", type=int, default=0, help="seed for random weights and inputs (default 0)")
     out.add_argument("--no-verify", dest="verify", action="store_false", help="skip running artifacts on this host")
+    out.add_argument("--no-simulate", dest="simulate", action="store_false",
+                     help="do not prove on reference simulators what this host cannot run (TOSA, Ethos-U, Cortex-M): "
+                          "those rows need a device")
     out.add_argument("--no-fallback", dest="fallback", action="store_false",
                      help="fail a target when a backend's pass crashes on part of the graph (default: that part runs "
                           "on the portable kernels, the rest stays delegated, and the summary says so)")
@@ -338,6 +345,7 @@ def _cmd_export(args, ui, debug: bool) -> int:
         from .llm import default_targets
 
         requests, others = default_targets()  # every precision of the backends that export language models
+    ui.accuracy_report = args.accuracy_report
     plan = plan_targets(requests, platform=args.target, precision=args.precision) if models else None
     if plan:
         plan.unavailable += others
@@ -378,6 +386,7 @@ def _export_config(args, debug: bool):
         base_url=args.base_url,
         bundle=args.bundle,
         fallback=args.fallback,
+        simulate=args.simulate,
         oplist=args.oplist,
         timeout=args.timeout,
         jobs=args.jobs,

@@ -62,6 +62,7 @@ class ExportOptions(BaseModel):
     backends: Strings = None
     precision: str | None = None
     accuracy_budget: str | None = None
+    accuracy_report: bool | None = None
     calibration: str | None = None
     calibration_samples: int | None = None
     # output and proof
@@ -81,6 +82,7 @@ class ExportOptions(BaseModel):
     cache: bool | None = None
     bundle: bool | None = None
     fallback: bool | None = None
+    simulate: bool | None = None
     # publishing: after the export, lay out the site the app fetches (pteforge publish)
     publish: str | None = None
     publish_runtime: Strings = Field(None, validation_alias=AliasChoices("publish_runtime", "publish_version"))

@@ -138,6 +138,7 @@ class _Job:
         pt2 = self.capture.variants.get(variant_key(self.primary.name, precision), self.capture.pt2_path)
         import_for_capture(self.spec)  # a worker that did not capture it loads its custom operators too
         exported = self.timed(Stage.LOAD, lambda: memo.load(pt2, _file_identity(pt2)))
+        self.fp32 = exported  # what a quantized program is held against, layer by layer
         self.half = _half_floats(exported)
         example = tuple(torch.load(self.capture.reference_path, weights_only=True)["inputs"][0])
         try:
@@ -202,7 +203,7 @@ class _Job:
 
         record, config = self.record, self.config
         runnable = here.program_check(delegation.delegates_in_program, delegation.kernels)
-        simulators = None if runnable.ok or not config.verify else simulators_for(self.chain, program)
+        simulators = None if runnable.ok or not (config.verify and config.simulate) else simulators_for(self.chain, program)
         needs_reference = ((runnable.ok or simulators is not None) and config.verify) or config.bundle
         reference = torch.load(self.capture.reference_path, weights_only=True) if needs_reference else None
         if not runnable.ok and simulators is None:
@@ -255,6 +256,8 @@ class _Job:
                 v.passed, v.sqnr_db, v.degenerate, v.model_fault = False, None, on_photos[1], on_photos[0] == "eager"
         v.method, v.simulator = method, self.primary.simulated_on if simulators is not None else None
         self.record.verification = v
+        if self.quantized is not None:
+            self.record.accuracy = self._layers(reference)
         if v.passed:
             self.record.status = Status.VERIFIED if simulators is None else Status.SIMULATED
             return
@@ -282,6 +285,25 @@ class _Job:
         elif in_pytorch is not None:
             self.record.reason += (f"; the quantized program run by PyTorch is {in_pytorch:.1f} dB from eager: "
                                    "the backend's lowering or kernels lose the rest")
+
+    def _layers(self, reference: dict) -> dict:
+        """Where the quantized program loses against fp32, layer by layer, on the photos (or
+        the verification inputs): the layers that lose most, by eager module, and what to
+        try (stages/accuracy.py). A diagnosis only: when it fails, it says why."""
+        from .stages.accuracy import per_layer, what_to_try, where_it_breaks
+
+        photos = reference.get("images") or []
+        inputs = [tuple(x) for x in (photos or reference["inputs"])][:4]
+        on = f"{len(inputs)} photo(s)" if photos else f"{len(inputs)} verification input(s)"
+        try:
+            rows = per_layer(self.fp32, self.quantized, inputs)
+        except Exception as exc:  # noqa: BLE001 - the row stands without it
+            return {"on": on, "error": one_line(exc, 200)}
+        worst = where_it_breaks(rows)
+        calibration = (self.record.quantization or {}).get("calibration")
+        return {"on": on, "layers": len(rows), "worst": worst,
+                "try": what_to_try(worst, calibration, self.primary.name,
+                                   [p.value for p in self.primary.precisions if p.value in ("int8-dynamic", "fp16", "fp32")])}
 
     def _quantized_in_pytorch(self, reference: dict) -> float | None:
         """How far the quantized program, run by PyTorch on the verification inputs, is

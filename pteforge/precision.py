@@ -120,6 +120,7 @@ def choose(model: str, group: AutoGroup, records: list[Record], task: str, budge
             "size": rec.artifact.size if rec.artifact else None,
             "p50_ms": (rec.latency or {}).get("p50_ms"),
             "top1_agreement": images.get("top1_agreement"),
+            "boxes_matched": images.get("boxes_matched"),
             "sqnr_db": images.get("sqnr_db", rec.verification.sqnr_db if rec.verification else None),
         }
         row["within_budget"], row["note"] = _judge(rec, row, budget)
@@ -147,11 +148,5 @@ def _judge(rec: Record, row: dict, budget: AccuracyBudget) -> tuple[bool, str]:
         return False, rec.status.value
     if row["p50_ms"] is None:
         return False, "not timed"
-    if budget.top1 is not None:
-        if row["top1_agreement"] is None:
-            return False, "no top-1 agreement (not a classifier on photos)"
-        if row["top1_agreement"] < budget.top1:
-            return False, f"top-1 agreement {pct(row['top1_agreement'])}% < {pct(budget.top1)}%"
-    if budget.sqnr is not None and (row["sqnr_db"] is None or row["sqnr_db"] < budget.sqnr):
-        return False, f"SQNR {row['sqnr_db']:.1f} dB < {budget.sqnr:g} dB" if row["sqnr_db"] is not None else "no SQNR"
-    return True, "within budget"
+    missed = budget.missed(row["top1_agreement"], row["boxes_matched"], row["sqnr_db"])
+    return (False, missed) if missed else (True, "within budget")

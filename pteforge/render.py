@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .result import Record, Stage, Status, estimate_text, proof_counts
+from .result import Record, Stage, Status, accuracy_text, budget_missed, estimate_text, proof_counts
 from .units import pct, size_text
 
 class Reporter:
@@ -63,6 +63,7 @@ class Renderer:
         self.err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
         if not self.out.is_terminal:  # logs and pipes: full rows, not 80 columns
             self.out.width = 180
+        self.accuracy_report = False  # export --accuracy-report: every quantized row's worst layers
 
     def error(self, line: str) -> None:
         self.err.print(f"[bold red]error:[/bold red] {escape(line)}", markup=True)
@@ -134,6 +135,7 @@ class Renderer:
                 self.out.print(f"❌ Exported 0/{requested} backends")
             for r in good:
                 self.out.print(f"   • {self._artifact_line(r)}")
+                self._accuracy(r, result.budget)
             for r in extra:  # not asked for: what a reduced precision above is measured against
                 line = self._artifact_line(r) if r.status.ok else f"{r.target}: {r.status.value}: {r.reason}"
                 self.out.print(f"   ↳ fp32 reference, not asked for: {line}")
@@ -144,6 +146,7 @@ class Renderer:
                     extra = f" ({self._artifact_line(r)})" if r.artifact else ""
                     fix = f" — fix: {r.fix}" if r.fix else ""
                     self.out.print(f"   • {r.target}: {r.status.value}: {r.reason}{extra}{fix}")
+                    self._accuracy(r, result.budget)
                 for u in result.unavailable:
                     self.out.print(f"   • {u.target}: UNAVAILABLE: {u.check.reason}")
             for c in result.choices:
@@ -162,6 +165,22 @@ class Renderer:
         if lost:
             self.out.print(f"{CLUSTER_LOST[0].upper()}{CLUSTER_LOST[1:]} {len(lost)} unfinished row(s): {RESUME}")
 
+    def _accuracy(self, r: Record, budget) -> None:
+        """Under a quantized row that misses its accuracy budget, where it breaks; with
+        --accuracy-report, the layers that lose most, for every quantized row."""
+        missed = budget_missed(r, budget)
+        if missed and r.accuracy:
+            self.out.print(f"     ↳ misses its accuracy budget ({missed}): {accuracy_text(r.accuracy)}", highlight=False)
+        if self.accuracy_report and r.accuracy and r.accuracy.get("worst"):
+            table = Table(title=f"{r.model} {r.target}: the layers that lose most against fp32 (on {r.accuracy['on']})")
+            for col in ("eager module", "type", "operator", "SQNR after it (dB)", "lost there (dB)"):
+                table.add_column(col, overflow="fold")
+            for w in r.accuracy["worst"]:
+                table.add_row(w["module"], w["type"], w["op"], f"{w['sqnr_db']:.1f}", f"{w['drop_db']:.1f}")
+            self.out.print(table)
+            for tip in r.accuracy.get("try", []):
+                self.out.print(f"       try: {tip}", highlight=False)
+
     @staticmethod
     def _artifact_line(r: Record) -> str:
         if r.artifact is None:
@@ -173,7 +192,7 @@ class Renderer:
         proof = {
             Status.VERIFIED: f"verified{sqnr}",
             Status.SIMULATED: f"simulated on {r.verification.simulator if r.verification else 'a simulator'}{sqnr}",
-            Status.NOT_RUNNABLE_HERE: f"needs a device: {r.reason}",
+            Status.NOT_RUNNABLE_HERE: f"needs a device: {r.reason}" + (f" ({r.fix})" if r.fix else ""),
             Status.NOT_VERIFIED: "not verified",
             Status.MISMATCH: "MISMATCH",
         }.get(r.status, r.status.value)
@@ -201,9 +220,9 @@ class Renderer:
             proof += f"; {estimate_text(r.estimates)}"
         cal = (r.quantization or {}).get("calibration")
         if cal:
-            real = f"{cal['images']} real image(s)" if cal.get("images") else ""
-            made = f"{cal['synthetic']} synthetic" if cal.get("synthetic") else ""
-            proof += f"; calibrated on {' + '.join(p for p in (real, made) if p)} ({cal.get('source', '')})"
+            real = f"{cal['images']} real images ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else ""
+            made = f"{cal['synthetic']} seeded synthetic inputs" if cal.get("synthetic") else ""
+            proof += f"; calibrated on {' + '.join(p for p in (real, made) if p)}"
         if r.cache:
             proof += f" (from the cache: made {r.cache['created'][:19].replace('T', ' ')} UTC in {r.cache['original_seconds']:.0f} s)"
         if r.same_program_as:

@@ -210,6 +210,9 @@ class Record:
     caution: str | None = None  # what devices are known to do with such a program (the backend's caution())
     # the target compiler's own estimates (Vela: cycles and time at its clock, SRAM, flash): not measured
     estimates: dict | None = None
+    # a quantized program against fp32, layer by layer (stages/accuracy.py): {"on", "layers",
+    # "worst": [{"module", "type", "op", "sqnr_db", "drop_db"}], "try": [...]}
+    accuracy: dict | None = None
 
 
 def proof_counts(records) -> str:
@@ -237,3 +240,28 @@ def estimate_text(estimates: dict) -> str:
     time = f" ({e['inference_ms']:.3g} ms{at})" if e.get("inference_ms") is not None else ""
     return (f"{e.get('tool', 'compiler')} estimates {e.get('cycles', 0):,} cycles{time}, SRAM {e.get('sram_kib') or 0:.1f} KiB, "
             f"flash {e.get('flash_kib') or 0:.1f} KiB ({e.get('system', 'its default system')}; not measured)")
+
+
+def budget_missed(record, budget=None) -> str | None:
+    """What of its accuracy budget (``budget``, else its task's) a quantized row misses on the
+    validation photos (or, without photos, in SQNR on the verification inputs), or None."""
+    from .spec import AccuracyBudget
+
+    v = record.verification
+    if v is None or record.accuracy is None or record.status not in (Status.VERIFIED, Status.SIMULATED, Status.MISMATCH):
+        return None
+    images = v.images or {}
+    budget = budget or AccuracyBudget.for_task(record.task)
+    return budget.missed(images.get("top1_agreement"), images.get("boxes_matched"), images.get("sqnr_db", v.sqnr_db))
+
+
+def accuracy_text(accuracy: dict) -> str:
+    """Where a quantized program loses most, in one phrase."""
+    if accuracy.get("error"):
+        return f"its layers could not be compared ({accuracy['error']})"
+    worst = accuracy.get("worst") or []
+    if not worst:
+        return "no layer could be matched to fp32"
+    w = worst[0]
+    return (f"loses most at {w['module']} ({w['type'] or w['op']}: −{w['drop_db']:.1f} dB there, "
+            f"{w['sqnr_db']:.1f} dB after it); try: {accuracy['try'][0]}")

@@ -225,7 +225,7 @@ class ExportConfig:
 
     ARTIFACT_FIELDS: ClassVar[tuple[str, ...]] = (
         "weights", "seed", "verify", "verify_inputs", "tolerance", "calibration_samples", "calibration_dir", "bundle",
-        "fallback",
+        "fallback", "simulate",
     )
     RUN_FIELDS: ClassVar[tuple[str, ...]] = (
         "out_dir", "base_url", "oplist", "timeout", "jobs", "debug", "cache", "accuracy_budget", "bench_runs",
@@ -244,6 +244,7 @@ class ExportConfig:
     oplist: bool = False  # write selected_operators.yaml per artifact, merged, and the CMake lines
     bundle: bool = False  # also write a BundledProgram (.bpte) with inputs and expected outputs
     fallback: bool = True  # a partition a backend's pass crashes on goes to the portable kernels (--no-fallback: fail)
+    simulate: bool = True  # prove on reference simulators what this host cannot run (--no-simulate: needs a device)
     timeout: float = 1200.0  # seconds per (model, target) job before its worker is killed
     jobs: int | None = None  # worker processes (default: one per core, at most one per target)
     debug: bool = False
@@ -297,19 +298,38 @@ def check_base_url(url: str, flag: str) -> None:
 
 @dataclass(frozen=True)
 class AccuracyBudget:
-    """How much accuracy ``--precision auto`` may give up against fp32 eager.
+    """How much accuracy a reduced precision may give up against fp32 eager: what
+    ``--precision auto`` chooses within, and what an int8 artifact is held to (missing it,
+    pteforge says where it breaks: stages/accuracy.py).
 
     ``top1``: least fraction of validation photos whose top-1 class must agree
-    (classifiers); ``sqnr``: least SQNR in dB on the validation photos (others, or
-    both when given). Written ``top1=0.99`` / ``sqnr=20`` / ``top1=0.98,sqnr=15``.
+    (classifiers); ``boxes``: least fraction of eager's boxes the program must have at
+    IoU ≥ 0.5 (detectors); ``sqnr``: least SQNR in dB on the validation photos (others,
+    or with the others when given). Written ``top1=0.99`` / ``boxes=0.95`` / ``sqnr=20``
+    / ``top1=0.98,sqnr=15``.
     """
 
     top1: float | None = None
     sqnr: float | None = None
+    boxes: float | None = None
 
     @classmethod
     def for_task(cls, task: str) -> "AccuracyBudget":
-        return cls(top1=0.99) if task == "classification" else cls(sqnr=20.0)
+        if task == "classification":
+            return cls(top1=0.99)
+        return cls(boxes=0.95) if task == "detection" else cls(sqnr=20.0)
+
+    def missed(self, top1: float | None, boxes: float | None, sqnr: float | None) -> str | None:
+        """What of the budget a program misses, in words, or None when it is within it."""
+        if self.top1 is not None and (top1 is None or top1 < self.top1):
+            return "no top-1 agreement (not a classifier on photos)" if top1 is None else \
+                f"top-1 agreement {pct(top1)}% < {pct(self.top1)}%"
+        if self.boxes is not None and (boxes is None or boxes < self.boxes):
+            return "no boxes compared (not a detector on photos)" if boxes is None else \
+                f"boxes matched at IoU ≥ 0.5 {pct(boxes)}% < {pct(self.boxes)}%"
+        if self.sqnr is not None and (sqnr is None or sqnr < self.sqnr):
+            return f"SQNR {sqnr:.1f} dB < {self.sqnr:g} dB" if sqnr is not None else "no SQNR"
+        return None
 
     @classmethod
     def parse(cls, text: str) -> "AccuracyBudget":
@@ -321,16 +341,17 @@ class AccuracyBudget:
                 number = float(value)
             except ValueError:
                 number = None
-            if key not in ("top1", "sqnr") or number is None or (key == "top1" and not 0 <= number <= 1):
+            if key not in ("top1", "sqnr", "boxes") or number is None or (key != "sqnr" and not 0 <= number <= 1):
                 raise UsageError(
                     f"malformed --accuracy-budget '{text}'",
-                    fix="write top1=FRACTION and/or sqnr=DB, e.g. --accuracy-budget top1=0.99 or sqnr=20",
+                    fix="write top1=FRACTION, boxes=FRACTION and/or sqnr=DB, e.g. --accuracy-budget top1=0.99 or sqnr=20",
                 )
             values[key] = number
         return cls(**values)
 
     def describe(self) -> str:
         parts = ([f"top-1 agreement ≥ {pct(self.top1)}%"] if self.top1 is not None else []) + (
+            [f"boxes matched at IoU ≥ 0.5 ≥ {pct(self.boxes)}%"] if self.boxes is not None else []) + (
             [f"SQNR ≥ {self.sqnr:g} dB"] if self.sqnr is not None else []
         )
         return " and ".join(parts) + " vs fp32 eager on the validation photos"

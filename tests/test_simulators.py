@@ -156,3 +156,26 @@ def test_status_counts_keep_host_and_simulator_apart():
     assert proof_counts(rows) == "7 proven (3 on this host, 4 on reference simulators), 3 need a device"
     assert proof_counts([Row(Status.SIMULATED)]) == "1 proven on a reference simulator"
     assert Status.SIMULATED.ok and Status.SIMULATED.proven and Status.SIMULATED.exported
+
+
+def test_where_int8_breaks_is_named_by_eager_module(tmp_path):
+    """A net that int8 breaks at one known layer: the row misses its budget, the summary says
+    where (the eager module), --accuracy-report lists the worst layers and what to try, and
+    report.html shows them."""
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", f"{TESTS / 'tiny_models.py'}:breaks_int8", "--input-shape", "1,3,16,16",
+                   "--backends", "xnnpack:int8", "tosa", "--out", out, "--bench-runs", "0", "--no-cache",
+                   "--accuracy-report")
+    man = json.loads((out / "index.json").read_text())
+    rows = {e["target"]: e for e in man["models"] + man.get("failed", [])}
+    for target in ("xnnpack:int8", "tosa"):
+        acc = rows[target]["accuracy"]
+        assert acc["worst"][0]["module"] == "spread", (target, acc["worst"])
+        assert acc["worst"][0]["drop_db"] > 10 and acc["layers"] >= 4
+        assert any("leave spread (Spread) in fp32" in t for t in acc["try"])
+    assert "misses its accuracy budget (SQNR" in proc.stdout and "loses most at spread (Spread" in proc.stdout
+    assert "the layers that lose most against fp32" in proc.stdout, "--accuracy-report's table"
+    html = (out / "report.html").read_text()
+    assert 'id="accuracy"' in html and "misses its budget" in html and "<td>spread</td>" in html
+    # the fp32 references are not quantized: nothing to break
+    assert all("accuracy" not in e for e in man["references"])

@@ -509,3 +509,35 @@ class Dominant(torch.nn.Module):
 
 def dominant():
     return Dominant().eval()
+
+
+class Spread(torch.nn.Module):
+    """Scales one channel by ``factor`` (or back, with ``1 / factor``): between the two, that
+    channel's range is all an int8 tensor of the whole activation can hold."""
+
+    def __init__(self, factor: float):
+        super().__init__()
+        self.register_buffer("scale", torch.tensor([1.0] * 7 + [factor]).view(1, 8, 1, 1))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+class BreaksInt8(torch.nn.Module):
+    """A small convolutional net that int8 breaks at one known layer, ``spread``: its output's
+    one huge channel leaves the other seven a few int8 steps, and ``gather`` scaling it back
+    cannot restore them."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.spread, self.gather = Spread(200.0), Spread(1 / 200.0)
+        self.conv2 = torch.nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        return self.conv2(self.gather(self.spread(torch.relu(self.conv1(x)))))
+
+
+def breaks_int8():
+    return BreaksInt8().eval()

@@ -159,6 +159,13 @@ class YoloFamily(Family):
             return 1.0
         return sum(self.match(d, reference, outputs, meta) for d in dets) / len(dets)
 
+    def boxes_matched(self, reference, outputs, meta, iou: float = 0.5) -> float:
+        """The fraction of eager's boxes the program has too: same class at the same anchor,
+        IoU ≥ ``iou`` (the int8 accuracy budget's measure, looser than ``agreement``'s 0.9)."""
+        dets = self.detections(reference, meta) or self.detections(reference, meta, conf=0.0, max_det=5)
+        rows, nc = _rows(outputs[0]), self.classes(outputs)
+        return sum(_same_box(d, rows[d.anchor], meta, nc, iou=iou) for d in dets) / len(dets) if dets else 1.0
+
     def match(self, det: Detection, reference: list, outputs: list, meta: Letterbox) -> float:
         """1.0 when the program has the same box and class at ``det``'s anchor, else 0.0."""
         return float(_same_box(det, _rows(outputs[0])[det.anchor], meta, self.classes(outputs)))

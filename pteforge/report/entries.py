@@ -112,6 +112,7 @@ def manifest_entries(
                 cache=rec.cache,
                 sameProgramAs=rec.same_program_as,
                 estimates=rec.estimates,
+                accuracy=rec.accuracy,
                 timings=rec.timings,
                 inputShapes=rec.input_shapes,
                 heldInputs=spec.held or None,

@@ -202,6 +202,40 @@ def numerics_section(man: Manifest) -> str:
     return f'<section id="numerics"><h2>Numerics against eager PyTorch</h2>{intro}{tables}</section>'
 
 
+def accuracy_section(man: Manifest) -> str:
+    """Every quantized artifact against fp32, layer by layer: whether it is within its task's
+    accuracy budget, the layers that lose most (by eager module), and what to try."""
+    from ..spec import AccuracyBudget
+
+    parts = []
+    for e in man.artifacts():
+        acc = e.accuracy
+        if not acc:
+            continue
+        budget = AccuracyBudget.for_task(e.task or "")
+        images = (e.verification or {}).get("images") or {}
+        missed = budget.missed(images.get("top1_agreement"), images.get("boxes_matched"),
+                               images.get("sqnr_db", (e.verification or {}).get("sqnr_db")))
+        verdict = (f'<span class="bad">misses its budget: {_e(missed)}</span>' if missed
+                   else f'<span class="good">within its budget ({_e(budget.describe())})</span>')
+        rows = "".join(f"<tr><td>{_e(w['module'])}</td><td>{_e(w['type'])}</td><td>{_e(w['op'])}</td>"
+                       f'<td class="num">{w["sqnr_db"]:.1f}</td><td class="num">{w["drop_db"]:.1f}</td></tr>'
+                       for w in acc.get("worst") or [])
+        tips = "".join(f"<li>{_e(t)}</li>" for t in acc.get("try") or [])
+        parts.append(f'<div class="accuracy" data-name="{_e(e.name)}"><h3>{_e(e.name)} ({_e(e.precision)})</h3>'
+                     f"<p>{verdict}. Compared on {_e(acc.get('on', ''))}"
+                     f"{'; ' + _e(acc['error']) if acc.get('error') else ''}.</p>"
+                     + (f"<table><thead><tr><th>eager module</th><th>type</th><th>operator</th><th>SQNR after it (dB)</th>"
+                        f"<th>lost there (dB)</th></tr></thead><tbody>{rows}</tbody></table>" if rows else "")
+                     + (f"<p>What to try:</p><ul>{tips}</ul>" if tips else "") + "</div>")
+    if not parts:
+        return ""
+    intro = ("<p>Each quantized artifact's quantized program run in PyTorch beside the fp32 one, each operator's "
+             "output matched by eager module: the SQNR after each layer, and how much of it that layer lost itself. "
+             "The layers that lose most are where int8 breaks.</p>")
+    return f'<section id="accuracy"><h2>Where int8 loses accuracy</h2>{intro}{"".join(parts)}</section>'
+
+
 # ---------------------------------------------------------------------------- plots
 
 def _bars(title: str, rows: list[tuple[str, float]], unit: str, plot_id: str, empty: str = "no data in this run") -> str:
@@ -383,7 +417,7 @@ def validation_section(validation: dict | None) -> str:
 def html_report(man: Manifest, failures: list[dict] | None = None, validation: dict | None = None) -> str:
     failures = failures or []
     body = "".join([_header(man, failures), matrix_section(man, failures), fallback_section(man),
-                    numerics_section(man), validation_section(validation), plots_section(man)])
+                    numerics_section(man), accuracy_section(man), validation_section(validation), plots_section(man)])
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>pteforge report</title>

@@ -96,6 +96,9 @@ class ModelEntry(BaseModel):
     # the target compiler's own estimates, not measurements (Vela: cycles and time at its
     # clock, SRAM, flash); see pteforge.result.Record.estimates
     estimates: dict[str, Any] | None = None
+    # a quantized program against fp32, layer by layer: the layers that lose most and what to
+    # try (pteforge.result.Record.accuracy)
+    accuracy: dict[str, Any] | None = None
     # how to rebuild the eager reference (validate compares with it)
     source: str | None = None  # catalog | package.module:factory | /path/model.pt2
     weights: str | None = None

@@ -16,7 +16,6 @@ VERIFIED.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import operator
 from dataclasses import dataclass, field
 from typing import Callable
@@ -119,8 +118,8 @@ class _Interpreter:
             raise SimulationError(f"the program has no method '{method}'")
         self.program, self.plan, self.simulators = program, plans[0], simulators
         self.host_kernels = host_kernels  # "aten::add.out": run by this host's ExecuTorch kernel
-        self.on_host: dict[int, tuple] = {}  # op index and arguments -> (method, inputs, outputs)
-        self.ran: set[str] = set()  # "host", "pytorch": who ran the kernel calls
+        self.on_host: dict[tuple, tuple] = {}  # (op index, arguments) -> (program, method, inputs, outputs)
+        self.ran: set[str] = set()  # who ran the kernel calls: "host", or the namespace PyTorch ran
         self.calls: dict[str, int] = {}
         self.ops = [(o.name, o.overload) for o in self.plan.operators]
         self.constants = [None] * len(self.plan.values)
@@ -476,10 +475,6 @@ def describe(interp: _Interpreter, simulators: dict[str, Simulator]) -> str:
     if outside:
         parts.append(("its other" if parts else "the program's") + f" instructions ran on {outside}")
     return "; ".join(parts)
-
-
-def digest(payload: bytes) -> str:
-    return hashlib.sha256(payload).hexdigest()
 
 
 def simulators_for(chain: list, program) -> dict[str, Simulator] | None:

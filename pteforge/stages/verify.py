@@ -212,9 +212,12 @@ def image_agreement(reference: dict, actual: list[list], spec) -> dict:
         if spec.task == "classification":
             row["top1_match"] = int(e[0].argmax()) == int(a[0].argmax())
         if name in photos:
-            metric = fam.agreement(e, a, fam.prepare(photos[name], spec).meta)
+            meta = fam.prepare(photos[name], spec).meta
+            metric = fam.agreement(e, a, meta)
             if metric is not None:
                 row["agreement"] = round(metric, 4)
+            if spec.task == "detection" and hasattr(fam, "boxes_matched"):
+                row["boxes_matched"] = round(fam.boxes_matched(e, a, meta), 4)
         per_image.append(row)
     out = {
         "images": len(actual),
@@ -225,7 +228,8 @@ def image_agreement(reference: dict, actual: list[list], spec) -> dict:
     }
     if spec.task == "classification":
         out["top1_agreement"] = round(sum(r["top1_match"] for r in per_image) / len(per_image), 4)
-    scored = [r["agreement"] for r in per_image if "agreement" in r]
-    if scored:
-        out["agreement"] = round(sum(scored) / len(scored), 4)
+    for key in ("agreement", "boxes_matched"):
+        scored = [r[key] for r in per_image if key in r]
+        if scored:
+            out[key] = round(sum(scored) / len(scored), 4)
     return out
