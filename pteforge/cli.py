@@ -62,6 +62,22 @@ def _parser() -> argparse.ArgumentParser:
                      help="dtype of each --input-shape (default float32)")
     sel.add_argument("--labels", action="store_true",
                      help=f"write every family's labels file ({', '.join(sorted({f.labels_file for f in families() if f.labels_file}))})")
+    own = ex.add_argument_group("your own model, as the app shows it (with --model)")
+    own.add_argument("--task", default=None, metavar="TASK",
+                     help="what the model does, so the app shows it: classification, detection, pose, face, segmentation "
+                          "(or a family's category: "
+                          f"{', '.join(f.category for f in families() if f.preprocessing is not None)}); it takes that "
+                          "family's decoding, agreement on the photos, labels and preprocessing (detectors: Ultralytics' "
+                          "output layout). Without it the model's category is custom, which the app hides")
+    own.add_argument("--name", default=None, help="the model's name in files and the app (default: the file's, the "
+                                                  "factory's, or for a factory called build/make/... its file's)")
+    own.add_argument("--labels-file", default=None, metavar="FILE",
+                     help="its classes, one per line (checked against its output; default: the task family's)")
+    own.add_argument("--mean", default=None, metavar="R,G,B", help="per-channel mean after scaling pixels to 0-1 "
+                                                                    "(default: the task family's)")
+    own.add_argument("--std", default=None, metavar="R,G,B", help="per-channel std (default: the task family's)")
+    own.add_argument("--fit", default=None, choices=["crop", "letterbox", "stretch"],
+                     help="how a photo becomes its square input (default: the task family's)")
     tg = ex.add_argument_group("targets")
     tg.add_argument("--target", "--platform", dest="target", choices=[*PLATFORMS, "all"], default=None,
                     help=f"a platform's backends in seed 004's priority order ({describe()})")
@@ -326,8 +342,24 @@ def _selected_models(args) -> list:
     from .models import select_models
 
     chosen = {fam.word.replace("-", "_"): getattr(args, fam.word.replace("-", "_"), None) for fam in families() if fam.models}
+    own = {"task": args.task, "name": args.name, "labels_file": args.labels_file, "fit": args.fit,
+           "mean": _three(args.mean, "--mean"), "std": _three(args.std, "--std")}
     return select_models(**chosen, every=args.all, refs=args.model, llms=args.llm, max_seq_len=args.max_seq_len,
-                         input_shapes=args.input_shape, input_dtypes=args.input_dtype, labels_only=args.labels)
+                         input_shapes=args.input_shape, input_dtypes=args.input_dtype, labels_only=args.labels, own=own)
+
+
+def _three(text: str | None, flag: str) -> tuple[float, float, float] | None:
+    """``0.485,0.456,0.406``: one number per RGB channel."""
+    if text is None:
+        return None
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3 or (flag == "--std" and any(v <= 0 for v in values)):
+        raise UsageError(f"{flag} {text}: give three numbers, one per RGB channel" + (", each above 0" if flag == "--std" else ""),
+                         fix=f"e.g. {flag} " + ("0.485,0.456,0.406" if flag == "--mean" else "0.229,0.224,0.225"))
+    return values
 
 
 def _cmd_export(args, ui, debug: bool) -> int:

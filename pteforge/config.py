@@ -57,6 +57,13 @@ class ExportOptions(BaseModel):
     input_shape: Annotated[list[str] | None, BeforeValidator(_shapes)] = None
     input_dtype: Strings = None
     labels: bool | None = None
+    # your own model, as the app shows it
+    task: str | None = None
+    name: str | None = None
+    labels_file: str | None = None
+    mean: str | None = None
+    std: str | None = None
+    fit: str | None = None
     # targets and precision
     target: str | None = Field(None, validation_alias=AliasChoices("target", "platform"))  # a platform's backends
     backends: Strings = None

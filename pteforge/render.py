@@ -136,6 +136,9 @@ class Renderer:
             for r in good:
                 self.out.print(f"   • {self._artifact_line(r)}")
                 self._accuracy(r, result.budget)
+            if spec.family == "custom" and good:
+                self.out.print("   ℹ the executorch_flutter app does not show category custom: give --task (classification, "
+                               "detection, pose, face, segmentation) and --labels-file to show it there", highlight=False)
             for r in extra:  # not asked for: what a reduced precision above is measured against
                 line = self._artifact_line(r) if r.status.ok else f"{r.target}: {r.status.value}: {r.reason}"
                 self.out.print(f"   ↳ fp32 reference, not asked for: {line}")

@@ -218,10 +218,9 @@ class Record:
 def proof_counts(records) -> str:
     """How a run's rows were proven, in words: "7 proven (3 on this host, 4 on reference
     simulators), 3 need a device"."""
-    host = sum(r.status is Status.VERIFIED for r in records)
-    simulated = sum(r.status is Status.SIMULATED for r in records)
-    device = sum(r.status is Status.NOT_RUNNABLE_HERE for r in records)
-    unchecked = sum(r.status is Status.NOT_VERIFIED for r in records)
+    statuses = [Status(r.status) for r in records]  # records, manifest entries or validated files
+    host, simulated = statuses.count(Status.VERIFIED), statuses.count(Status.SIMULATED)
+    device, unchecked = statuses.count(Status.NOT_RUNNABLE_HERE), statuses.count(Status.NOT_VERIFIED)
     where = [f"{host} on this host"] if host else []
     where += [f"{simulated} on reference simulators" if simulated != 1 else "1 on a reference simulator"] if simulated else []
     parts = [f"{host + simulated} proven" + (f" ({', '.join(where)})" if host and simulated else

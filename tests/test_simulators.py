@@ -179,3 +179,26 @@ def test_where_int8_breaks_is_named_by_eager_module(tmp_path):
     assert 'id="accuracy"' in html and "misses its budget" in html and "<td>spread</td>" in html
     # the fp32 references are not quantized: nothing to break
     assert all("accuracy" not in e for e in man["references"])
+
+
+def test_cortex_m_hardswish_computes_on_floats_not_int8(tmp_path):
+    """The reference simulation found ExecuTorch's Cortex-M passes leaving hardswish on int8
+    values after a batch-normed convolution; pteforge gives it floats (dequantize, quantize)."""
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", f"{TESTS / 'tiny_models.py'}:hardswish_net", "--input-shape", "1,3,16,16",
+                   "--backends", "cortex-m", "--out", out, "--bench-runs", "0", "--no-cache")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "SIMULATED", e.get("reason")
+    assert "aten::hardswish.out" in e["delegation"]["kernels"]
+
+
+def test_the_cortex_m_mend_leaves_other_graphs_alone():
+    from pteforge.backends.cortex_m import FLOAT_MATH, floats_on_quantized_values
+
+    class Program:  # an edge program's graph with no floating-point op on int8 values
+        import torch
+
+        graph_module = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU()))
+
+    assert floats_on_quantized_values(Program) == 0 and "hardswish" in FLOAT_MATH

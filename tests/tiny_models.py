@@ -541,3 +541,61 @@ class BreaksInt8(torch.nn.Module):
 
 def breaks_int8():
     return BreaksInt8().eval()
+
+
+class MyClassifier(torch.nn.Module):
+    """A user's own small classifier of three classes."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.fc = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).mean((2, 3)))
+
+
+class MyDetector(torch.nn.Module):
+    """A user's own small detector in Ultralytics' output layout: per anchor of a stride-8
+    grid, a box (cx, cy, w, h, in input pixels) and two class scores: [1, 4 + 2, anchors]."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 6, 8, stride=8)
+
+    def forward(self, x):
+        y = self.conv(x).flatten(2)  # [1, 6, anchors]
+        side = x.shape[-1] // 8
+        idx = torch.arange(side * side, dtype=x.dtype)
+        cx, cy = (idx % side + 0.5) * 8, (idx // side + 0.5) * 8
+        box = torch.stack([cx + y[:, 0], cy + y[:, 1], 8 + 4 * y[:, 2].sigmoid(), 8 + 4 * y[:, 3].sigmoid()], 1)
+        return torch.cat([box, y[:, 4:].sigmoid()], 1)
+
+
+def build():
+    """A factory whose name says nothing of the model: it is named after this file."""
+    return MyClassifier().eval()
+
+
+def my_detector():
+    return MyDetector().eval()
+
+
+class HardswishNet(torch.nn.Module):
+    """Convolution, batch norm, hardswish, as MobileNetV3 starts: ExecuTorch 1.5.1's Cortex-M
+    passes left its hardswish on int8 values (pteforge mends it: backends/cortex_m.py)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv, self.bn = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc(torch.nn.functional.hardswish(self.bn(self.conv(x))).mean((2, 3)))
+
+
+def hardswish_net():
+    return HardswishNet().eval()

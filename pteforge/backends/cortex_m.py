@@ -62,4 +62,50 @@ edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).tra
         # Cortex-M rewrites operators in place instead of delegating; this is how
         # ExecuTorch's own Cortex-M flow applies its pass manager to an edge program.
         edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).transform()
+        floats_on_quantized_values(edge.exported_program())
         return edge
+
+
+# Operators whose math is floating point: on int8 values they compute nothing right.
+FLOAT_MATH = ("hardswish", "hardsigmoid", "sigmoid", "tanh", "gelu", "silu", "elu", "exp", "log", "erf", "sqrt",
+              "rsqrt", "reciprocal", "softmax", "_softmax", "log_softmax", "_log_softmax", "pow")
+
+
+def floats_on_quantized_values(program) -> int:
+    """Give a floating-point operator that ExecuTorch's Cortex-M passes left on int8 values
+    the floats it computes on: dequantize before it and quantize after it, with the
+    quantization parameters the passes annotated on it. ExecuTorch 1.5.1's
+    ``DecomposeHardswishPass`` fuses a hardswish only right after a convolution or linear;
+    after the clamp ``ClampHardswishPass`` puts before it (mobilenet_v3_small, 19 of them)
+    the hardswish was left computing on int8 values, which pteforge's reference simulation
+    found (stages/simulate.py). Returns how many it mended."""
+    import torch
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    graph, mended = program.graph_module.graph, 0
+    for node in list(graph.nodes):
+        schema = getattr(node.target, "_schema", None)
+        name = schema.name.split("::")[-1] if schema is not None else ""
+        if node.op != "call_function" or name not in FLOAT_MATH or not node.args:
+            continue
+        source, val = node.args[0], node.meta.get("val")
+        given = getattr(source, "meta", {}).get("val")
+        qin, qout = (node.meta.get("input_qparams") or {}).get(0), (node.meta.get("output_qparams") or {}).get(0)
+        if given is None or val is None or given.dtype != torch.int8 or None in (qin, qout):
+            continue
+        with graph.inserting_before(node):
+            dq = graph.call_function(exir_ops.edge.cortex_m.dequantize_per_tensor.default,
+                                     (source, float(qin.scale), int(qin.zp), qin.qmin, qin.qmax, qin.dtype))
+        dq.meta = {**source.meta, "val": given.to(torch.float32)}
+        node.replace_input_with(source, dq)
+        with graph.inserting_after(node):
+            q = graph.call_function(exir_ops.edge.cortex_m.quantize_per_tensor.default,
+                                    (node, float(qout.scale), int(qout.zp), qout.qmin, qout.qmax, qout.dtype))
+        q.meta = dict(node.meta)
+        node.replace_all_uses_with(q, delete_user_cb=lambda user: user is not q)
+        node.meta = {**node.meta, "val": val.to(torch.float32)}
+        mended += 1
+    if mended:
+        graph.lint()
+        program.graph_module.recompile()
+    return mended

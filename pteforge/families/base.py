@@ -95,6 +95,11 @@ class Family:
 
         return source_transform_variants(targets)
 
+    def output_classes(self, outputs: list) -> int | None:
+        """How many classes its output scores (checked against a model's labels), or None
+        where its labels name something else (keypoints)."""
+        return None
+
     # -- labels ----------------------------------------------------------------------
     def label_names(self) -> list[str]:
         """The class (or keypoint) names the labels file holds."""

@@ -53,6 +53,9 @@ class Classification(Family):
     def decode(self, outputs, meta, names):
         return top_k(outputs[0], 5, names)
 
+    def output_classes(self, outputs):
+        return outputs[0].shape[-1]
+
     def agreement(self, reference, outputs, meta):
         """1.0 when the program's top-1 class is eager's."""
         return float(int(reference[0].flatten().argmax()) == int(outputs[0].flatten().argmax()))

@@ -115,6 +115,9 @@ class YoloFamily(Family):
     conf: ClassVar[float] = 0.25  # the app's score threshold
     resizable = 32  # the largest stride: anchors are made for the input's size
 
+    def output_classes(self, outputs):
+        return self.classes(outputs) if self.task in ("detection", "segmentation") else None
+
     def classes(self, outputs: list) -> int:
         """How many classes the head scores: its channels per anchor less the box and what
         follows the scores, so a model of any number of classes decodes."""

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 
 def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=(), labels_only: bool = False,
-                  llms=(), max_seq_len: int | None = None, **chosen) -> list:
+                  llms=(), max_seq_len: int | None = None, own: dict | None = None, **chosen) -> list:
     """The models a command line names, as ``ModelSpec``s (the CLI and ``pteforge.export``
     callers refuse the same things). ``chosen`` holds one list of catalog names per family
     word, as its flag (``mobilenet=[...]``, ``yolo_pose=[...]``; empty: the family's default
     model; None: not asked); ``refs`` are custom models (``package.module:factory``,
     ``file.pt2``, ``file.onnx`` or a TorchScript file) with their ``input_shapes``/``input_dtypes``; ``llms`` are
     language models (a Hugging Face id or checkpoint directory) and ``max_seq_len`` their KV
-    cache's length. Nothing named (and not ``labels_only``) means every everyday catalog model,
-    as the seed does (language models only when named)."""
+    cache's length; ``own`` (``task``, ``name``, ``labels_file``, ``mean``, ``std``, ``fit``)
+    says what the custom models are for the app (``custom.as_task``). Nothing named (and not
+    ``labels_only``) means every everyday catalog model, as the seed does (language models
+    only when named)."""
     from ..errors import UsageError
     from ..families import families, family
     from ..spec import InputSpec
     from .catalog import build_catalog
-    from .custom import custom_spec
+    from .custom import as_task, custom_spec
 
     words = {fam.word.replace("-", "_"): fam for fam in families()}
     unknown = sorted(set(chosen) - set(words))
@@ -43,8 +45,13 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
         InputSpec.parse(shape, dtypes[i] if len(dtypes) > 1 else (dtypes[0] if dtypes else "float32"))
         for i, shape in enumerate(input_shapes)
     )
+    own = {k: v for k, v in (own or {}).items() if v}
+    if own.get("name") and len(refs) > 1:
+        raise UsageError(f"--name names one --model, and {len(refs)} are given", fix="export them one at a time")
+    if own and not refs:
+        raise UsageError(f"--{next(iter(own)).replace('_', '-')} describes a --model", fix="give --model too, or leave it out")
     for ref in refs:
-        specs.append(custom_spec(ref, inputs, dtypes))
+        specs.append(as_task(custom_spec(ref, inputs, dtypes), **own))
     from ..llm import TASK, llm_spec
 
     if max_seq_len is not None and not llms and not any(s.task == TASK for s in specs):

@@ -47,11 +47,19 @@ def parse_factory(ref: str) -> tuple[str, str, tuple, dict]:
         ) from None
 
 
-def factory_name(func: str, args: tuple) -> str:
+# factory names that say nothing of the model: its file's or module's name is used instead
+GENERIC_FACTORIES = frozenset({"build", "make", "create", "get", "load", "model", "net", "main", "factory", "export",
+                               "build_model", "make_model", "create_model", "get_model", "load_model", "model_fn"})
+
+
+def factory_name(func: str, args: tuple, module: str = "") -> str:
     """The model's name: the factory's, or the model name a generic factory is given as its
-    first argument (``timm:create_model('deit_tiny_patch16_224')`` is deit_tiny_patch16_224)."""
+    first argument (``timm:create_model('deit_tiny_patch16_224')`` is deit_tiny_patch16_224),
+    or, for a factory whose name says nothing (``my_net.py:build``), its file's (my_net)."""
     if args and isinstance(args[0], str) and re.fullmatch(r"[\w.\-/]{1,100}", args[0]):
         return re.sub(r"[^\w.\-]", "_", args[0].rsplit("/", 1)[-1])
+    if func.lower() in GENERIC_FACTORIES and module:
+        return Path(module).stem if module.endswith(".py") else module.rsplit(".", 1)[-1]
     return func
 
 
@@ -71,7 +79,7 @@ def factory_spec(ref: str, inputs: tuple[InputSpec, ...], name: str | None = Non
             fix="add --input-shape 1,3,224,224 (repeat it for several inputs)",
         )
     return ModelSpec(
-        name=name or factory_name(func, args),
+        name=name or factory_name(func, args, module),
         family="custom",
         task="custom",
         inputs=inputs,
@@ -970,3 +978,55 @@ def onnx_file_model(path, name: str, nhwc: bool = False, int_input: bool = False
             return self.onnx(x.round().to(torch.int32) if int_input else x)
 
     return Adapted().eval()
+
+
+# --task's words: the app's tasks, each the first family that does it (or a family's own category)
+TASKS = {"classification": "classification", "detection": "detection", "pose": "pose", "face": "face-detection",
+         "segmentation": "segmentation"}
+
+
+def as_task(spec: ModelSpec, task: str | None = None, name: str | None = None, labels_file: str | None = None,
+            mean: tuple | None = None, std: tuple | None = None, fit: str | None = None) -> ModelSpec:
+    """A model of one's own as the app shows it: ``task`` makes it that family's (category,
+    decoding in validate and --draw, agreement on the photos, preprocessing from its input
+    shape), ``name`` names it, ``labels_file`` gives its classes (one per line), and
+    ``mean``/``std``/``fit`` override the family's preprocessing."""
+    from dataclasses import replace
+
+    from ..families import families
+    from ..spec import Preprocessing
+    from ..system import file_name
+
+    if name:
+        spec = replace(spec, name=name, labels=f"{file_name(name)}_labels.txt" if spec.names else spec.labels)
+    if task is None:
+        if labels_file or mean or std or fit:
+            raise UsageError("--labels-file, --mean, --std and --fit describe a task's model", fix="give --task too, "
+                             f"one of {', '.join(TASKS)}")
+        return spec
+    fam = next((f for f in families() if f.category == task), None) or \
+        next((f for f in families() if f.task == TASKS.get(task) and f.preprocessing is not None), None)
+    if fam is None:
+        raise UsageError(f"unknown --task '{task}'", fix=f"one of {', '.join(TASKS)}")
+    if len(spec.fed) != 1 or len(spec.fed[0].shape) != 4 or spec.fed[0].dtype not in ("float32", None):
+        raise UsageError(f"--task {task} takes a model of one float image input, NCHW or NHWC; {spec.name} takes "
+                         f"{', '.join('x'.join(map(str, i.shape)) for i in spec.fed)}", fix="leave out --task")
+    shape = spec.fed[0].shape
+    layout = "NCHW" if shape[1] in (1, 3) else "NHWC" if shape[-1] in (1, 3) else None
+    height, width = (shape[2], shape[3]) if layout == "NCHW" else (shape[1], shape[2])
+    if layout is None or height != width:
+        raise UsageError(f"--task {task}: the app feeds square RGB images, and {spec.name} takes {'x'.join(map(str, shape))}",
+                         fix="export it with a 1,3,S,S (or 1,S,S,3) input")
+    base = fam.preprocessing or Preprocessing(size=height)
+    pre = replace(base, size=height, layout=layout, mean=tuple(mean or base.mean), std=tuple(std or base.std),
+                  fit=fit or base.fit, resize=(round(height * base.resize / base.size) if base.resize else None))
+    names = ()
+    if labels_file:
+        path = Path(labels_file)
+        if not path.is_file():
+            raise UsageError(f"--labels-file {labels_file}: no such file", fix="give a text file, one class name per line")
+        names = tuple(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+        if not names:
+            raise UsageError(f"--labels-file {labels_file} names no class", fix="write one class name per line")
+    return replace(spec, family=fam.category, task=fam.task, preprocessing=pre,
+                   labels=f"{spec.name}_labels.txt" if names else fam.labels_file, names=names)

@@ -129,7 +129,10 @@ def markdown(man: Manifest, failures: list[dict]) -> str:
     cell = {(e.base_model, e.target): e for e in man.models}
     lines = ["# Export summary", "", f"Generated {man.generated}. Every number below was measured in the run that produced "
              "the artifact; latencies are p50s measured after warm-up in the child process that runs artifacts.", ""]
-    lines += ["## Artifacts", "", "| model | target | precision | status | why | size | delegated | export time | p50 (ms, after warm-up) |",
+    from ..result import proof_counts
+
+    lines += ["## Artifacts", "", f"Of {len(man.models)}: {proof_counts(man.models)}.", "",
+              "| model | target | precision | status | why | size | delegated | export time | p50 (ms, after warm-up) |",
               "|---|---|---|---|---|---|---|---|---|"]
     for e in man.models:
         v = p50(e)

@@ -376,11 +376,28 @@ def validation_images(spec: ModelSpec, model) -> dict:
         return {}
     photos = shipped_images()
     images = [[model_input(p, spec)] for p in photos]
-    return {
-        "images": images,
-        "image_outputs": [flatten_outputs(model(*x)) for x in images],
-        "image_names": [p.name for p in photos],
-    }
+    outputs = [flatten_outputs(model(*x)) for x in images]
+    if outputs and spec.source != "catalog":
+        _check_labels(spec, outputs[0])
+    return {"images": images, "image_outputs": outputs, "image_names": [p.name for p in photos]}
+
+
+def _check_labels(spec: ModelSpec, outputs: list) -> None:
+    """A model of one's own given a task (``--task``): its output scores as many classes as
+    its labels name (``--labels-file``, or its family's)."""
+    from ..errors import ModelError
+    from ..families import family
+
+    fam = family(spec.family)
+    try:
+        scored = fam.output_classes(outputs)
+    except Exception:  # noqa: BLE001 - an output the family cannot read: its decoding says so later
+        return
+    named = len(spec.names) if spec.names else len(fam.label_names()) if fam.labels_file and scored else None
+    if scored is not None and named is not None and scored != named:
+        where = "--labels-file" if spec.names else f"the {fam.category} family's {fam.labels_file}"
+        raise ModelError(f"{spec.name}'s output scores {scored} classes, and {where} names {named}",
+                         fix="give --labels-file with one class per line, as many as the model scores")
 
 
 def flatten_outputs(out) -> list:

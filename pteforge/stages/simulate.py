@@ -314,12 +314,21 @@ class _Interpreter:
         if key not in self.on_host:
             self.on_host[key] = self._one_instruction(step, schema)
         _, method, inputs, outputs = self.on_host[key]
-        result = method.execute([values[i] for i in inputs])
+        try:
+            result = method.execute([values[i].contiguous() for i in inputs])
+        except Exception as exc:  # noqa: BLE001 - the kernel's refusal, said with what it was given
+            name, overload = self.ops[step.op_index]
+            def typed(indices):
+                return ", ".join(f"{str(values[i].dtype).removeprefix('torch.')}{list(values[i].shape)}" for i in indices)
+
+            raise SimulationError(f"this host's ExecuTorch kernel {name}.{overload} refused the program's inputs "
+                                  f"({typed(inputs)}) and output ({typed(outputs)}): {str(exc).splitlines()[0][:160]}") from None
         for i, t in zip(outputs, result):
             values[i] = _fitted(values[i], t) if values[i] is not None else t.clone()
         self.ran.add("host")
 
     def _one_instruction(self, step, schema) -> tuple:
+        import torch
         from executorch.exir import schema as et
         from executorch.exir._serialize._program import PTEFile, serialize_pte_binary
 
@@ -342,12 +351,16 @@ class _Interpreter:
             elif kind == "OptionalTensorList":
                 val = type(val)(items=[-1 if j == -1 else visit(j) for j in val.items])
             elif kind == "Tensor" and val.data_buffer_idx > 0:
-                buffers.append(self.program.constant_buffer[val.data_buffer_idx])
-                val = dataclasses.replace(val, data_buffer_idx=len(buffers) - 1, allocation_info=None)
+                # every tensor of the one instruction in its plain dim order: the values are
+                # the same, and a kernel that wants its tensors in one order gets it
+                data = self.constants[i].contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+                buffers.append(et.Buffer(storage=data))
+                val = dataclasses.replace(val, data_buffer_idx=len(buffers) - 1, allocation_info=None,
+                                          dim_order=list(range(len(val.sizes))))
             elif kind == "Tensor":
                 size = -(-_nbytes(val) // 16) * 16
                 val = dataclasses.replace(val, allocation_info=et.AllocationDetails(
-                    memory_id=1, memory_offset_low=cursor, memory_offset_high=0))
+                    memory_id=1, memory_offset_low=cursor, memory_offset_high=0), dim_order=list(range(len(val.sizes))))
                 cursor += size
             remap[i] = len(values)
             values.append(et.EValue(val=val))

@@ -1,0 +1,73 @@
+"""A model of one's own, as the executorch_flutter app shows it: ``--task`` makes it a family's
+(category, decoding, agreement on the photos, preprocessing), ``--name`` names it and
+``--labels-file`` gives its classes, checked against its output."""
+
+import json
+
+from flutter_app import CURRENT, OLD, build_models, parse_both
+from test_cli import cli, error_lines
+
+from pteforge.errors import ExitStatus
+
+
+def entries(out) -> dict:
+    return {e["name"]: e for e in json.loads((out / "index.json").read_text())["models"]}
+
+
+def test_a_classifier_and_a_detector_of_ones_own_show_in_the_app(capsys, tmp_path):
+    pets, boxes = tmp_path / "pets.txt", tmp_path / "parts.txt"
+    pets.write_text("cat\ndog\nfox\n")
+    boxes.write_text("bolt\nnut\n")
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:build", "--input-shape", "1,3,64,64",
+                            "--task", "classification", "--labels-file", pets, "--backends", "xnnpack",
+                            "--out", out, "--bench-runs", "0")
+    assert code == ExitStatus.OK, err
+    code, stdout2, err = cli(capsys, "export", "--model", "tiny_models:my_detector", "--input-shape", "1,3,64,64",
+                             "--task", "detection", "--name", "parts", "--labels-file", boxes, "--fit", "stretch",
+                             "--backends", "xnnpack", "--out", out, "--bench-runs", "0")
+    assert code == ExitStatus.OK, err
+    e = entries(out)
+    mine, parts = e["tiny_models_xnnpack.pte"], e["parts_xnnpack.pte"]  # build is no name: the file's is
+    assert (mine["category"], mine["task"], parts["category"], parts["task"]) == ("mobilenet", "classification",
+                                                                                  "yolo", "detection")
+    assert mine["preprocessing"]["size"] == 64 and mine["preprocessing"]["mean"] == [0.485, 0.456, 0.406]
+    assert parts["preprocessing"]["fit"] == "stretch" and parts["preprocessing"]["size"] == 64
+    assert (out / mine["labelsFile"]).read_text().split() == ["cat", "dog", "fox"]
+    assert (out / parts["labelsFile"]).read_text().split() == ["bolt", "nut"]
+    for entry in (mine, parts):  # proven on the photos with the family's own agreement
+        assert entry["status"] == "VERIFIED" and entry["verification"]["images"]["images"] >= 2
+        assert entry["verification"]["images"].get("agreement") == 1.0
+    # both app parsers show them on their platforms, with their labels
+    for version, index in parse_both(out / "index.json").items():
+        shown = {m.name: m for m in build_models(index, "linux")}
+        assert {"tiny_models_xnnpack", "parts_xnnpack"} <= set(shown), (version, list(shown))
+        assert shown["parts_xnnpack"].labelsRemoteUrl.endswith("parts_labels.txt")
+    assert "does not show category custom" not in stdout + stdout2
+    # validate decodes them as their families do: classes by name, boxes
+    code, _, err = cli(capsys, "validate", out)
+    assert code == ExitStatus.OK, err
+    files = {f["file"].rsplit("/", 1)[-1]: f for f in json.loads((out / "validation_report.json").read_text())["files"]}
+    first = files["tiny_models_xnnpack.pte"]["images"][0]["results"][0]
+    assert first["name"] in ("cat", "dog", "fox")
+    assert files["parts_xnnpack.pte"]["status"] == "VERIFIED"
+
+
+def test_without_a_task_the_summary_says_the_app_hides_it_and_labels_are_checked(capsys, tmp_path):
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:build", "--input-shape", "1,3,64,64",
+                            "--backends", "xnnpack", "--out", out, "--bench-runs", "0")
+    assert code == ExitStatus.OK, err
+    assert "the executorch_flutter app does not show category custom: give --task" in stdout
+    wrong = tmp_path / "four.txt"
+    wrong.write_text("a\nb\nc\nd\n")
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:build", "--input-shape", "1,3,64,64", "--task",
+                       "classification", "--labels-file", wrong, "--backends", "xnnpack", "--out", tmp_path / "o2")
+    assert code != ExitStatus.OK
+    assert "output scores 3 classes, and --labels-file names 4" in err
+    for args, needle in ((["--task", "classification", "--input-shape", "1,3,64,48"], "the app feeds square RGB images"),
+                         (["--task", "weather", "--input-shape", "1,3,64,64"], "unknown --task 'weather'"),
+                         (["--mean", "1,2", "--task", "classification", "--input-shape", "1,3,64,64"], "--mean 1,2: give three"),
+                         (["--labels-file", wrong, "--input-shape", "1,3,64,64"], "describe a task's model")):
+        code, _, err = cli(capsys, "export", "--model", "tiny_models:build", *args, "--out", tmp_path / "o3")
+        assert code == ExitStatus.USAGE and needle in error_lines(err)[0], err
