@@ -407,7 +407,7 @@ class _Run:
             fam = family(spec.family)
             jobs[key] = (Job(key, fam.capture_job, (spec, self.config, self.work / spec.name),
                              {"variants": fam.capture_variants(todo)}, timeout=self.config.timeout), spec, todo)
-        captures = {}
+        captures, failed, refused = {}, [], []
         for outcome in self.capture_pool.run([job for job, _, _ in jobs.values()]):
             _, spec, todo = jobs[outcome.job.key]
             if outcome.ok:
@@ -415,8 +415,13 @@ class _Run:
                 continue
             if outcome.error is not None and not isinstance(outcome.error, CaptureError):
                 if isinstance(outcome.error, PteforgeError):
-                    raise outcome.error  # weights, model or output: the user must act first
-                _debug_traceback(self.config, outcome)
+                    refused.append(outcome.error)  # weights, model or output: the user must act
+                else:
+                    _debug_traceback(self.config, outcome)
+            failed.append((outcome, spec, todo))
+        if refused and len(refused) == len(self.looked):
+            raise refused[0]  # no model to go on with: the first one's error, and its exit code
+        for outcome, spec, todo in failed:  # the other models go on; these end their own rows
             reason, fix = _failure_text(outcome, capture=True)
             for target in todo:
                 rec = _row(spec, target, Status.CAPTURE_FAILED, reason, fix)

@@ -71,3 +71,18 @@ def test_without_a_task_the_summary_says_the_app_hides_it_and_labels_are_checked
                          (["--labels-file", wrong, "--input-shape", "1,3,64,64"], "describe a task's model")):
         code, _, err = cli(capsys, "export", "--model", "tiny_models:build", *args, "--out", tmp_path / "o3")
         assert code == ExitStatus.USAGE and needle in error_lines(err)[0], err
+
+
+def test_one_models_failure_is_that_models_own(capsys, tmp_path):
+    """A model whose build fails ends its own rows with its reason; the other model finishes,
+    its artifact and manifest entry kept, and the exit code says some rows failed."""
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:tiny", "--model", "tiny_models:raises",
+                            "--input-shape", "1,3,16,16", "--backends", "xnnpack", "--out", out, "--bench-runs", "0")
+    assert code == ExitStatus.TARGETS_FAILED, err
+    manifest = json.loads((out / "index.json").read_text())
+    assert [e["name"] for e in manifest["models"]] == ["tiny_xnnpack.pte"] and (out / "custom" / "tiny_xnnpack.pte").is_file()
+    failed = json.loads((out / "report.json").read_text())["last_run_failures"]
+    [row] = [f for f in failed if f["model"] == "raises"]
+    assert row["status"] == "CAPTURE_FAILED" and "the checkpoint server is down" in row["reason"]
+    assert "CAPTURE_FAILED" in stdout and "the checkpoint server is down" in stdout

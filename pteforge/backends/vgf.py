@@ -13,6 +13,7 @@ _MIN_GLIBC = (2, 38)
 
 class Vgf(ArmBackend):
     name = "vgf"
+    simulated_on = None  # its payload is a VGF file for Vulkan ML extensions: no reference simulator here
     order = 140
     title = "Arm VGF (ML extensions for Vulkan)"
     aliases = ("arm-vgf",)

@@ -45,6 +45,8 @@ def page(backend: Backend, lower, run) -> str:
         "",
         f"- lowers here: {'yes' if lower.ok else 'no'} — {lower.reason}" + (f" (fix: {lower.fix})" if not lower.ok and lower.fix else ""),
         f"- runs here: {'yes' if run.ok else 'no'} — {run.reason}",
+        *([f"- proven here without a device: on {backend.simulated_on} (status SIMULATED; see the README's "
+           "\"Reference simulators\")"] if backend.simulated_on and not run.ok else []),
         "",
         f"## Using {backend.title}",
         "",
