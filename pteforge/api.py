@@ -540,9 +540,9 @@ def _targets_of(spec: ModelSpec, plan: TargetPlan) -> list[Target]:
     from .precision import fp32_reference
 
     fam, references = family(spec.family), set(plan.references)
-    needed = {ref.name for t in plan.targets if t.name not in references and fam.supports(t)
-              for ref in [fp32_reference(t)] if ref is not None}
-    return [t for t in plan.targets if t.name not in references or t.name in needed]
+    asked = [t for t in plan.targets if t.name not in references and (spec.targets is None or t.name in spec.targets)]
+    needed = {ref.name for t in asked if fam.supports(t) for ref in [fp32_reference(t)] if ref is not None}
+    return [t for t in plan.targets if t in asked or t.name in needed]
 
 
 def _from_cache(spec: ModelSpec, targets: list[Target], config: ExportConfig):

@@ -343,23 +343,36 @@ def _selected_models(args) -> list:
 
     chosen = {fam.word.replace("-", "_"): getattr(args, fam.word.replace("-", "_"), None) for fam in families() if fam.models}
     own = {"task": args.task, "name": args.name, "labels_file": args.labels_file, "fit": args.fit,
-           "mean": _three(args.mean, "--mean"), "std": _three(args.std, "--std")}
+           "mean": args.mean, "std": args.std}
     return select_models(**chosen, every=args.all, refs=args.model, llms=args.llm, max_seq_len=args.max_seq_len,
                          input_shapes=args.input_shape, input_dtypes=args.input_dtype, labels_only=args.labels, own=own)
 
 
-def _three(text: str | None, flag: str) -> tuple[float, float, float] | None:
-    """``0.485,0.456,0.406``: one number per RGB channel."""
-    if text is None:
-        return None
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        values = ()
-    if len(values) != 3 or (flag == "--std" and any(v <= 0 for v in values)):
-        raise UsageError(f"{flag} {text}: give three numbers, one per RGB channel" + (", each above 0" if flag == "--std" else ""),
-                         fix=f"e.g. {flag} " + ("0.485,0.456,0.406" if flag == "--mean" else "0.229,0.224,0.225"))
-    return values
+def _own_targets(models: list, requests, args) -> tuple[list, list | None]:
+    """Where a config file's [[model]] table gives a model its own backends or precision: the
+    run's requests become those of every model together, and each model keeps the names of
+    its own targets (``ModelSpec.targets``), the others the run's."""
+    import dataclasses
+
+    from .api import plan_targets
+
+    if not any(m.targets for m in models):
+        return models, requests
+
+    def asked(plan) -> tuple[str, ...]:
+        return tuple(t.name for t in plan.targets if t.name not in plan.references)
+
+    run = plan_targets(requests, platform=args.target, precision=args.precision)
+    every, named = list(asked(run)), []
+    for m in models:
+        if not m.targets:
+            named.append(dataclasses.replace(m, targets=asked(run)))
+            continue
+        own = [r.replace("*", b.split(":")[0], 1) for r in m.targets for b in (asked(run) if r.startswith("*:") else [r])]
+        mine = asked(plan_targets(own, precision=args.precision))
+        every += [t for t in mine if t not in every]
+        named.append(dataclasses.replace(m, targets=mine))
+    return named, every
 
 
 def _cmd_export(args, ui, debug: bool) -> int:
@@ -378,6 +391,7 @@ def _cmd_export(args, ui, debug: bool) -> int:
 
         requests, others = default_targets()  # every precision of the backends that export language models
     ui.accuracy_report = args.accuracy_report
+    models, requests = _own_targets(models, requests, args)
     plan = plan_targets(requests, platform=args.target, precision=args.precision) if models else None
     if plan:
         plan.unavailable += others

@@ -45,6 +45,33 @@ def _shapes(value):
     return _listed(value)
 
 
+class ModelTable(BaseModel):
+    """A ``[[model]]`` table: one model of one's own, with what the flat keys would say for it
+    (``source`` is what ``--model`` takes); what it leaves out, the top-level keys give."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    name: str | None = None
+    task: str | None = None
+    input_shape: Annotated[list[str] | None, BeforeValidator(_shapes)] = None
+    input_dtype: Strings = None
+    labels_file: str | None = None
+    mean: str | None = None
+    std: str | None = None
+    fit: str | None = None
+    backends: Strings = None
+    precision: str | None = None
+
+
+def _tables(value):
+    """``model`` as strings, ``[[model]]`` tables (with dashed keys), or both."""
+    value = _listed(value)
+    if isinstance(value, list):
+        return [{k.replace("-", "_"): v for k, v in item.items()} if isinstance(item, dict) else item for item in value]
+    return value
+
+
 class ExportOptions(BaseModel):
     """The keys a config file may hold; each is the export flag of the same name. Each task
     family adds its own key (``mobilenet``, ``yolo``, ``yolo-pose``, ...): see ``export_file``."""
@@ -53,7 +80,8 @@ class ExportOptions(BaseModel):
 
     # models
     all: bool | None = None
-    model: Strings = None  # package.module:factory(args...) or file.pt2
+    # package.module:factory(args...) or file.pt2, or [[model]] tables (ModelTable)
+    model: Annotated[list[str | ModelTable] | None, BeforeValidator(_tables)] = None
     input_shape: Annotated[list[str] | None, BeforeValidator(_shapes)] = None
     input_dtype: Strings = None
     labels: bool | None = None
@@ -157,19 +185,7 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
     try:
         parsed = schema.model_validate(table)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = str(err["loc"][0])
-        if err["type"] == "extra_forbidden":
-            from .registry import closest
-
-            hint = closest(key, list(schema.model_fields))
-            what = "is not an option" + (f"; did you mean {hint.replace('_', '-')}?" if hint else "")
-        else:
-            what = f"has a wrong value: {err['msg']}"
-        raise UsageError(
-            f"{_where(path, text, key, prefix[:-1])}: {prefix}{key.replace('_', '-')} {what}",
-            fix="use the export flags' names and types (pteforge export --help)",
-        ) from None
+        raise _refusal(exc, path, text, prefix, schema) from None
     values = parsed.model_dump(exclude_none=True)
     for dest, allowed in (choices or {}).items():
         if dest in values and values[dest] not in allowed:
@@ -183,6 +199,33 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
         elif values.get(family) is False:
             values.pop(family)
     return _relative_to(path.parent, values)
+
+
+def _refusal(exc: ValidationError, path: Path, text: str, prefix: str, schema) -> UsageError:
+    """The first thing wrong in the file, in one line naming its key (and its [[model]] table)."""
+    from .registry import closest
+
+    errors = exc.errors()
+    err = errors[0]
+    key = str(err["loc"][0])
+    if key == "model" and any(len(e["loc"]) > 2 and e["loc"][2] == "ModelTable" for e in errors):
+        # a [[model]] table: pydantic tried it as a string first; the table's own error is the one
+        err = next(e for e in errors if len(e["loc"]) > 2 and e["loc"][2] == "ModelTable")
+        field = str(err["loc"][3]) if len(err["loc"]) > 3 else "source"
+        hint = closest(field, list(ModelTable.model_fields)) if err["type"] == "extra_forbidden" else None
+        what = ("is not a key of a model table" + (f"; did you mean {hint.replace('_', '-')}?" if hint else "")
+                if err["type"] == "extra_forbidden" else "is missing: what --model takes" if err["type"] == "missing"
+                else f"has a wrong value: {err['msg']}")
+        return UsageError(f"{path}: [[{prefix}model]] table {int(err['loc'][1]) + 1}: {field.replace('_', '-')} {what}",
+                          fix="a model table takes source, name, task, input-shape, input-dtype, labels-file, mean, std, "
+                              "fit, backends and precision")
+    if err["type"] == "extra_forbidden":
+        hint = closest(key, list(schema.model_fields))
+        what = "is not an option" + (f"; did you mean {hint.replace('_', '-')}?" if hint else "")
+    else:
+        what = f"has a wrong value: {err['msg']}"
+    return UsageError(f"{_where(path, text, key, prefix[:-1])}: {prefix}{key.replace('_', '-')} {what}",
+                      fix="use the export flags' names and types (pteforge export --help)")
 
 
 def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
@@ -202,16 +245,21 @@ def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
             values[dest] = here(values[dest])
     if values.get("weights") not in (None, "pretrained", "none"):
         values["weights"] = here(values["weights"])
-    models = []
-    for ref in values.get("model", []):
+    def source(ref: str) -> str:
         module, colon, rest = ref.partition(":")
         if ref.endswith(FILE_SUFFIXES) or (not colon and Path(here(ref)).is_file()):  # a file, by name or content
-            ref = here(ref)
-        elif colon and module.strip().endswith(".py"):
-            ref = here(module.strip()) + colon + rest
-        models.append(ref)
+            return here(ref)
+        if colon and module.strip().endswith(".py"):
+            return here(module.strip()) + colon + rest
+        return ref
+
+    if "labels_file" in values:
+        values["labels_file"] = here(values["labels_file"])
     if "model" in values:
-        values["model"] = models
+        values["model"] = [
+            source(ref) if isinstance(ref, str) else
+            {**ref, "source": source(ref["source"]), **({"labels_file": here(ref["labels_file"])} if ref.get("labels_file") else {})}
+            for ref in values["model"]]
     return values
 
 

@@ -123,8 +123,10 @@ class Renderer:
             by_model.setdefault(r.model, []).append(r)
         references = set(result.references)
         for spec in models:
-            rows = [r for r in by_model.get(spec.name, []) if r.target not in references]  # what was asked for
-            extra = [r for r in by_model.get(spec.name, []) if r.target in references]
+            asked = set(spec.targets) if spec.targets is not None else None  # a [[model]] table's own
+            rows = [r for r in by_model.get(spec.name, [])  # what was asked for
+                    if (r.target in asked if asked is not None else r.target not in references)]
+            extra = [r for r in by_model.get(spec.name, []) if r not in rows]
             requested = len(rows) + len(result.unavailable)
             good = [r for r in rows if r.status.ok]
             bad = [r for r in rows if not r.status.ok]

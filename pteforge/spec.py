@@ -184,6 +184,9 @@ class ModelSpec:
     labels: str | None = None  # the labels file its family writes (imagenet_classes.txt, ...)
     path: str | None = None  # the model file of a pt2 or onnx source
     names: tuple[str, ...] = ()  # class names of its own (an Ultralytics checkpoint's), written to ``labels``
+    # the targets a config file's [[model]] table gives it (requests, then target names once
+    # the run's plan is made: cli._own_targets); None: the run's
+    targets: tuple[str, ...] | None = None
 
     def __post_init__(self):
         # the name becomes file and directory names (<name>_<target>.pte, <name>.pt2) and URLs:

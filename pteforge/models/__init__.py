@@ -19,7 +19,7 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
     from ..families import families, family
     from ..spec import InputSpec
     from .catalog import build_catalog
-    from .custom import as_task, custom_spec
+    from .custom import as_task, custom_spec, from_table
 
     words = {fam.word.replace("-", "_"): fam for fam in families()}
     unknown = sorted(set(chosen) - set(words))
@@ -46,12 +46,13 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
         for i, shape in enumerate(input_shapes)
     )
     own = {k: v for k, v in (own or {}).items() if v}
-    if own.get("name") and len(refs) > 1:
+    if own.get("name") and len([r for r in refs if not isinstance(r, dict) or not r.get("name")]) > 1:
         raise UsageError(f"--name names one --model, and {len(refs)} are given", fix="export them one at a time")
     if own and not refs:
         raise UsageError(f"--{next(iter(own)).replace('_', '-')} describes a --model", fix="give --model too, or leave it out")
-    for ref in refs:
-        specs.append(as_task(custom_spec(ref, inputs, dtypes), **own))
+    for ref in refs:  # a --model, or a config file's [[model]] table
+        specs.append(from_table(ref, inputs, dtypes, own) if isinstance(ref, dict) else
+                     as_task(custom_spec(ref, inputs, dtypes), **own))
     from ..llm import TASK, llm_spec
 
     if max_seq_len is not None and not llms and not any(s.task == TASK for s in specs):

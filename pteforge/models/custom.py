@@ -985,8 +985,22 @@ TASKS = {"classification": "classification", "detection": "detection", "pose": "
          "segmentation": "segmentation"}
 
 
+def three(text, flag: str) -> tuple[float, float, float] | None:
+    """``0.485,0.456,0.406`` (or a list of three numbers): one number per RGB channel."""
+    if text is None or isinstance(text, tuple):
+        return text
+    try:
+        values = tuple(float(v) for v in (text.split(",") if isinstance(text, str) else text))
+    except (TypeError, ValueError):
+        values = ()
+    if len(values) != 3 or (flag == "--std" and any(v <= 0 for v in values)):
+        raise UsageError(f"{flag} {text}: give three numbers, one per RGB channel" + (", each above 0" if flag == "--std" else ""),
+                         fix=f"e.g. {flag} " + ("0.485,0.456,0.406" if flag == "--mean" else "0.229,0.224,0.225"))
+    return values
+
+
 def as_task(spec: ModelSpec, task: str | None = None, name: str | None = None, labels_file: str | None = None,
-            mean: tuple | None = None, std: tuple | None = None, fit: str | None = None) -> ModelSpec:
+            mean=None, std=None, fit: str | None = None) -> ModelSpec:
     """A model of one's own as the app shows it: ``task`` makes it that family's (category,
     decoding in validate and --draw, agreement on the photos, preprocessing from its input
     shape), ``name`` names it, ``labels_file`` gives its classes (one per line), and
@@ -1017,6 +1031,7 @@ def as_task(spec: ModelSpec, task: str | None = None, name: str | None = None, l
     if layout is None or height != width:
         raise UsageError(f"--task {task}: the app feeds square RGB images, and {spec.name} takes {'x'.join(map(str, shape))}",
                          fix="export it with a 1,3,S,S (or 1,S,S,3) input")
+    mean, std = three(mean, "--mean"), three(std, "--std")
     base = fam.preprocessing or Preprocessing(size=height)
     pre = replace(base, size=height, layout=layout, mean=tuple(mean or base.mean), std=tuple(std or base.std),
                   fit=fit or base.fit, resize=(round(height * base.resize / base.size) if base.resize else None))
@@ -1030,3 +1045,27 @@ def as_task(spec: ModelSpec, task: str | None = None, name: str | None = None, l
             raise UsageError(f"--labels-file {labels_file} names no class", fix="write one class name per line")
     return replace(spec, family=fam.category, task=fam.task, preprocessing=pre,
                    labels=f"{spec.name}_labels.txt" if names else fam.labels_file, names=names)
+
+
+def from_table(table: dict, inputs: tuple, dtypes: tuple, own: dict) -> ModelSpec:
+    """A config file's ``[[model]]`` table as a spec: its source with its own input shapes
+    and dtypes (else the file's top-level ones), its own task, name, labels and
+    preprocessing (else the top level's), and its backends and precision, kept as requests
+    (``ModelSpec.targets``; ``*:PRECISION``: the run's backends at that precision)."""
+    from dataclasses import replace
+
+    from ..spec import InputSpec
+
+    if table.get("input_dtype"):
+        dtypes = tuple(InputSpec.check_dtype(d) for d in table["input_dtype"])
+    if table.get("input_shape"):
+        inputs = tuple(InputSpec.parse(shape, dtypes[i] if len(dtypes) > 1 else (dtypes[0] if dtypes else "float32"))
+                       for i, shape in enumerate(table["input_shape"]))
+    mine = {**own, **{k: table[k] for k in ("task", "name", "labels_file", "mean", "std", "fit") if table.get(k)}}
+    spec = as_task(custom_spec(table["source"], inputs, dtypes), **mine)
+    backends, precision = table.get("backends"), table.get("precision")
+    if backends or precision:
+        requests = [b if ":" in b or not precision else f"{b}:{precision}" for b in backends] if backends else \
+            [f"*:{precision}"]
+        spec = replace(spec, targets=tuple(requests))
+    return spec
