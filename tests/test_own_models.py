@@ -4,7 +4,9 @@
 
 import json
 
-from flutter_app import CURRENT, OLD, build_models, parse_both
+import pytest
+
+from flutter_app import build_models, parse_both
 from test_cli import cli, error_lines
 
 from pteforge.errors import ExitStatus
@@ -86,3 +88,52 @@ def test_one_models_failure_is_that_models_own(capsys, tmp_path):
     [row] = [f for f in failed if f["model"] == "raises"]
     assert row["status"] == "CAPTURE_FAILED" and "the checkpoint server is down" in row["reason"]
     assert "CAPTURE_FAILED" in stdout and "the checkpoint server is down" in stdout
+
+
+def test_a_config_file_describes_a_zoo_with_model_tables(capsys, tmp_path):
+    """[[model]] tables: two models of one's own with their own shapes, tasks, labels,
+    preprocessing and targets, beside a catalog model under the top-level keys."""
+    (tmp_path / "classes.txt").write_text("cat\ndog\nfox\n")
+    (tmp_path / "pteforge.toml").write_text(
+        'backends = ["xnnpack"]\nweights = "none"\nbench-runs = 0\nout = "out"\n'
+        '[[model]]\nsource = "tiny_models:build"\nname = "pets"\ntask = "classification"\n'
+        'input-shape = [1, 3, 64, 64]\nlabels-file = "classes.txt"\nmean = "0.5,0.5,0.5"\n'
+        '[[model]]\nsource = "tiny_models:hardswish_net"\ninput-shape = [1, 3, 16, 16]\n'
+        'backends = ["xnnpack", "tosa"]\nprecision = "int8"\n')
+    code, stdout, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml")
+    assert code == ExitStatus.OK, err
+    out = tmp_path / "out"
+    man = json.loads((out / "index.json").read_text())
+    rows = {(e["model"], e["target"]): e for e in man["models"] + man["references"]}
+    assert {t for m, t in rows if m == "pets"} == {"xnnpack"}, "the top level's backends"
+    assert {t for m, t in rows if m == "hardswish_net"} == {"xnnpack:int8", "tosa", "xnnpack", "tosa:fp32"}, "its own, and references"
+    pets = rows[("pets", "xnnpack")]
+    assert pets["category"] == "mobilenet" and pets["preprocessing"]["mean"] == [0.5, 0.5, 0.5]
+    assert (out / pets["labelsFile"]).read_text().split() == ["cat", "dog", "fox"]
+    assert rows[("hardswish_net", "tosa")]["status"] == "SIMULATED"
+    assert "hardswish_net (custom, custom)\n✅ Successfully exported 2/2 backends" in stdout, "what its table asked for"
+    # a table's unknown key names the table and the key
+    (tmp_path / "bad.toml").write_text('[[model]]\nsource = "tiny_models:build"\n[[model]]\nsource = "x"\ntasks = "detection"\n')
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "bad.toml")
+    assert code == ExitStatus.USAGE
+    assert "[[model]] table 2: tasks is not a key of a model table; did you mean task?" in error_lines(err)[0], err
+
+
+@pytest.mark.slow
+def test_the_example_zoo_exports(tmp_path):
+    """examples/zoo.toml as a user runs it: a catalog model and two of one's own."""
+    import shutil
+
+    from conftest import ROOT, run_cli
+
+    for name in ("zoo.toml", "my_models.py", "pets.txt", "parts.txt"):
+        shutil.copy(ROOT / "examples" / name, tmp_path / name)
+    proc = run_cli("export", "-c", tmp_path / "zoo.toml", "--bench-runs", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    man = json.loads((tmp_path / "zoo" / "index.json").read_text())
+    rows = {(e["model"], e["target"]): e for e in man["models"]}
+    assert rows[("pets", "xnnpack")]["category"] == "mobilenet" and rows[("parts", "xnnpack")]["category"] == "yolo"
+    assert rows[("parts", "ethos-u55")]["status"] == "SIMULATED" and ("mobilenet_v3_small", "coreml") in rows
+    assert ("pets", "ethos-u55") not in rows, "the top level's targets for pets"
+    for version, index in parse_both(tmp_path / "zoo" / "index.json").items():
+        assert {"pets_xnnpack", "parts_xnnpack"} <= {m.name for m in build_models(index, "linux")}, version
