@@ -133,7 +133,7 @@ def outputs_of(pte: Path, seeded: list) -> list | None:
     """The artifact's outputs on ``seeded``: from this host's runtime, or from the reference
     simulator of the backend that made it (TOSA, Cortex-M); None where neither runs it."""
     from pteforge.backends import default_registry
-    from pteforge.host import host
+    from pteforge.host import host, load_runtime
     from pteforge.stages.simulate import deserialize, simulate, simulators_for
     from pteforge.stages.verify import run_program
 
@@ -147,7 +147,7 @@ def outputs_of(pte: Path, seeded: list) -> list | None:
         simulators = simulators_for([backend], program) if backend.simulated_on else None
         if simulators is not None and (simulators or backend.ops_namespace):
             try:
-                return simulate(data, seeded, simulators, host().operators).outputs
+                return simulate(data, seeded, simulators, host().operators, runtime=load_runtime()).outputs
             except Exception:  # noqa: BLE001 - it fails there too: no agreement to give
                 return None
     return None

@@ -31,6 +31,7 @@ class BenchResult:
     onnxruntime: dict | None = None
     entry_name: str | None = None
     manifest_dir: Path | None = None
+    simulated: bool = False  # not runnable here, and proven at export on its reference simulator
 
 
 def time_eager(model, inputs, runs: int, warmup: int) -> dict:
@@ -56,7 +57,7 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
             try:
                 res.status, res.reason, res.numbers, inputs = measure_artifact(child, pte, here, Path(tmp), runs, warmup)
                 if res.status is Status.NOT_RUNNABLE_HERE and entry is not None and entry.status == Status.SIMULATED.value:
-                    res.reason = _simulated_note(res.reason, entry)
+                    res.reason, res.simulated = _simulated_note(res.reason, entry), True
                 if res.status is None and compare_eager and entry is not None:
                     try:
                         model = eager.get(entry)

@@ -78,7 +78,7 @@ def _simulate(req: dict) -> dict:
     import torch
 
     from .backends import default_registry
-    from .host import Host
+    from .host import Host, load_runtime
     from .stages.simulate import deserialize, simulate, simulators_for
 
     with open(req["path"], "rb") as f:
@@ -90,7 +90,7 @@ def _simulate(req: dict) -> dict:
         return {"simulated": False}
     batches = torch.load(req["inputs"], weights_only=True)
     t0 = time.perf_counter()
-    done = simulate(data, batches, simulators, Host.here().operators)
+    done = simulate(data, batches, simulators, Host.here().operators, runtime=load_runtime())
     torch.save(done.outputs, req["outputs"])
     seconds = time.perf_counter() - t0
     return {"simulated": True, "method": done.method, "simulator": chain[0].simulated_on, "seconds": seconds}

@@ -216,7 +216,7 @@ class _Job:
 
     def _run(self, data: bytes, reference: dict, simulators) -> tuple[list, str]:
         """The program's outputs on the verification inputs and photos, and what ran it."""
-        from .host import host
+        from .host import host, load_runtime
         from .native_log import unannotated
         from .stages.simulate import simulate
         from .stages.verify import run_program
@@ -226,7 +226,7 @@ class _Job:
             try:
                 done = self.timed(Stage.SIMULATE, lambda: simulate(
                     data, inputs, simulators, host().operators,  # this runtime's kernels, whatever ``here`` is
-                    progress=lambda i, n: self.stage(f"{Stage.SIMULATE.value} input {i} of {n}")))
+                    progress=lambda i, n: self.stage(f"{Stage.SIMULATE.value} input {i} of {n}"), runtime=load_runtime()))
             except Exception as exc:
                 raise _StageFailed(Status.RUN_FAILED, exc) from exc
             return done.outputs, done.method

@@ -335,3 +335,7 @@ class Renderer:
                 f"{ort_p50:.2f}" if ort_p50 else "",
             )
         self.out.print(table)
+        measured, simulated = sum(r.status is None for r in results), sum(r.simulated for r in results)
+        device = sum(r.status is Status.NOT_RUNNABLE_HERE and not r.simulated for r in results)
+        self.out.print(f"{measured} timed on this host; {simulated} proven on reference simulators at export, which time "
+                       f"nothing; {device} need a device")

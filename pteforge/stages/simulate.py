@@ -112,12 +112,13 @@ class _Interpreter:
     """One method of a deserialized program, carried out instruction by instruction."""
 
     def __init__(self, program, simulators: dict[str, Simulator], host_kernels: frozenset = frozenset(),
-                 method: str = "forward"):
+                 runtime=None, method: str = "forward"):
         plans = [p for p in program.execution_plan if p.name == method]
         if not plans:
             raise SimulationError(f"the program has no method '{method}'")
         self.program, self.plan, self.simulators = program, plans[0], simulators
-        self.host_kernels = host_kernels  # "aten::add.out": run by this host's ExecuTorch kernel
+        # "aten::add.out": run by this host's ExecuTorch kernel, in ``runtime`` (host.load_runtime())
+        self.host_kernels, self.runtime = (host_kernels if runtime is not None else frozenset()), runtime
         self.on_host: dict[tuple, tuple] = {}  # (op index, arguments) -> (program, method, inputs, outputs)
         self.ran: set[str] = set()  # who ran the kernel calls: "host", or the namespace PyTorch ran
         self.calls: dict[str, int] = {}
@@ -332,8 +333,6 @@ class _Interpreter:
         from executorch.exir import schema as et
         from executorch.exir._serialize._program import PTEFile, serialize_pte_binary
 
-        from ..host import load_runtime
-
         written = {index for a, index in zip(schema.arguments, step.args) if a.alias_info is not None
                    and a.alias_info.is_write} | set(step.args[len(schema.arguments):])
         remap: dict[int, int] = {}
@@ -379,7 +378,7 @@ class _Interpreter:
             operators=[et.Operator(name=name, overload=overload)], delegates=[], non_const_buffer_sizes=[0, cursor])
         program = et.Program(version=0, execution_plan=[plan], constant_buffer=buffers, backend_delegate_data=[],
                              segments=[], constant_segment=et.SubsegmentOffsets(segment_index=0, offsets=[]))
-        loaded = load_runtime().load_program(bytes(serialize_pte_binary(PTEFile(program=program))))
+        loaded = self.runtime.load_program(bytes(serialize_pte_binary(PTEFile(program=program))))
         return loaded, loaded.load_method("forward"), inputs, outputs  # the method lives as long as its program
 
     def _delegate(self, step, values: list) -> None:
@@ -455,15 +454,15 @@ def deserialize(data: bytes):
 
 
 def simulate(data: bytes, inputs: list[list], simulators: dict[str, Simulator], host_kernels=frozenset(),
-             progress=None) -> Simulation:
+             progress=None, runtime=None) -> Simulation:
     """Carry out the program ``data`` once per input list, with ``simulators`` standing in
-    for its delegates, this host's ExecuTorch kernels for ``host_kernels`` and PyTorch's
-    implementations for the other kernels."""
+    for its delegates, ``runtime``'s ExecuTorch kernels (``host.load_runtime()``) for
+    ``host_kernels`` and PyTorch's implementations for the other kernels."""
     import torch
 
     _reference_kernels()
     program = deserialize(data)
-    interp = _Interpreter(program, simulators, frozenset(host_kernels))
+    interp = _Interpreter(program, simulators, frozenset(host_kernels), runtime)
     outputs = []
     with torch.no_grad():
         for i, x in enumerate(inputs, 1):
