@@ -51,7 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from artifact_latency import timed_rounds  # noqa: E402
-from elsewhere_models import MODELS, model_file  # noqa: E402
+from elsewhere_models import MODELS, model_file, task_args  # noqa: E402
 from zoo import delegation  # noqa: E402
 
 # fp32 on XNNPACK, and the int8 programs judged with these real weights: XNNPACK static and
@@ -70,7 +70,8 @@ def export(name: str, out: Path, targets=TARGETS) -> tuple[dict, str | None]:
     """Export one model with pteforge's CLI: its rows by target (artifacts and failures),
     and the run's error line when it stopped before any row."""
     cmd = [sys.executable, "-m", "pteforge", "export", "--model", reference(name), "--bench-runs", "0",
-           *(a for s in MODELS[name].shapes for a in ("--input-shape", s)), "--backends", *targets, "--out", str(out)]
+           *(a for s in MODELS[name].shapes for a in ("--input-shape", s)), *task_args(name, out.parent / "labels"),
+           "--backends", *targets, "--out", str(out)]
     env = {**os.environ, "PYTHONWARNINGS": "ignore",
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(cmd, env=env, cwd=HERE, capture_output=True, text=True, check=False)
@@ -185,6 +186,7 @@ def judged(entry: dict) -> dict:
     misses and the eager module where it loses most (pteforge's own verdict, stages/accuracy.py)."""
     from pteforge.result import accuracy_text
     from pteforge.spec import AccuracyBudget
+    from pteforge.result import ONE_LAYER_DB
 
     d = delegation(entry)
     acc, v = entry.get("accuracy"), entry.get("verification") or {}
@@ -194,7 +196,7 @@ def judged(entry: dict) -> dict:
             images.get("top1_agreement"), images.get("boxes_matched"), images.get("sqnr_db", v.get("sqnr_db")))
         worst = acc.get("worst") or []
         d["breaks_at"] = f"{worst[0]['module']} ({worst[0]['type'] or worst[0]['op']}, −{worst[0]['drop_db']:.1f} dB)" \
-            if worst else None
+            if worst and worst[0]["drop_db"] >= ONE_LAYER_DB else "no one layer (the loss is spread)" if worst else None
         d["accuracy"] = accuracy_text(acc)
     return d
 
@@ -204,7 +206,7 @@ def judge(rows: dict) -> dict:
     verified = [n for n in names if rows[n]["targets"].get("xnnpack", {}).get("status") == "VERIFIED"]
     failures = {f"{n} {t}": d.get("reason") or rows[n].get("error") for n in names
                 for t, d in (rows[n]["targets"] or {"(run)": {"status": "FAILED"}}).items()
-                if d.get("status") != "VERIFIED"}
+                if d.get("status") not in PROVEN}
     unnamed = [k for k, why in failures.items() if not why or "Traceback" in why or "\n" in why]
     ratios = [rows[n]["p50_ms"]["xnnpack"] / rows[n]["p50_ms"]["onnxruntime"] for n in names
               if {"xnnpack", "onnxruntime"} <= set(rows[n]["p50_ms"])]
@@ -353,7 +355,7 @@ def main() -> int:
                 print(f"  {error}")
             ours = [(t, "", out / name / e["file"]) for t, e in entries.items()
                     if t in args.targets and e["status"] == "VERIFIED"]
-            if ours or theirs:
+            if ours:  # theirs beside ours only, so that every ratio is of one run
                 samples = timed_rounds(child, here, Path(tmp), ours, theirs, args.rounds, args.runs, args.warmup)
                 row["p50_ms"].update({label: statistics.median(s["p50_ms"] for s in stats)
                                       for (label, _), stats in samples.items()})

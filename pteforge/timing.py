@@ -33,6 +33,7 @@ def measure(run: Callable[[], object], runs: int, warmup: int, budget_s: float |
     times.sort()
     return {
         "first_run_ms": first,
+        "p10_ms": times[int(round(0.1 * (len(times) - 1)))],
         "p50_ms": statistics.median(times),
         "p90_ms": times[min(len(times) - 1, int(round(0.9 * (len(times) - 1))))],
         "runs": len(times),

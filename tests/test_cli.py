@@ -542,6 +542,10 @@ def test_an_ultralytics_checkpoint_is_read_without_running_it(tmp_path):
     with pytest.raises(UsageError, match="a multiple of 32"):
         custom_spec(str(tmp_path / "pets.pt"), (InputSpec((1, 3, 100, 100)),))
     assert custom_spec(str(tmp_path / "pets.pt"), (InputSpec((1, 3, 320, 320)),)).preprocessing.size == 320
+    from pteforge.models.custom import as_task  # --name names a checkpoint too, its labels file with it
+
+    named = as_task(spec, name="garden")
+    assert (named.name, named.labels, named.names, named.family) == ("garden", "garden_labels.txt", spec.names, "yolo")
 
     tiny_models.ultralytics_checkpoint(tmp_path / "system.pt", evil=tiny_models.Calls(os.system, f"touch {tmp_path / 'ran'}"))
     with pytest.raises(ModelError, match="it names posix.system, which no model needs"):

@@ -88,6 +88,13 @@ def test_one_models_failure_is_that_models_own(capsys, tmp_path):
     [row] = [f for f in failed if f["model"] == "raises"]
     assert row["status"] == "CAPTURE_FAILED" and "the checkpoint server is down" in row["reason"]
     assert "CAPTURE_FAILED" in stdout and "the checkpoint server is down" in stdout
+    # the same from a config file's [[model]] tables
+    (tmp_path / "two.toml").write_text('backends = ["xnnpack"]\nbench-runs = 0\nout = "cfg"\n'
+                                       '[[model]]\nsource = "tiny_models:tiny"\ninput-shape = [1, 3, 16, 16]\n'
+                                       '[[model]]\nsource = "tiny_models:raises"\ninput-shape = [1, 3, 16, 16]\n')
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "two.toml")
+    assert code == ExitStatus.TARGETS_FAILED, err
+    assert [e["name"] for e in json.loads((tmp_path / "cfg" / "index.json").read_text())["models"]] == ["tiny_xnnpack.pte"]
 
 
 def test_a_config_file_describes_a_zoo_with_model_tables(capsys, tmp_path):

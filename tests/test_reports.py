@@ -65,8 +65,14 @@ def test_bench_measures_what_runs_here_and_records_it(capsys, run):
     assert b["runs"] == 5 and 0 < b["p50_ms"] <= b["p90_ms"] and b["load_ms"] > 0 and b["first_run_ms"] > 0
     assert b["peak_rss_mb"] > 0 and b["threads"] >= 1
     assert b["torch_threads"] == 1, "torch's OpenMP workers would spin on the delegate's cores"
-    assert b["eager"]["p50_ms"] > 0
+    assert b["eager"]["p50_ms"] > 0 and b["eager"]["p10_ms"] <= b["eager"]["p50_ms"] <= b["eager"]["p90_ms"]
     assert b["onnxruntime"]["p50_ms"] > 0, "ONNX Runtime (a dev dependency) timed beside it"
+    # eager and ONNX Runtime timed once per model: every row of the model shows the same figures
+    timed = [e["bench"]["eager"] for e in entries.values() if "bench" in e and "eager" in e["bench"]]
+    assert len(timed) >= 2 and all(t == timed[0] for t in timed)
+    # it says what it rewrote, with the spread of each figure
+    assert f"entries in {run / 'index.json'} (each entry's `bench`, replacing the export's)" in stdout
+    assert "p10–p90" in stdout
     assert "bench" not in entries["coreml"]
     assert "| tiny | xnnpack | fp32 | VERIFIED |" in (run / "EXPORT_SUMMARY.md").read_text()
     assert " ms |" in (run / "EXPORT_SUMMARY.md").read_text()

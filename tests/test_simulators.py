@@ -202,3 +202,16 @@ def test_the_cortex_m_mend_leaves_other_graphs_alone():
         graph_module = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.ReLU()))
 
     assert floats_on_quantized_values(Program) == 0 and "hardswish" in FLOAT_MATH
+
+
+def test_lists_of_tensors_are_carried_out(tmp_path):
+    """split's out argument is a list of tensors: the simulation writes each of them, on this
+    host's kernels (Cortex-M) and around a TOSA payload alike."""
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", f"{TESTS / 'tiny_models.py'}:splits", "--input-shape", "1,3,16,16",
+                   "--backends", "cortex-m", "tosa:fp32", "--out", out, "--bench-runs", "0", "--no-cache")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    e = entries(out)
+    for target in ("cortex-m", "tosa:fp32"):
+        assert e[target]["status"] == "SIMULATED", (target, e[target].get("reason"))
+        assert e[target]["verification"]["sqnr_db"] > 20

@@ -599,3 +599,21 @@ class HardswishNet(torch.nn.Module):
 
 def hardswish_net():
     return HardswishNet().eval()
+
+
+class Splits(torch.nn.Module):
+    """Splits a convolution's output in two and joins the halves again: operators whose out
+    arguments are lists of tensors."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        a, b = torch.split(self.conv(x), [3, 5], dim=1)
+        return torch.cat([torch.relu(b), a.sigmoid()], 1)
+
+
+def splits():
+    return Splits().eval()

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from ..result import ONE_LAYER_DB
+
 # quantize/dequantize and shape-only operators: not layers, and matched by nothing
 _SKIP = ("quantize_per", "dequantize_per", "choose_qparams", "view", "reshape", "permute", "t.default", "transpose",
          "squeeze", "unsqueeze", "flatten", "expand", "clone", "_assert", "getitem", "sym_size", "contiguous", "alias")
@@ -138,7 +140,7 @@ def where_it_breaks(rows: list[dict], top: int = 5) -> list[dict]:
 def what_to_try(worst: list[dict], calibration: dict | None, backend: str, floats: list[str]) -> list[str]:
     """Remedies for the layers that break, in the order to try them."""
     tips = []
-    if worst:
+    if worst and worst[0]["drop_db"] >= ONE_LAYER_DB:
         w = worst[0]
         tips.append(f"leave {w['module']} ({w['type'] or w['op']}) in fp32: it alone takes {w['drop_db']:.1f} dB "
                     f"(PT2E: quantizer.set_module_name(\"{w['module']}\", None))")

@@ -333,8 +333,12 @@ class _Interpreter:
         from executorch.exir import schema as et
         from executorch.exir._serialize._program import PTEFile, serialize_pte_binary
 
-        written = {index for a, index in zip(schema.arguments, step.args) if a.alias_info is not None
-                   and a.alias_info.is_write} | set(step.args[len(schema.arguments):])
+        written: list[int] = []  # the tensors it writes, those of a list of tensors (split's out) one by one
+        for a, index in zip(schema.arguments, step.args):
+            if a.alias_info is not None and a.alias_info.is_write:
+                val = self.plan.values[index].val
+                written += list(val.items) if type(val).__name__ == "TensorList" else [index]
+        written += [i for i in step.args[len(schema.arguments):] if type(self.plan.values[i].val).__name__ == "Tensor"]
         remap: dict[int, int] = {}
         values: list = []
         buffers, inputs, cursor = [et.Buffer(storage=b"")], [], 0
@@ -368,7 +372,7 @@ class _Interpreter:
             return remap[i]
 
         args = [visit(i) for i in step.args]
-        outputs = list(dict.fromkeys(i for i in step.args[len(schema.arguments):]))
+        outputs = list(dict.fromkeys(written))
         name, overload = self.ops[step.op_index]
         plan = et.ExecutionPlan(
             name="forward", container_meta_type=et.ContainerMetadata("", ""), values=values,
