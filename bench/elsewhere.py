@@ -201,6 +201,17 @@ def judged(entry: dict) -> dict:
     return d
 
 
+def judged_targets(name: str, entries: dict, targets, original, seeded: list, out: Path) -> dict:
+    """The rows of ``targets`` an export made, judged, with their task agreement where proven."""
+    judged_rows = {}
+    for t, e in entries.items():
+        if t in targets:
+            judged_rows[t] = judged(e)
+            if e["status"] in PROVEN and original is not None:
+                judged_rows[t]["agreement"] = agreement(original, seeded, out / name / e["file"], MODELS[name].agree)
+    return judged_rows
+
+
 def judge(rows: dict) -> dict:
     names = list(rows)
     verified = [n for n in names if rows[n]["targets"].get("xnnpack", {}).get("status") == "VERIFIED"]
@@ -337,12 +348,7 @@ def main() -> int:
             except Exception as exc:  # noqa: BLE001 - the original cannot be built here: ours alone are timed
                 print(f"  the original cannot be run here: {exc}")
                 original, seeded, theirs = None, [], []
-            targets = {}
-            for t, e in entries.items():
-                if t in args.targets:
-                    targets[t] = judged(e)
-                    if e["status"] in PROVEN and original is not None:
-                        targets[t]["agreement"] = agreement(original, seeded, out / name / e["file"], MODELS[name].agree)
+            targets = judged_targets(name, entries, args.targets, original, seeded, out)
             earlier = rows.get(name) if args.merge else None
             row = {"package": MODELS[name].package, "task": MODELS[name].task, "framework": MODELS[name].framework,
                    "model": reference(name), "targets": {**(earlier or {}).get("targets", {}), **targets},

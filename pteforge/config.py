@@ -216,7 +216,9 @@ def _refusal(exc: ValidationError, path: Path, text: str, prefix: str, schema) -
         what = ("is not a key of a model table" + (f"; did you mean {hint.replace('_', '-')}?" if hint else "")
                 if err["type"] == "extra_forbidden" else "is missing: what --model takes" if err["type"] == "missing"
                 else f"has a wrong value: {err['msg']}")
-        return UsageError(f"{path}: [[{prefix}model]] table {int(err['loc'][1]) + 1}: {field.replace('_', '-')} {what}",
+        number = int(err["loc"][1]) + 1
+        return UsageError(f"{_table_line(path, text, prefix + 'model', number)}: [[{prefix}model]] table {number}: "
+                          f"{field.replace('_', '-')} {what}",
                           fix="a model table takes source, name, task, input-shape, input-dtype, labels-file, mean, std, "
                               "fit, backends and precision")
     if err["type"] == "extra_forbidden":
@@ -226,6 +228,13 @@ def _refusal(exc: ValidationError, path: Path, text: str, prefix: str, schema) -
         what = f"has a wrong value: {err['msg']}"
     return UsageError(f"{_where(path, text, key, prefix[:-1])}: {prefix}{key.replace('_', '-')} {what}",
                       fix="use the export flags' names and types (pteforge export --help)")
+
+
+def _table_line(path: Path, text: str, name: str, number: int) -> str:
+    """``path:line`` of the ``number``-th ``[[name]]`` header (``path`` alone if not found)."""
+    pattern = re.compile(r"\s*\[\[\s*" + re.escape(name).replace("\\.", r"\s*\.\s*") + r"\s*\]\]")
+    lines = [i for i, line in enumerate(text.splitlines(), 1) if pattern.match(line)]
+    return f"{path}:{lines[number - 1]}" if len(lines) >= number else str(path)
 
 
 def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:

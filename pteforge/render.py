@@ -17,6 +17,17 @@ from rich.text import Text
 from .result import Record, Stage, Status, accuracy_text, budget_missed, estimate_text, proof_counts
 from .units import pct, size_text
 
+def _compiler_and_calibration(r: Record) -> str:
+    """A row's compiler estimates (Vela's) and what its quantization calibrated on."""
+    text = f"; {estimate_text(r.estimates)}" if r.estimates else ""
+    cal = (r.quantization or {}).get("calibration")
+    if cal:
+        real = f"{cal['images']} real images ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else ""
+        made = f"{cal['synthetic']} seeded synthetic inputs" if cal.get("synthetic") else ""
+        text += f"; calibrated on {' + '.join(p for p in (real, made) if p)}"
+    return text
+
+
 def _spread(numbers) -> str:
     """p10–p90 of a timing, so a noisy figure looks noisy."""
     numbers = numbers or {}
@@ -227,13 +238,7 @@ class Renderer:
             proof += f"; p50 {r.latency['p50_ms']:.3g} ms ({r.latency.get('runs')} runs after warm-up)"
         elif r.latency and r.latency.get("skipped") and r.status is Status.VERIFIED:
             proof += f"; not timed: {r.latency['skipped']}"
-        if r.estimates:
-            proof += f"; {estimate_text(r.estimates)}"
-        cal = (r.quantization or {}).get("calibration")
-        if cal:
-            real = f"{cal['images']} real images ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else ""
-            made = f"{cal['synthetic']} seeded synthetic inputs" if cal.get("synthetic") else ""
-            proof += f"; calibrated on {' + '.join(p for p in (real, made) if p)}"
+        proof += _compiler_and_calibration(r)
         if r.cache:
             proof += f" (from the cache: made {r.cache['created'][:19].replace('T', ' ')} UTC in {r.cache['original_seconds']:.0f} s)"
         if r.same_program_as:
@@ -326,8 +331,8 @@ class Renderer:
 
     def bench_table(self, results) -> None:
         table = Table(title="Benchmark on this host (ms)")
-        for col in ("file", "status", "load", "first run", "p50", "p10–p90", "peak RSS MB", "threads", "eager p50 (p10–p90)",
-                    "vs eager", "ORT p50 (p10–p90)"):
+        for col in ("file", "status", "load", "first run", "p50 (p10–p90)", "peak RSS MB", "threads", "eager p50",
+                    "vs eager", "ORT p50"):
             table.add_column(col, overflow="fold")
         for r in results:
             n = r.numbers
@@ -336,7 +341,8 @@ class Renderer:
             ort_p50 = (r.onnxruntime or {}).get("p50_ms")
             table.add_row(
                 r.file, "measured" if r.status is None else f"{r.status.value}: {r.reason}",
-                *(f"{n[k]:.2f}" if k in n else "" for k in ("load_ms", "first_run_ms", "p50_ms")), _spread(n),
+                *(f"{n[k]:.2f}" if k in n else "" for k in ("load_ms", "first_run_ms")),
+                f"{n['p50_ms']:.2f} ({_spread(n)})" if "p50_ms" in n else "",
                 f"{n['peak_rss_mb']:.2f}" if "peak_rss_mb" in n else "",
                 str(n.get("threads", "")), f"{eager:.2f} ({_spread(r.eager)})" if eager else "", ratio,
                 f"{ort_p50:.2f} ({_spread(r.onnxruntime)})" if ort_p50 else "",

@@ -49,7 +49,7 @@ def test_pyproject_tool_table(capsys, tmp_path):
         ('target = "ios"\nplatform = "web"\n', "pteforge.toml:2: target and platform are the same option"),
         ('platform = "mars"\n', "pteforge.toml:1: platform has a wrong value: 'mars' is not one of ios, android"),
         ('out = "x"\nexecutor = "dask"\n', "pteforge.toml:2: executor has a wrong value: 'dask' is not one of local, ray"),
-        ('out = "x"\n[[model]]\nname = "net"\n', "pteforge.toml:2: model has a wrong value"),  # a table, not a list
+        ('out = "x"\n[[model]]\nname = "net"\n', "pteforge.toml:2: [[model]] table 1: source is missing"),  # no source
         ('seed = 1\n[extra]\nseed = "two"\n', "pteforge.toml:2: extra is not an option"),
         # values only the export itself finds wrong: the line of the option they came from
         ('mobilenet = true\nbackends = ["xnnpack", "nosuch"]\n', "pteforge.toml:2: backends: unknown backend 'nosuch'"),

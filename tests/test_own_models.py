@@ -123,7 +123,7 @@ def test_a_config_file_describes_a_zoo_with_model_tables(capsys, tmp_path):
     (tmp_path / "bad.toml").write_text('[[model]]\nsource = "tiny_models:build"\n[[model]]\nsource = "x"\ntasks = "detection"\n')
     code, _, err = cli(capsys, "export", "-c", tmp_path / "bad.toml")
     assert code == ExitStatus.USAGE
-    assert "[[model]] table 2: tasks is not a key of a model table; did you mean task?" in error_lines(err)[0], err
+    assert "bad.toml:3: [[model]] table 2: tasks is not a key of a model table; did you mean task?" in error_lines(err)[0], err
 
 
 @pytest.mark.slow

@@ -227,9 +227,7 @@ class _Interpreter:
 
         value = values[index]
         raw = type(self.plan.values[index].val).__name__
-        if raw in ("IntList",):
-            return [values[j] for j in self.plan.values[index].val.items]
-        if raw == "TensorList":
+        if raw in ("IntList", "TensorList"):  # their items are values
             return [values[j] for j in self.plan.values[index].val.items]
         if raw == "OptionalTensorList":
             return [None if j == -1 else values[j] for j in self.plan.values[index].val.items]
@@ -259,10 +257,15 @@ class _Interpreter:
             values[args[-1]] = fn(*(values[a] for a in args[:-1]))
             return
         op = _overload(name, overload)
-        schema = op._schema
         if f"{name}.{overload}" in self.host_kernels:
-            self._host_kernel(step, schema, values)
-            return
+            self._host_kernel(step, op._schema, values)
+        else:
+            self._pytorch_kernel(name, overload, op, args, values)
+
+    def _pytorch_kernel(self, name: str, overload: str, op, args: list, values: list) -> None:
+        """One kernel call on the operator's PyTorch implementation: its out arguments are the
+        program's own tensors, written in place."""
+        schema = op._schema
         self.ran.add(name.split("::")[0])
         given, positional, keywords, outs = args[:len(schema.arguments)], [], {}, []
         for a, index in zip(schema.arguments, given):
