@@ -19,7 +19,6 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
     from ..families import families, family
     from ..spec import InputSpec
     from .catalog import build_catalog
-    from .custom import as_task, custom_spec, from_table
 
     words = {fam.word.replace("-", "_"): fam for fam in families()}
     unknown = sorted(set(chosen) - set(words))
@@ -45,14 +44,7 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
         InputSpec.parse(shape, dtypes[i] if len(dtypes) > 1 else (dtypes[0] if dtypes else "float32"))
         for i, shape in enumerate(input_shapes)
     )
-    own = {k: v for k, v in (own or {}).items() if v}
-    if own.get("name") and len([r for r in refs if not isinstance(r, dict) or not r.get("name")]) > 1:
-        raise UsageError(f"--name names one --model, and {len(refs)} are given", fix="export them one at a time")
-    if own and not refs:
-        raise UsageError(f"--{next(iter(own)).replace('_', '-')} describes a --model", fix="give --model too, or leave it out")
-    for ref in refs:  # a --model, or a config file's [[model]] table
-        specs.append(from_table(ref, inputs, dtypes, own) if isinstance(ref, dict) else
-                     as_task(custom_spec(ref, inputs, dtypes), **own))
+    specs += _own_models(refs, inputs, dtypes, own)
     from ..llm import TASK, llm_spec
 
     if max_seq_len is not None and not llms and not any(s.task == TASK for s in specs):
@@ -70,3 +62,18 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
     if not specs and not labels_only:
         specs = everyday
     return specs
+
+
+def _own_models(refs, inputs: tuple, dtypes: tuple, own: dict | None) -> list:
+    """The ``--model``s and a config file's ``[[model]]`` tables, as the app shows them
+    (``own``: --task, --name, --labels-file, --mean, --std, --fit)."""
+    from ..errors import UsageError
+    from .custom import as_task, custom_spec, from_table
+
+    own = {k: v for k, v in (own or {}).items() if v}
+    if own.get("name") and len([r for r in refs if not isinstance(r, dict) or not r.get("name")]) > 1:
+        raise UsageError(f"--name names one --model, and {len(refs)} are given", fix="export them one at a time")
+    if own and not refs:
+        raise UsageError(f"--{next(iter(own)).replace('_', '-')} describes a --model", fix="give --model too, or leave it out")
+    return [from_table(ref, inputs, dtypes, own) if isinstance(ref, dict) else as_task(custom_spec(ref, inputs, dtypes), **own)
+            for ref in refs]
