@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 # ExecuTorch's ScalarType numbering is c10's.
@@ -60,8 +60,7 @@ class Simulator:
 @dataclass
 class Simulation:
     outputs: list[list]  # per input list, the program's outputs
-    method: str = ""
-    payloads: dict[str, int] = field(default_factory=dict)  # delegate id -> delegate calls run
+    method: str = ""  # what ran it (describe)
 
 
 # The program's own scalar operations (symbolic sizes), ExecuTorch's executorch_prim:: namespace.
@@ -476,7 +475,7 @@ def simulate(data: bytes, inputs: list[list], simulators: dict[str, Simulator], 
             if progress:
                 progress(i, len(inputs))
             outputs.append([t.clone() for t in interp.run(list(x)) if isinstance(t, torch.Tensor)])
-    return Simulation(outputs=outputs, method=describe(interp, simulators), payloads=dict(interp.calls))
+    return Simulation(outputs=outputs, method=describe(interp, simulators))
 
 
 def describe(interp: _Interpreter, simulators: dict[str, Simulator]) -> str:
