@@ -488,22 +488,35 @@ def _memo_group(spec: ModelSpec, target: Target) -> str | None:
 
 def check_run(models: list[ModelSpec], config: ExportConfig, plan: TargetPlan | None = None) -> None:
     """What the command line refuses, refused here too, before any work."""
-    from .vision import image_dir, takes_images
-
     if plan is not None and plan.auto and config.bench_runs == 0:
         raise UsageError("--precision auto picks the fastest precision, and --bench-runs 0 times none",
                          fix="drop --bench-runs 0, or give one precision")
 
     if config.calibration_dir is not None:
-        image_dir(config.calibration_dir, "--calibration", config.calibration_samples)
-        others = [m.name for m in models if not takes_images(m)]
-        if others:
-            raise UsageError(
-                f"--calibration applies to image models; {', '.join(others)} take(s) no image input, "
-                "so their quantized targets would calibrate on something else",
-                fix="drop --calibration for these models (they calibrate on seeded synthetic inputs), or export them in a separate run",
-            )
+        _check_calibration(models, config)
     _check_names(models)
+
+
+def _check_calibration(models: list[ModelSpec], config: ExportConfig) -> None:
+    """``--calibration DIR``: input files every model takes (each file read and checked
+    against each model's inputs, where they are known), or photos for image models only."""
+    from . import samples
+    from .vision import image_dir, takes_images
+
+    if samples.holds_samples(config.calibration_dir):
+        files = [p for part in samples.split(config) for p in part]
+        for m in models:
+            for p in files if m.fed else ():
+                samples.load(p, m)
+        return
+    image_dir(config.calibration_dir, "--calibration", config.calibration_samples)
+    others = [m.name for m in models if not takes_images(m)]
+    if others:
+        raise UsageError(
+            f"--calibration DIR of photos applies to image models; {', '.join(others)} take(s) no image input",
+            fix="give these models a directory of their own input files (.npy or .npz, one sample a file), "
+                "or export them in a separate run",
+        )
 
 
 def _check_names(models: list[ModelSpec]) -> None:

@@ -127,9 +127,12 @@ def model_identity(spec: ModelSpec, weights: str, seed: int) -> dict:
 def key_for(spec: ModelSpec, target: Target, config: ExportConfig, versions: dict[str, str]) -> str:
     calibration = None
     if config.calibration_dir:
+        from . import samples
         from .vision import images_in
 
-        calibration = [_file_sha(str(p)) for p in images_in(Path(config.calibration_dir), config.calibration_samples)]
+        files = sum(samples.split(config), []) if samples.holds_samples(config.calibration_dir) \
+            else images_in(Path(config.calibration_dir), config.calibration_samples)
+        calibration = [_file_sha(str(p)) for p in files]
     facts = {
         "format": FORMAT,
         "code": code_hash(),

@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="how a photo becomes its square input (default: the task family's)")
     tg = ex.add_argument_group("targets")
     tg.add_argument("--target", "--platform", dest="target", choices=[*PLATFORMS, "all"], default=None,
-                    help=f"a platform's backends in seed 004's priority order ({describe()})")
+                    help=f"a platform's backends in its priority order ({describe()})")
     tg.add_argument("--backends", nargs="+", metavar="TARGET",
                     help="targets: BACKEND[+BACKEND...][:PRECISION], e.g. xnnpack coreml vulkan+xnnpack xnnpack:int8; "
                          f"backends: {', '.join(default_registry().names())} (default: every backend that can lower here)")
@@ -98,7 +98,9 @@ def _parser() -> argparse.ArgumentParser:
                          "module) and what to try; report.html shows them too")
     pr.add_argument("--calibration", default=None, metavar="DIR",
                     help="calibrate quantized targets on the images in DIR, through the model's own preprocessing "
-                         "(default for image models: views of the photos our dependencies ship)")
+                         "(default for image models: views of the photos our dependencies ship), or on the input "
+                         "files in DIR (.npy or .npz, one sample a file, any model), verifying on files calibration "
+                         "did not use")
     pr.add_argument("--calibration-samples", type=int, default=16, metavar="N",
                     help="inputs used to calibrate quantized targets (default 16)")
     out = ex.add_argument_group("output and proof")
@@ -154,7 +156,8 @@ def _parser() -> argparse.ArgumentParser:
     va.add_argument("dir", nargs="?", default=None, metavar="DIR", help="the same as --models-dir DIR (as pteforge bench DIR)")
     va.add_argument("--models-dir", default=None, metavar="DIR", help="where the artifacts and index.json are (default: models)")
     va.add_argument("--images-dir", default=None, metavar="DIR",
-                    help="images to run (default: the photos Ultralytics ships, bus.jpg and zidane.jpg)")
+                    help="images to run (default: the photos our dependencies ship: Ultralytics' bus.jpg and zidane.jpg, "
+                         "Matplotlib's grace_hopper.jpg, scikit-learn's china.jpg and flower.jpg, those installed)")
     va.add_argument("--output-file", default=None, metavar="FILE",
                     help="JSON report (default: <models-dir>/validation_report.json)")
     va.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds per file before it is killed")
@@ -166,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     bn.add_argument("path", nargs="?", default="models", metavar="DIR|FILE", help="default: models")
     bn.add_argument("--runs", type=int, default=20, metavar="N", help="timed runs after warm-up (default 20)")
     bn.add_argument("--warmup", type=int, default=3, metavar="N", help="warm-up runs (default 3)")
-    bn.add_argument("--compare", choices=["eager"], default=None, help="time eager PyTorch beside each artifact")
+    bn.add_argument("--compare", choices=["eager"], default=None, help="time eager PyTorch, and ONNX Runtime where it is installed, beside each artifact")
 
     se = sub.add_parser("select", parents=[common], help="which artifact a device of PLATFORM loads first (its fallback "
                         "order), or without --platform which one this host loads, with the fallbacks skipped")
@@ -195,8 +198,9 @@ def _parser() -> argparse.ArgumentParser:
     pb.add_argument("--relative", action="store_true",
                     help="publish without --base-url: remoteUrl stays relative, for an app given such URLs on purpose")
 
-    dc = sub.add_parser("docs", parents=[common], help="write docs/backends/<name>.md for every backend (seed 002's template)")
-    dc.add_argument("--out", default="docs/backends", metavar="DIR", help="default: docs/backends")
+    dc = sub.add_parser("docs", parents=[common], help="write the generated docs pages: DIR/backends/<name>.md for every "
+                                                       "backend, and DIR/cli.md, this reference")
+    dc.add_argument("--out", default="docs", metavar="DIR", help="default: docs")
 
     bk = sub.add_parser("backends", parents=[common], help="which backends can lower and run here (or on another host OS)")
     bk.add_argument("--json", action="store_true", help="print JSON")
@@ -330,11 +334,31 @@ def _run(args, ui, debug: bool) -> int:
 
 def _cmd_docs(args, ui) -> int:
     from .host import host
+    from .io import write_atomic
     from .report.docs import write_docs
 
-    for path in write_docs(Path(args.out), host()):
+    for path in write_docs(Path(args.out) / "backends", host()):
         ui.out.print(f"wrote {path}")
+    write_atomic(Path(args.out) / "cli.md", cli_reference())
+    ui.out.print(f"wrote {Path(args.out) / 'cli.md'}")
     return int(ExitStatus.OK)
+
+
+def cli_reference() -> str:
+    """The CLI reference page: every command's help, from the parser itself (so it cannot go
+    stale; ``tests/test_docs.py`` checks the committed page is this)."""
+    parser = _parser()
+    [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+
+    def text(p: argparse.ArgumentParser) -> str:
+        p.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=100, max_help_position=32)
+        return p.format_help().rstrip()
+
+    lines = ["# CLI reference", "", "Generated from the parser by `pteforge docs`; `pteforge COMMAND --help` prints the same.",
+             "", "```text", text(parser), "```", ""]
+    for name, sub in commands.choices.items():
+        lines += [f"## `pteforge {name}`", "", "```text", text(sub), "```", ""]
+    return "\n".join(lines)
 
 
 def _selected_models(args) -> list:
@@ -380,9 +404,11 @@ def _cmd_export(args, ui, debug: bool) -> int:
     from .api import TargetPlan, export, plan_targets
 
     if args.calibration:
+        from .samples import holds_samples
         from .vision import image_dir
 
-        _, note = image_dir(args.calibration, "--calibration", args.calibration_samples)
+        _, note = (None, None) if holds_samples(args.calibration) else \
+            image_dir(args.calibration, "--calibration", args.calibration_samples)
         if note:
             ui.warn(note)
     requests, others = args.backends, []

@@ -22,7 +22,8 @@ def _compiler_and_calibration(r: Record) -> str:
     text = f"; {estimate_text(r.estimates)}" if r.estimates else ""
     cal = (r.quantization or {}).get("calibration")
     if cal:
-        real = f"{cal['images']} real images ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else ""
+        real = f"{cal['images']} real images ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else \
+            f"{cal['files']} input files ({cal.get('source')})" if cal.get("files") else ""
         made = f"{cal['synthetic']} seeded synthetic inputs" if cal.get("synthetic") else ""
         text += f"; calibrated on {' + '.join(p for p in (real, made) if p)}"
     return text

@@ -165,6 +165,8 @@ class Verification:
     # what exactly it ran (stages/simulate.py)
     method: str | None = None
     simulator: str | None = None  # SIMULATED: the reference simulator, in a few words
+    # where the inputs came from when they are the user's own (samples.py), not seeded
+    inputs_from: str | None = None
 
 
 @dataclass
@@ -255,6 +257,11 @@ def budget_missed(record, budget=None) -> str | None:
 
 
 ONE_LAYER_DB = 3.0  # a layer's drop below this is no one layer's: the loss is spread over the network
+
+
+def inputs_text(v: dict) -> str:
+    """What a verification's inputs were: "4 seeded inputs", or the user's own files."""
+    return v.get("inputs_from") or f"{v.get('inputs', '?')} seeded inputs"
 
 
 def accuracy_text(accuracy: dict) -> str:

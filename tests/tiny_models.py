@@ -617,3 +617,20 @@ class Splits(torch.nn.Module):
 
 def splits():
     return Splits().eval()
+
+
+class Listener(torch.nn.Module):
+    """A tiny audio model: a window of samples to two scores."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.conv = torch.nn.Conv1d(1, 8, 9, stride=2)
+        self.fc = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).mean(-1))
+
+
+def listener():
+    return Listener().eval()

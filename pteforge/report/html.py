@@ -15,6 +15,7 @@ import html
 import re
 
 from ..platforms import host_platform
+from ..result import inputs_text
 from ..units import pct as pct_digits
 from .manifest import Manifest
 from .summary import (
@@ -172,7 +173,7 @@ def _numerics_table(e) -> str:
         verdict = "pass" if worst >= thr else "fail"
     caption = (f"{_e(e.name)} — {_e(e.target)}, {_e(e.precision)} computed in {_e(v.get('runtime_precision') or e.precision)}; "
                f"threshold {_e(_db(thr) or '?')} SQNR (judged on the seeded inputs: {_e(verdict or 'not judged')})")
-    rows = [("seeded", f"{v.get('inputs', '?')} seeded inputs (worst)", worst, v.get("cosine"),
+    rows = [("seeded", f"{inputs_text(v)} (worst)", worst, v.get("cosine"),
              pct(v.get("top1_agreement")) if v.get("top1_agreement") is not None else "")]
     for r in per_image(e):
         match = r.get("top1_match")

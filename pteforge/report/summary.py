@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from ..io import write_atomic
-from ..result import Stage
+from ..result import Stage, inputs_text
 from ..platforms import host_platform
 from ..units import pct as pct_digits
 from ..units import size_text
@@ -215,7 +215,7 @@ def numerics_lines(man: Manifest) -> list[str]:
     for e in checked:
         v = e.verification
         thr, rt = _db(v.get("threshold_sqnr_db")), v.get("runtime_precision") or e.precision
-        lines.append(f"| {e.name} | {rt} | {v.get('inputs', '?')} seeded inputs (worst) | {_db(v.get('sqnr_db'))} | "
+        lines.append(f"| {e.name} | {rt} | {_md(inputs_text(v))} (worst) | {_db(v.get('sqnr_db'))} | "
                      f"{_cos(v.get('cosine'))} | {pct(v.get('top1_agreement'))} | {thr} |")
         for r in per_image(e):
             lines.append(f"| {e.name} | {rt} | {_md(r.get('name', '?'))} | {_db(r.get('sqnr_db'))} | {_cos(r.get('cosine'))} | "

@@ -144,7 +144,7 @@ def what_to_try(worst: list[dict], calibration: dict | None, backend: str, float
         w = worst[0]
         tips.append(f"leave {w['module']} ({w['type'] or w['op']}) in fp32: it alone takes {w['drop_db']:.1f} dB "
                     f"(PT2E: quantizer.set_module_name(\"{w['module']}\", None))")
-    if calibration and not calibration.get("images"):
+    if calibration and not calibration.get("images") and not calibration.get("files"):
         tips.append("calibrate on real inputs (--calibration DIR, more --calibration-samples): it saw synthetic ones only")
     elif calibration and calibration.get("samples", 0) < 32:
         tips.append(f"calibrate on more real inputs (--calibration-samples 64; it saw {calibration.get('samples')})")

@@ -115,9 +115,19 @@ def _dtype_fix(model, example: tuple) -> str | None:
             f"give --input-dtype {dtype} for each float input, or return model.float() from the factory")
 
 
-def reference_inputs(spec: ModelSpec, config: ExportConfig) -> list[tuple]:
-    """The example input (seed) plus ``verify_inputs`` more seeded inputs."""
-    return [make_inputs(spec, config.seed + i) for i in range(1 + max(config.verify_inputs, 0))]
+def reference_inputs(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple], str | None]:
+    """The inputs the program is captured with and verified on, and where they came from
+    (None: seeded). By default the example input (seed) plus ``verify_inputs`` more seeded
+    inputs; with input files in ``--calibration DIR`` (``samples``), the files after those
+    calibration uses, up to ``1 + verify_inputs`` of them, so the verdict is on real inputs
+    calibration did not see."""
+    from .. import samples
+
+    if samples.holds_samples(config.calibration_dir):
+        _, held = samples.split(config)
+        if held:
+            return [samples.load(p, spec) for p in held], f"{len(held)} file(s) of --calibration {config.calibration_dir} that calibration did not use"
+    return [make_inputs(spec, config.seed + i) for i in range(1 + max(config.verify_inputs, 0))], None
 
 
 def capture(
@@ -146,7 +156,7 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
         model = build_model(spec, config.weights, config.seed)
     timings[Stage.BUILD.value] = time.perf_counter() - t0
 
-    inputs = reference_inputs(spec, config)
+    inputs, inputs_from = reference_inputs(spec, config)
     t0 = time.perf_counter()
     try:
         exported = export_model(model, inputs[0])
@@ -161,7 +171,7 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     timings[Stage.CAPTURE.value] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    reference = {"inputs": [list(x) for x in inputs]}
+    reference = {"inputs": [list(x) for x in inputs], **({"inputs_from": inputs_from} if inputs_from else {})}
     eager = reference_model(spec, model)
     with torch.no_grad():
         try:

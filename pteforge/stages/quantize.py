@@ -20,14 +20,20 @@ def calibration_set(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple],
     of the photos our dependencies ship (random weights or real, a real network's
     activations are what int8 must cover: noise spreads them wider than photos do). The
     rest, and every sample of other models, are seeded synthetic inputs, whose seeds lie
-    far from the verification inputs'.
+    far from the verification inputs'. Input files in ``--calibration DIR`` (``samples``:
+    ``.npy``/``.npz``, any model) are taken as they are, and alone (``samples.split``).
     """
+    from .. import samples
     from ..vision import image_views, images_in, model_input, shipped_images, takes_images
 
     n = max(config.calibration_samples, 1)
     batches: list[tuple] = []
     facts: dict = {"samples": n}
-    if takes_images(spec):
+    if samples.holds_samples(config.calibration_dir):
+        batches = [samples.load(p, spec) for p in samples.split(config)[0]]
+        facts.update(source=f"--calibration {config.calibration_dir}", files=len(batches), samples=len(batches))
+        return batches, {**facts, "images": 0, "synthetic": 0}
+    elif takes_images(spec):
         if config.calibration_dir:
             paths = images_in(Path(config.calibration_dir), n)
             batches = [(model_input(p, spec),) for p in paths]

@@ -176,6 +176,7 @@ def verify_outputs(
     constant = constant_outputs(reference["outputs"])
     return Verification(
         inputs=len(actual),
+        inputs_from=reference.get("inputs_from"),
         max_abs_error=max(s["max_abs"] for s in stats),
         mean_abs_error=max(s["mean_abs"] for s in stats),
         # identical outputs: 200 dB, not infinity; outputs no SQNR can judge: none at all
