@@ -69,7 +69,8 @@ def test_manifest_check_says_what_the_app_would_reject(capsys, run, tmp_path):
     manifest = json.loads((run / "index.json").read_text())
     for mutate, needle in (
         (lambda m: m["labels"][0].pop("category"), "the executorch_flutter app would reject this: labels[0] has no category"),
-        (lambda m: m["models"][0].update(size=float(m["models"][0]["size"])), "models[0] size is float, the app reads int"),
+        (lambda m: m["models"][0].update(size=float(m["models"][0]["size"])),
+         f"{manifest['models'][0]['file'].rsplit('/', 1)[-1]} size is float, the app reads int"),
         (lambda m: m.pop("backends"), "the older executorch_flutter app would reject this: has no backends"),
         (lambda m: m["labels"][1].pop("hash"), "the older executorch_flutter app would reject this: labels[1] has no hash"),
     ):
@@ -90,13 +91,14 @@ def test_manifest_check_notes_what_the_app_reads_but_may_not_show(capsys, run, t
     manifest = json.loads((run / "index.json").read_text())
     models = manifest["models"]
     _, stdout, _ = cli(capsys, "manifest", "check", run / "index.json")
-    notes = {line.split("] ", 1)[1]: line for line in stdout.splitlines() if line.startswith("  note: models[")}
+    names = [m["file"].rsplit("/", 1)[-1] for m in models]
+    notes = {line.split(".pte ", 1)[1]: line for line in stdout.splitlines() if line.startswith("  note: ")}
 
-    def at(pick):
-        return "models[" + ", ".join(str(i) for i, m in enumerate(models) if pick(m)) + "]"
+    def at(pick):  # the entries a note names, by their file names
+        return "note: " + ", ".join(n for n, m in zip(names, models) if pick(m)) + " "
 
     everything = at(lambda m: True)
-    assert at(lambda m: False) == "models[]" and everything != "models[]"
+    assert ".pte, " in everything and "models[" not in stdout
     assert everything in notes["have category 'custom': the app shows only mobilenet, yolo, movenet, blazeface, "
                                "yolo-pose, yolo-face, gemma"]
     assert everything in notes["have a relative remoteUrl: the app downloads remoteUrl as it is "
@@ -115,7 +117,7 @@ def test_manifest_check_notes_what_the_app_reads_but_may_not_show(capsys, run, t
     path.write_text(json.dumps(twice))
     _, stdout, _ = cli(capsys, "manifest", "check", path)
     key = f"{models[0]['modelName']}_{models[0]['backend']}"
-    assert f"  note: models[{len(models)}] share the app's key {key} with models[0]: the app keeps one of them" in stdout
+    assert f"  note: {names[0]} share the app's key {key} with {names[0]}: the app keeps one of them" in stdout
 
 
 def test_publish_lays_out_what_the_app_fetches(capsys, run, tmp_path):

@@ -31,3 +31,14 @@ def test_pages_follow_the_seed_template():
         positions = [text.index(section) for section in TEMPLATE_SECTIONS]
         assert positions == sorted(positions), backend.name
         assert "to_edge_transform_and_lower" in text and "write_to_file" in text
+
+
+def test_the_cli_reference_is_the_parsers(capsys, tmp_path):
+    from pteforge.cli import main
+
+    assert main(["docs", "--out", str(tmp_path)]) == 0
+    committed = DOCS.parent / "cli.md"
+    assert (tmp_path / "cli.md").read_text() == committed.read_text(), "stale docs/cli.md: run `pteforge docs`"
+    assert {p.name for p in (tmp_path / "backends").glob("*.md")} == {p.name for p in DOCS.glob("*.md")}
+    for command in ("export", "validate", "bench", "select", "manifest", "publish", "backends", "models", "cache"):
+        assert f"## `pteforge {command}`" in committed.read_text()

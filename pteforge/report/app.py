@@ -77,9 +77,10 @@ def rejections(manifest: dict, older: bool = False) -> list[str]:
             if not isinstance(item, dict):
                 problems.append(f"{key}[{i}] is not an object")
                 continue
-            problems += _fields(item, table, f"{key}[{i}] ", older)
+            where = entry_name(item, i) if key == "models" else f"{key}[{i}]"
+            problems += _fields(item, table, f"{where} ", older)
             if isinstance(item.get("platforms"), list) and not all(isinstance(p, str) for p in item["platforms"]):
-                problems.append(f"{key}[{i}] platforms holds a non-string")
+                problems.append(f"{where} platforms holds a non-string")
     return problems
 
 
@@ -91,7 +92,8 @@ def notes(manifest: dict) -> list[str]:
     for i, m in enumerate(models):
         key = f"{m.get('modelName')}_{m.get('backend')}"
         if key in keys:
-            found.setdefault(f"share the app's key {key} with models[{keys[key]}]: the app keeps one of them", []).append(i)
+            found.setdefault(f"share the app's key {key} with {entry_name(models[keys[key]], keys[key])}: "
+                             "the app keeps one of them", []).append(i)
         keys.setdefault(key, i)
         if not m.get("platforms"):
             found.setdefault("have no platforms: the older app hides them", []).append(i)
@@ -108,4 +110,10 @@ def notes(manifest: dict) -> list[str]:
         if isinstance(url, str) and "://" not in url:
             found.setdefault("have a relative remoteUrl: the app downloads remoteUrl as it is "
                              "(export or publish with --base-url)", []).append(i)
-    return [f"models[{', '.join(map(str, idx))}] {text}" for text, idx in found.items()]
+    return [f"{', '.join(entry_name(models[i], i) for i in idx)} {text}" for text, idx in found.items()]
+
+
+def entry_name(entry: dict, index: int) -> str:
+    """An entry as its user knows it: its file's name (``models[3]`` where it has none)."""
+    file = entry.get("file") or entry.get("remoteUrl")
+    return str(file).replace("\\", "/").rsplit("/", 1)[-1] if isinstance(file, str) and file else f"models[{index}]"

@@ -1,4 +1,4 @@
-"""Backend documentation pages, generated from the backend files (seed 002's template)."""
+"""Backend documentation pages, generated from the backend files, in ExecuTorch's backend page template."""
 
 from __future__ import annotations
 
