@@ -144,3 +144,12 @@ def test_the_example_zoo_exports(tmp_path):
     assert ("pets", "ethos-u55") not in rows, "the top level's targets for pets"
     for version, index in parse_both(tmp_path / "zoo" / "index.json").items():
         assert {"pets_xnnpack", "parts_xnnpack"} <= {m.name for m in build_models(index, "linux")}, version
+
+
+def test_an_input_shape_of_the_wrong_rank_is_told_the_rank_the_first_layer_takes(capsys, tmp_path):
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:build", "--input-shape", "1,3,64",
+                            "--backends", "portable", "--out", tmp_path / "out", "--bench-runs", "0")
+    assert code != ExitStatus.OK
+    said = " ".join((stdout + err).split())
+    assert "(inputs of shape (1, 3, 64))" in said
+    assert "the model's first layer, conv (Conv2d), takes 4 dimensions" in said and "give --input-shape 1,3,H,W" in said

@@ -111,7 +111,8 @@ def dump_dom(page, tmp_path) -> str:
          f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=120,
     )
-    assert "<title>plots rendered: 4/4</title>" in proc.stdout, proc.stdout[:500] + proc.stderr[-2000:]
+    assert "<title>pteforge report</title>" in proc.stdout and 'data-plots="4/4"' in proc.stdout, \
+        proc.stdout[:500] + proc.stderr[-2000:]
     return proc.stdout
 
 
@@ -228,6 +229,42 @@ def test_failed_rows_reasons_and_numerics_in_headless_chromium(run, tmp_path):
     md = (tmp_path / "EXPORT_SUMMARY.md").read_text()
     assert "| tiny | vulkan | LOWER_FAILED | aten.mean <dim=-1> not supported |" in md
     assert "| tiny_xnnpack_int8.pte | int8 | bus.jpg | 2.5 dB | 0.800000 | differs | 10.0 dB |" in md
+
+
+# In the page, after layout: every numerics table's cells, row by row, start where the
+# header's do (aligned columns) and no two boxes of text overlap; the verdict goes on <body>.
+_LAYOUT_JS = """<script>window.addEventListener('load', function () {
+  var bad = [];
+  document.querySelectorAll('table.numerics').forEach(function (t) {
+    var head = Array.from(t.tHead.rows[0].cells).map(function (c) { return c.getBoundingClientRect(); });
+    Array.from(t.tBodies[0].rows).forEach(function (r) {
+      Array.from(r.cells).forEach(function (c, i) {
+        var b = c.getBoundingClientRect();
+        if (Math.abs(b.left - head[i].left) > 1 || Math.abs(b.width - head[i].width) > 1) bad.push(t.dataset.name + ' column ' + i);
+        var text = document.createRange(); text.selectNodeContents(c);
+        var tb = text.getBoundingClientRect();
+        if (tb.width > 0 && (tb.left < b.left - 1 || tb.right > b.right + 1)) bad.push(t.dataset.name + ' text out of cell ' + i);
+      });
+    });
+  });
+  document.body.dataset.layout = bad.length ? bad.slice(0, 5).join('; ') : 'ok';
+});</script>"""
+
+
+def test_numerics_are_one_aligned_table_per_artifact_at_1300_and_800_px(run, tmp_path):
+    from pteforge.report.summary import write_reports
+
+    man, failures = with_failures(run)
+    write_reports(tmp_path, man, failures)
+    page = tmp_path / "report.html"
+    page.write_text(page.read_text().replace("</body>", _LAYOUT_JS + "</body>"))
+    for width in (1300, 800):
+        proc = subprocess.run(
+            [browser_or_skip(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={width},900", "--virtual-time-budget=5000",
+             "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+        assert 'data-layout="ok"' in proc.stdout, (width, re.findall(r'data-layout="[^"]*"', proc.stdout), proc.stderr[-1000:])
+        assert proc.stdout.count('<table class="numerics') == len([e for e in man.artifacts() if e.verification])
 
 
 def latency_bars(page: str) -> dict[str, float]:

@@ -331,7 +331,7 @@ window.addEventListener('load', function () {
     var said = declared > 0 || svg.querySelector('text.empty') !== null;
     if (box.width > 0 && box.height > 0 && drawn == declared && said) ok++;
   });
-  document.title = 'plots rendered: ' + ok + '/' + plots.length;
+  document.body.dataset.plots = ok + '/' + plots.length;
 });
 """
 
@@ -344,7 +344,7 @@ th,td{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left;o
 th{background:#f2f2f2} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.num .sub{white-space:normal}
 caption{text-align:left;font-weight:600;padding:.3em 0}
-.photo{display:inline-block;margin:0 .5em .5em 0;vertical-align:top;max-width:260px} img.drawn{max-width:260px;display:block}
+div.photo{display:inline-block;margin:0 .5em .5em 0;vertical-align:top;max-width:260px} img.drawn{max-width:260px;display:block}
 .sub{font-size:11px;color:#555} .why{font-size:12px} .none{color:#777;font-style:italic}
 .badge{display:inline-block;padding:0 .45em;border-radius:3px;font-size:11px;font-weight:700;color:#fff;white-space:nowrap}
 .badge.st-ok{background:#2e7d32} .badge.st-sim{background:#00796b} .badge.st-device{background:#1f6fb2} .badge.st-unchecked{background:#a86b00}
@@ -365,7 +365,12 @@ svg.plot{max-width:100%;height:auto} svg text{font-size:12px;font-family:sans-se
 """
 
 
-def _header(man: Manifest, failures: list[dict]) -> str:
+NAV = (("matrix", "artifacts"), ("fallback", "load order"), ("numerics", "numerics"), ("accuracy", "int8 accuracy"),
+       ("validation", "validation"), ("plots", "plots"))
+
+
+def _header(man: Manifest, failures: list[dict], sections: str) -> str:
+    """The title, the counts, the legend, and links to the sections the page has."""
     kinds = [status_kind(r["status"]) for m in model_names(man, failures) for r in rows_for(man, failures, m)]
     counts = (f"{kinds.count('ok') + kinds.count('sim')} proven ({kinds.count('ok')} on this host, "
               f"{kinds.count('sim')} on reference simulators), {kinds.count('device')} need a device, "
@@ -375,8 +380,8 @@ def _header(man: Manifest, failures: list[dict]) -> str:
             f'<span id="counts">{_e(counts)}</span>. Every number was measured in the run that produced it; every '
             "latency is a p50 measured after warm-up in the child process that runs artifacts.</p>"
             f'<p class="legend">Status: {legend} (and every other failure status in red).</p>'
-            '<nav><a href="#matrix">artifacts</a> · <a href="#fallback">load order</a> · '
-            '<a href="#numerics">numerics</a> · <a href="#validation">validation</a> · <a href="#plots">plots</a></nav></header>')
+            "<nav>" + " · ".join(f'<a href="#{i}">{label}</a>' for i, label in NAV if f'<section id="{i}"' in sections)
+            + "</nav></header>")
 
 
 def _found(image: dict) -> str:
@@ -417,8 +422,9 @@ def validation_section(validation: dict | None) -> str:
 
 def html_report(man: Manifest, failures: list[dict] | None = None, validation: dict | None = None) -> str:
     failures = failures or []
-    body = "".join([_header(man, failures), matrix_section(man, failures), fallback_section(man),
-                    numerics_section(man), accuracy_section(man), validation_section(validation), plots_section(man)])
+    sections = "".join([matrix_section(man, failures), fallback_section(man), numerics_section(man),
+                        accuracy_section(man), validation_section(validation), plots_section(man)])
+    body = _header(man, failures, sections) + sections
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>pteforge report</title>

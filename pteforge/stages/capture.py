@@ -96,7 +96,44 @@ def _capture_fix(model, example: tuple) -> str | None:
         return ("the model is already quantized by torch.ao's eager mode, whose packed weights torch.export cannot "
                 "capture: give the float model, and a quantized target (e.g. xnnpack:int8), which pteforge quantizes "
                 "with PT2E and calibrates")
-    return _dtype_fix(model, example)
+    return _dtype_fix(model, example) or _rank_fix(model, example)
+
+
+def _rank_fix(model, example: tuple) -> str | None:
+    """When the model's first convolution is fed the input as given and that input's rank
+    is not the convolution's (a 3-number --input-shape for a Conv2d): the rank it expects."""
+    import torch
+
+    convs = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d,
+             torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
+    if not isinstance(model, torch.nn.Module) or not example or not isinstance(example[0], torch.Tensor):
+        return None
+    first: list = []
+
+    def seen(module, args):
+        if not first and args and isinstance(args[0], torch.Tensor):
+            first.append((module, args[0]))
+
+    named = {m: n for n, m in model.named_modules()}
+    handles = [m.register_forward_pre_hook(seen) for m in named if isinstance(m, convs)]
+    try:
+        with torch.no_grad():
+            model(*example)
+    except Exception:  # noqa: BLE001 - it fails: the hook has seen what the first convolution got
+        pass
+    finally:
+        for h in handles:
+            h.remove()
+    if not first or first[0][1] is not example[0] and first[0][1].shape != example[0].shape:
+        return None  # the first convolution is fed something the model computed, not the input
+    module, got = first[0]
+    spatial = len(module.kernel_size)
+    if got.dim() == spatial + 2:
+        return None
+    dims = ",".join(["1", str(module.in_channels), *{1: ["L"], 2: ["H", "W"], 3: ["D", "H", "W"]}[spatial]])
+    return (f"the model's first layer, {named[module] or 'the model'} ({type(module).__name__}), takes {spatial + 2} "
+            f"dimensions (batch, {module.in_channels} channels, {spatial} spatial) and the input given has {got.dim()} "
+            f"({tuple(got.shape)}): give --input-shape {dims}")
 
 
 def _dtype_fix(model, example: tuple) -> str | None:
@@ -164,7 +201,8 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
         raise
     except Exception as exc:
         fix = _capture_fix(model, inputs[0]) or FILE_FIX.get(spec.source, "see https://pytorch.org/docs/stable/export.html")
-        raise CaptureError(summarize_export_error(exc, spec.source), fix=fix) from exc
+        given = ", ".join(f"{tuple(x.shape)}" for x in inputs[0] if hasattr(x, "shape"))
+        raise CaptureError(f"{summarize_export_error(exc, spec.source)} (inputs of shape {given})", fix=fix) from exc
     if not exported.graph_signature.user_outputs:  # None, a number: a program with no output cannot be saved
         raise CaptureError("the model returns no tensor, so its program would have no output",
                            fix="return from forward() the tensors an app reads")
