@@ -13,7 +13,23 @@ from pathlib import Path
 
 from .errors import ExitStatus, NoBackendError, PteforgeError, UsageError
 
+GLOBAL = ("--debug", "-q", "--quiet", "-v", "--verbose", "--json")
 COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "backends", "models", "docs", "cache")
+
+
+def _common(default) -> argparse.ArgumentParser:
+    """The options of every command. A command's own subcommands (``manifest check``) take
+    them too, with ``default`` SUPPRESS so that they do not undo one given before them."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=default, help="show tracebacks")
+    said = common.add_mutually_exclusive_group()
+    said.add_argument("-q", "--quiet", action="store_true", default=default, help="print only errors and the final line")
+    said.add_argument("-v", "--verbose", action="store_true", default=default,
+                      help="print every stage on its own line, and the libraries' warnings and logs")
+    said.add_argument("--json", action="store_true", default=default,
+                      help="print one JSON document on stdout, with the same fields as the files; progress and "
+                           "errors go to stderr")
+    return common
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,8 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pteforge {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--debug", action="store_true", help="show tracebacks")
+    common, inner = _common(False), _common(argparse.SUPPRESS)
 
     ex = sub.add_parser("export", parents=[common], help="export models to .pte, one per target (default command)")
     ex.add_argument("-c", "--config", default=None, metavar="FILE",
@@ -119,7 +134,8 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("--dry-run", action="store_true",
                      help="check the options and print the plan (models, targets, downloads), then stop: nothing is written")
     out.add_argument("--verify-inputs", type=int, default=3, metavar="N",
-                     help="seeded inputs besides the example input used to verify (default 3)")
+                     help="inputs besides the example input used to verify (default 3): seeded, or the input files of "
+                          "--calibration DIR that calibration does not use")
     out.add_argument("--bench-runs", type=int, default=10, metavar="N",
                      help="timed runs after warm-up of each artifact that runs here, for its p50 (default 10, "
                           "fewer for one slower than 0.1 s a run, at least 5; 0: none)")
@@ -182,9 +198,9 @@ def _parser() -> argparse.ArgumentParser:
 
     mf = sub.add_parser("manifest", parents=[common], help="check a manifest, or print its JSON Schema")
     mf_sub = mf.add_subparsers(dest="manifest_command", required=True)
-    mc = mf_sub.add_parser("check", help="validate FILE against pteforge's manifest schema")
+    mc = mf_sub.add_parser("check", parents=[inner], help="validate FILE against pteforge's manifest schema")
     mc.add_argument("file", metavar="FILE")
-    mf_sub.add_parser("schema", help="print the manifest's JSON Schema")
+    mf_sub.add_parser("schema", parents=[inner], help="print the manifest's JSON Schema")
 
     pb = sub.add_parser("publish", parents=[common],
                         help="lay out OUT as the executorch_flutter app fetches it: SITE/versions.json, SITE/<version>/index.json")
@@ -203,14 +219,13 @@ def _parser() -> argparse.ArgumentParser:
     dc.add_argument("--out", default="docs", metavar="DIR", help="default: docs")
 
     bk = sub.add_parser("backends", parents=[common], help="which backends can lower and run here (or on another host OS)")
-    bk.add_argument("--json", action="store_true", help="print JSON")
     bk.add_argument("--host", choices=("linux", "macos", "windows"), default=None,
                     help="answer for that host OS: what lowers there, and what its ExecuTorch wheel runs")
     sub.add_parser("models", parents=[common], help="the model catalog")
     ca = sub.add_parser("cache", parents=[common], help="the content-addressed artifact cache")
     ca_sub = ca.add_subparsers(dest="cache_command", required=True, metavar="{clear,info}")
-    ca_sub.add_parser("clear", help="remove every cached artifact")
-    ca_sub.add_parser("info", help="where the cache is, how many entries and bytes")
+    ca_sub.add_parser("clear", parents=[inner], help="remove every cached artifact")
+    ca_sub.add_parser("info", parents=[inner], help="where the cache is, how many entries and bytes")
     parser.export_parser = ex  # -c FILE sets its defaults
     return parser
 
@@ -261,8 +276,11 @@ def _normalise_argv(argv: list[str]) -> list[str]:
         return ["export"]  # every everyday catalog model, or what a config file found here names
     if argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"):
         return argv
-    if argv[0] == "--debug" and len(argv) > 1 and argv[1] in COMMANDS:
-        return argv
+    flags = 0  # options of every command, given before it: pteforge -q validate
+    while flags < len(argv) and argv[flags] in GLOBAL:
+        flags += 1
+    if flags < len(argv) and argv[flags] in COMMANDS:
+        return [argv[flags], *argv[:flags], *argv[flags + 1:]]
     return ["export", *argv]
 
 
@@ -274,8 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         args.names += extra  # select's names around an option (`select models --platform ios m`): argparse takes the first only
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.bare = not argv
     debug = bool(getattr(args, "debug", False)) or "--debug" in argv
-    if not debug:
+    if not debug and not getattr(args, "verbose", False):
         import logging
         import warnings
 
@@ -285,7 +304,12 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger().setLevel(logging.WARNING)
     from .render import Renderer
 
-    ui = Renderer()
+    ui = Renderer(quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False),
+                  json=getattr(args, "json", False))
+    if ui.verbose:
+        import logging
+
+        logging.basicConfig(level=logging.INFO)
     try:
         if args.command == "export" and args.config is None and not args.no_config:
             from .config import discover
@@ -301,24 +325,30 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             ui.traceback()
         ui.no_backend(exc)
-        return int(exc.exit_status)
+        return _failed(ui, str(exc), exc.exit_status, said=False)
     except PteforgeError as exc:
         if debug:
             ui.traceback()
         if isinstance(exc, UsageError):
             exc = _located(exc, args)
-        ui.error(exc.one_line())
-        return int(exc.exit_status)
+        return _failed(ui, exc.one_line(), exc.exit_status)
     except KeyboardInterrupt:
-        ui.error("interrupted: artifacts and the manifest hold what finished before Ctrl-C")
-        return int(ExitStatus.INTERRUPTED)
+        return _failed(ui, "interrupted: artifacts and the manifest hold what finished before Ctrl-C", ExitStatus.INTERRUPTED)
     except Exception as exc:  # a bug: one line unless --debug
         if debug:
             ui.traceback()
         from .errors import one_line
 
-        ui.error(f"internal error: {one_line(exc)} (run with --debug for the traceback)")
-        return int(ExitStatus.INTERNAL)
+        return _failed(ui, f"internal error: {one_line(exc)} (run with --debug for the traceback)", ExitStatus.INTERNAL)
+
+
+def _failed(ui, line: str, status, said: bool = True) -> int:
+    """A command that failed: its one line on stderr (unless ``said``: already printed),
+    and with --json the same as a document."""
+    if said:
+        ui.error(line)
+    ui.document({"error": line, "exitCode": int(status)})
+    return int(status)
 
 
 def _run(args, ui, debug: bool) -> int:
@@ -424,21 +454,56 @@ def _cmd_export(args, ui, debug: bool) -> int:
     if plan and plan.unavailable:
         ui.unavailable(plan)
     config = _export_config(args, debug)
-    if args.dry_run:
+    if args.dry_run or getattr(args, "bare", False):  # bare `pteforge` is the largest run: its plan first
         from .api import check_run
 
         check_run(models, config, plan)
         ui.plan(models, plan or TargetPlan([]), config)
-        return int(ExitStatus.OK)
+        if args.dry_run:
+            ui.dry_run()
+            return int(ExitStatus.OK)
     _check_surroundings(args, ui)
     with ui.progress() as reporter:
         result = export(models, plan or TargetPlan([]), config, reporter, write_labels=args.labels)
     ui.summary(result, models)
+    _export_said(ui, result, config)
     if args.publish and result.manifest_path:
         _publish(ui, config.out_dir, args.publish, args.publish_runtime, args.publish_base_url, args.publish_relative)
     elif args.publish:
         ui.warn(f"nothing published to {args.publish}: the export wrote no manifest")
     return int(ExitStatus.OK if result.ok else ExitStatus.TARGETS_FAILED)
+
+
+def _export_said(ui, result, config) -> None:
+    """The export's final line, and with --json its document: the manifest written
+    (index.json) and the rows that failed (report.json's), as the files hold them."""
+    import json
+
+    from .report.manifest import MANIFEST_NAME
+    from .result import proof_counts
+
+    rows = [r for r in result.records if r.target not in result.references]
+    good = [r for r in rows if r.status.ok]
+    asked = len(rows) + len(result.unavailable)
+    where = f"manifest {shown(result.manifest_path)}" if result.manifest_path else "no manifest written"
+    ui.final(f"exported {len(good)}/{asked} target(s)" + (f": {proof_counts(good)}" if good else "") + f"; {where}")
+    if ui.json:
+        index = Path(config.out_dir) / MANIFEST_NAME
+        report = Path(config.out_dir) / "report.json"
+        ui.document({**(json.loads(index.read_text()) if result.manifest_path and index.is_file() else {}),
+                     "lastRunFailures": json.loads(report.read_text()).get("last_run_failures", [])
+                     if report.is_file() else []})
+
+
+def shown(path) -> str:
+    """A path as the user can type it from here: relative to the working directory when under it."""
+    import os
+
+    path = Path(path)
+    try:
+        return os.path.relpath(path) if path.resolve().is_relative_to(Path.cwd().resolve()) else str(path)
+    except (OSError, ValueError):
+        return str(path)
 
 
 def _export_config(args, debug: bool):
@@ -521,12 +586,18 @@ def _cmd_validate(args, ui) -> int:
         results = validate(models_dir, images, on_file=reporter.file_done, timeout=args.timeout, draw=draw)
     output = Path(args.output_file) if args.output_file else models_dir / "validation_report.json"
     write_report(output, results, images, models_dir)
-    ui.validation_table(results, output)
+    ui.validation_table(results, shown(output))
     from .report.summary import rewrite_html
 
     if rewrite_html(models_dir, output):
-        ui.out.print(f"Report: {models_dir / 'report.html'} (with this validation{' and its drawings' if draw else ''})")
-    from .result import Status
+        ui.out.print(f"Report: {shown(models_dir / 'report.html')} (with this validation{' and its drawings' if draw else ''})")
+    from .result import Status, proof_counts
+
+    ui.final(f"validated {len(results)} file(s): {proof_counts(results) or 'none proven'}; report {shown(output)}")
+    if ui.json:
+        import json
+
+        ui.document(json.loads(output.read_text()))
 
     return int(ExitStatus.OK if all(Status(r.status).ok for r in results) else ExitStatus.TARGETS_FAILED)
 
@@ -542,7 +613,17 @@ def _cmd_bench(args, ui) -> int:
     ui.bench_table(results)
     from .result import Status
 
+    timed = sum(r.status is None for r in results)
+    ui.final(f"timed {timed} of {len(results)} file(s) on this host")
+    ui.document({"files": [_bench_entry(r) for r in results]})
+
     return int(ExitStatus.OK if all(r.status in (None, Status.NOT_RUNNABLE_HERE) for r in results) else ExitStatus.TARGETS_FAILED)
+
+
+def _bench_entry(r) -> dict:
+    """One file of ``bench --json``: its numbers as bench records them in the manifest."""
+    return {"file": r.file, "status": "measured" if r.status is None else r.status.value, "reason": r.reason,
+            **r.numbers, "eager": r.eager, "onnxruntime": r.onnxruntime, "simulated": r.simulated}
 
 
 def _cmd_select(args, ui) -> int:
@@ -557,6 +638,12 @@ def _cmd_select(args, ui) -> int:
         raise UsageError(f"two manifests: {given[0]} and --manifest {args.manifest}", fix="give one of them")
     selection = select(manifest, model, args.platform)
     ui.selection(selection)
+    ui.final(f"{selection.model}: {shown(selection.path)}" if selection.entry else f"{selection.model}: none")
+    ui.document({"model": selection.model, "platform": selection.platform, "device": selection.device,
+                 "order": selection.order, "skipped": [{"backend": n, "why": w} for n, w in selection.skipped],
+                 "selected": selection.entry.name if selection.entry else None,
+                 "target": selection.entry.target if selection.entry else None,
+                 "path": str(selection.path) if selection.entry else None})
     from .errors import ExitStatus as E
 
     return int(E.OK if selection.entry else E.TARGETS_FAILED)
@@ -588,13 +675,16 @@ def _cmd_manifest(args, ui) -> int:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise ManifestError(f"{which} would reject this: {problems[0]}{more}",
                                 fix="regenerate it with pteforge export, or add the field")
-    ui.out.print(
-        f"{path}: valid pteforge manifest (schema_version {manifest.schema_version}), read by the "
-        f"executorch_flutter app (current and older parser): {len(manifest.models)} artifact(s) for the app, "
-        f"{len(manifest.references)} reference(s), {len(manifest.failed)} failed"
-    )
-    for line in notes(raw):
-        ui.out.print(f"  note: {line}")
+    line = (f"{shown(path)}: valid pteforge manifest (schema_version {manifest.schema_version}), read by the "
+            f"executorch_flutter app (current and older parser): {len(manifest.models)} artifact(s) for the app, "
+            f"{len(manifest.references)} reference(s), {len(manifest.failed)} failed")
+    ui.out.print(line)
+    for note in notes(raw):
+        ui.out.print(f"  note: {note}")
+    ui.final(line)
+    ui.document({"file": str(path), "valid": True, "schemaVersion": manifest.schema_version,
+                 "artifacts": len(manifest.models), "references": len(manifest.references),
+                 "failed": len(manifest.failed), "notes": notes(raw)})
     return int(ExitStatus.OK)
 
 
@@ -621,16 +711,14 @@ def _cmd_backends(args, ui) -> int:
 
     rows = backends(on=args.host)
     on = args.host if args.host not in (None, os_name()) else None
-    if args.json:
-        import json
-
-        print(json.dumps([
-            {"name": a.name, "host": args.host or os_name(), "lowers_here": a.lower.ok, "lower_reason": a.lower.reason,
-             "lower_fix": a.lower.fix, "runs_here": a.run.ok, "run_reason": a.run.reason, "run_fix": a.run.fix}
-            for a in rows
-        ], indent=2))
-    else:
-        ui.backends_table(rows, on)
+    ui.document([
+        {"name": a.name, "host": args.host or os_name(), "lowers_here": a.lower.ok, "lower_reason": a.lower.reason,
+         "lower_fix": a.lower.fix, "runs_here": a.run.ok, "run_reason": a.run.reason, "run_fix": a.run.fix}
+        for a in rows
+    ])
+    ui.backends_table(rows, on)
+    where = f"on {on}" if on else "here"
+    ui.final(f"{sum(a.lower.ok for a in rows)} of {len(rows)} backends lower {where}, {sum(a.run.ok for a in rows)} run {where}")
     from .backends import PLUGIN_ERRORS
 
     for line in PLUGIN_ERRORS:
@@ -654,7 +742,11 @@ def _cmd_cache(args, ui) -> int:
 def _cmd_models(ui) -> int:
     from .models.catalog import build_catalog
 
-    ui.models_table(list(build_catalog()))
+    specs = list(build_catalog())
+    ui.models_table(specs)
+    ui.final(f"{len(specs)} catalog models")
+    ui.document([{"name": s.name, "category": s.family, "task": s.task, "inputs": [list(i.shape) for i in s.inputs],
+                  "labels": s.labels} for s in specs])
     return int(ExitStatus.OK)
 
 

@@ -7,6 +7,8 @@ keeps the summary clean.
 from __future__ import annotations
 
 import contextlib
+import io
+import sys
 import time
 
 from rich.console import Console
@@ -33,6 +35,81 @@ def _spread(numbers) -> str:
     """p10–p90 of a timing, so a noisy figure looks noisy."""
     numbers = numbers or {}
     return f"{numbers['p10_ms']:.2f}–{numbers['p90_ms']:.2f}" if "p10_ms" in numbers and "p90_ms" in numbers else ""
+
+
+def fitted(console: Console, title: str, rows: list[dict], wrap=(), drop=()) -> Table:
+    """A table of ``rows`` (column name → text) no wider than ``console``, words never
+    broken: columns with no value are left out, then the columns of ``drop`` in order until
+    its narrowest layout fits (the caption names them; ``--json`` has every field). Columns
+    of ``wrap`` wrap between words; the others keep their text on one line."""
+    from rich.cells import cell_len
+
+    columns = [c for c in (rows[0] if rows else {}) if any(r[c] for r in rows)]
+
+    def least(c: str) -> int:
+        texts = [c, *(r[c] for r in rows)]
+        return max(cell_len(w) for t in texts for w in (t.split() if c in wrap else [t]) or [""])
+
+    left_out = []
+    for c in drop:
+        if sum(least(k) + 3 for k in columns) + 1 <= console.width:
+            break
+        if c in columns:
+            columns.remove(c)
+            left_out.append(c)
+    # widths of our own (rich's collapse can leave a table wider than the console): each
+    # column its narrowest, and what is left shared by the wrapping ones as they need it
+    most = {c: max(cell_len(t) for t in [c, *(r[c] for r in rows)]) for c in columns}
+    room = console.width - 3 * len(columns) - 1
+    width = {c: least(c) for c in columns}
+    if sum(most.values()) > room:
+        spare = max(room - sum(width.values()), 0)
+        want = {c: most[c] - width[c] for c in columns if c in wrap}
+        for c, more in want.items():
+            width[c] += min(more, spare * more // max(sum(want.values()), 1))
+    else:
+        width = most
+    table = Table(title=title, caption=f"left out to fit {console.width} columns: {', '.join(left_out)}" if left_out else None)
+    for c in columns:
+        table.add_column(c, no_wrap=c not in wrap, width=width[c])
+    for r in rows:
+        table.add_row(*(r[c] for c in columns))
+    return table
+
+
+def _by_reason(results) -> dict[str, list[str]]:
+    """Files by the reason they were not run, each reason once."""
+    from pathlib import Path
+
+    grouped: dict[str, list[str]] = {}
+    for r in results:
+        grouped.setdefault(r.reason or "no reason given", []).append(Path(r.file).name)
+    return grouped
+
+
+# bench/export_throughput.json: mobilenet_v3_small's 12 default targets took 68 s on 2 cores
+PACE_S, PACE_CORES = 68.3 / 12, 2
+
+
+def estimate(models, plan) -> str:
+    """A rough time for a run, from the measured pace of a small vision model, said to be rough."""
+    import os
+
+    jobs = sum(len(plan.targets) for m in models if m.task != "text-generation")
+    llms = [m.name for m in models if m.task == "text-generation"]
+    seconds = jobs * PACE_S * PACE_CORES / max(min(os.cpu_count() or 1, 8), 1)
+    text = (f"about {max(round(seconds / 60), 1)} min for {jobs} vision job(s) at {PACE_S:.1f} s a job on {PACE_CORES} cores "
+            "(mobilenet_v3_small's pace; bigger models take longer, cached jobs no time)") if jobs else ""
+    if llms:
+        text += ("; " if text else "") + f"language models ({', '.join(llms)}): minutes per target, not estimated"
+    return text or "nothing to do"
+
+
+def mark(status) -> str:
+    """✓ only for a proven row (run here or on a reference simulator, and matching eager);
+    ○ for one written but not proven (it needs a device, or was not verified); ✗ for a failure."""
+    status = Status(status)
+    return "✓" if status.proven else "○" if status.ok else "✗"
 
 
 class Reporter:
@@ -62,43 +139,65 @@ class Reporter:
     step = stage  # how far a long stage is: "verifying ... (input 4 of 9)…"
 
     def record(self, record: Record):
-        mark = "✓" if record.status.ok else "✗"
-        self.console.print(f"  {mark} {record.model} {record.target}: {record.status.value}", highlight=False)
+        self.console.print(f"  {mark(record.status)} {record.model} {record.target}: {record.status.value}", highlight=False)
 
 
     def file_done(self, result) -> None:
         status = Status(result.status)
         why = f" — {result.reason}" if result.reason else ""
-        self.console.print(f"  {'✓' if status.ok else '✗'} {result.file}: {status.value}{why}", highlight=False)
+        self.console.print(f"  {mark(status)} {result.file}: {status.value}{why}", highlight=False)
+
+
+def _console(**kw) -> Console:
+    # What we print holds the user's names, paths and the libraries' messages: no markup
+    # ("[tool.pteforge]" would vanish, "[/x]" raise) and no emoji codes (":x:" in
+    # "model.py:x: ..." became ❌) unless a line asks for markup and escapes its text.
+    # Tables take the terminal's width (COLUMNS, or 80 when piped) and wrap between words.
+    return Console(highlight=False, soft_wrap=True, markup=False, emoji=False, **kw)
 
 
 class Renderer:
-    def __init__(self):
-        # What we print holds the user's names, paths and the libraries' messages: no markup
-        # ("[tool.pteforge]" would vanish, "[/x]" raise) and no emoji codes (":x:" in
-        # "model.py:x: ..." became ❌) unless a line asks for markup and escapes its text.
-        self.out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
-        if not self.out.is_terminal:  # logs and pipes: full rows, not 80 columns
-            self.out.width = 180
+    """What a command prints. ``quiet``: errors and the command's final line only;
+    ``verbose``: every stage, one line each, and the libraries' warnings; ``json``: one JSON
+    document on stdout (``document``), everything else on stderr or nowhere."""
+
+    def __init__(self, quiet: bool = False, verbose: bool = False, json: bool = False):
+        self.quiet, self.verbose, self.json = quiet, verbose, json
+        self.stdout = _console()
+        self.out = _console(file=io.StringIO()) if quiet or json else self.stdout
+        self.err = _console(stderr=True)
         self.accuracy_report = False  # export --accuracy-report: every quantized row's worst layers
+
+    def final(self, line: str) -> None:
+        """The command's last line: printed as part of its output, and alone with -q."""
+        if self.quiet and not self.json:
+            self.stdout.print(line)
+
+    def document(self, data) -> None:
+        """``--json``: the command's one JSON document on stdout."""
+        if self.json:
+            import json
+
+            sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
     def error(self, line: str) -> None:
         self.err.print(f"[bold red]error:[/bold red] {escape(line)}", markup=True)
 
     def warn(self, line: str) -> None:
-        self.err.print(f"[bold yellow]warning:[/bold yellow] {escape(line)}", markup=True)
+        if not self.quiet:
+            self.err.print(f"[bold yellow]warning:[/bold yellow] {escape(line)}", markup=True)
 
     def note(self, line: str) -> None:
-        self.err.print(f"[dim]{escape(line)}[/dim]", markup=True)
+        if not self.quiet:
+            self.err.print(f"[dim]{escape(line)}[/dim]", markup=True)
 
     def traceback(self) -> None:
         self.err.print_exception(show_locals=False)
 
     @contextlib.contextmanager
     def progress(self):
-        reporter = Reporter(self.err)
-        if self.err.is_terminal:
+        reporter = Reporter(_console(file=io.StringIO()) if self.quiet else self.err)
+        if self.err.is_terminal and not self.quiet and not self.verbose:
             with self.err.status("starting…") as status:
                 reporter.status = status
                 yield reporter
@@ -126,6 +225,9 @@ class Renderer:
         downloads = [m.name for m in models if config.weights == WEIGHTS_PRETRAINED and m.source == "catalog"]
         self.out.print(f"   downloads: pretrained weights of {', '.join(downloads)} (--weights none: none)" if downloads
                        else "   downloads: nothing")
+        self.out.print(f"   time: {estimate(models, plan)}")
+
+    def dry_run(self) -> None:
         self.out.print("dry run: nothing was written")
 
     def no_backend(self, exc) -> None:
@@ -150,10 +252,11 @@ class Renderer:
             bad = [r for r in rows if not r.status.ok]
             self.out.print(f"\n[bold]{escape(spec.name)}[/bold] ({escape(spec.family)}, {escape(spec.task)})", markup=True)
             if good:
-                self.out.print(f"✅ Successfully exported {len(good)}/{requested} backends: {proof_counts(rows)}")
+                glyph = "✅" if all(r.status.proven for r in good) else "○"
+                self.out.print(f"{glyph} Successfully exported {len(good)}/{requested} backends: {proof_counts(rows)}")
             else:
                 self.out.print(f"❌ Exported 0/{requested} backends")
-            for r in good:
+            for r in sorted(good, key=lambda r: not r.status.proven):  # proven first, then those that need a device
                 self.out.print(f"   • {self._artifact_line(r)}")
                 self._accuracy(r, result.budget)
             if spec.family == "custom" and good:
@@ -271,32 +374,28 @@ class Renderer:
         registry = default_registry()
         where = f"on {on}" if on else "here"
         title = "ExecuTorch backends" + (f" on a {on} host (its ExecuTorch wheel's recorded runtime)" if on else "")
-        table = Table(title=title, show_lines=False)
-        for col in ("backend", "platforms", "hardware", "precisions", f"lowers {where}", f"runs {where}"):
-            table.add_column(col, overflow="fold")
+        cells = []
         for a in rows:
             b = registry.get(a.name)
-            lower = "✓" if a.lower.ok else f"✗ {a.lower.reason}" + (f" — {a.lower.fix}" if a.lower.fix else "")
-            run = "✓" if a.run.ok else f"✗ {a.run.reason}"
-            precisions = ", ".join(
-                f"{p.value}*" if p is b.default_precision else p.value for p in b.precisions
-            )
-            table.add_row(a.name, ", ".join(b.platforms), b.hardware, precisions, lower, run)
-        self.out.print(table)
+            cells.append({
+                "backend": a.name, "platforms": ", ".join(b.platforms), "hardware": b.hardware,
+                "precisions": ", ".join(f"{p.value}*" if p is b.default_precision else p.value for p in b.precisions),
+                f"lowers {where}": "✓" if a.lower.ok else f"✗ {a.lower.reason}" + (f" — {a.lower.fix}" if a.lower.fix else ""),
+                f"runs {where}": "✓" if a.run.ok else f"✗ {a.run.reason}",
+            })
+        self.out.print(fitted(self.out, title, cells, wrap=("platforms", "hardware", "precisions", f"lowers {where}",
+                                                              f"runs {where}"), drop=("hardware", "precisions", "platforms")))
         self.out.print("* default precision")
 
     def models_table(self, specs) -> None:
-        table = Table(title="Model catalog")
-        for col in ("model", "category", "task", "input", "labels"):
-            table.add_column(col)
-        for s in specs:
-            table.add_row(s.name, s.family, s.task, "x".join(map(str, s.inputs[0].shape)), s.labels or "")
-        self.out.print(table)
+        rows = [{"model": s.name, "category": s.family, "task": s.task, "input": "x".join(map(str, s.inputs[0].shape)),
+                 "labels": s.labels or ""} for s in specs]
+        self.out.print(fitted(self.out, "Model catalog", rows, drop=("labels", "category")))
 
     def validation_table(self, results, report_path) -> None:
-        table = Table(title="Validation on real images")
-        for col in ("file", "status", "delegates", "agreement", "SQNR dB", "ms/image", "found on the first photo"):
-            table.add_column(col, overflow="fold")
+        from pathlib import Path
+
+        rows = []
         for r in results:
             times = [i.inference_ms for i in r.images if i.inference_ms is not None]
             first = r.images[0] if r.images else None
@@ -306,16 +405,16 @@ class Renderer:
             elif first and first.results is not None:
                 kinds = [k for k in ("keypoints", "mask_area") if first.results and k in first.results[0]]
                 what = f"{first.image}: {len(first.results)} found" + (f" ({', '.join(kinds)})" if kinds else "")
-            table.add_row(
-                r.file,
-                Status(r.status).value + (f": {r.reason}" if r.reason and r.status != Status.VERIFIED else ""),
-                ", ".join(sorted(set(r.delegates))) or "portable",
-                f"{pct(r.agreement)}%" if r.agreement is not None else "",
-                f"{r.sqnr_db:.1f}" if r.sqnr_db is not None else "",
-                f"{sum(times) / len(times):.1f}" if times else "",
-                what,
-            )
-        self.out.print(table)
+            rows.append({
+                "file": Path(r.file).name,
+                "status": Status(r.status).value + (f": {r.reason}" if r.reason and r.status != Status.VERIFIED else ""),
+                "delegates": ", ".join(sorted(set(r.delegates))) or "portable",
+                "agreement": f"{pct(r.agreement)}%" if r.agreement is not None else "",
+                "SQNR dB": f"{r.sqnr_db:.1f}" if r.sqnr_db is not None else "",
+                "ms/image": f"{sum(times) / len(times):.1f}" if times else "", "on the first photo": what,
+            })
+        self.out.print(fitted(self.out, "Validation on real images", rows, wrap=("status", "delegates", "on the first photo"),
+                              drop=("on the first photo", "delegates", "ms/image")))
         self.out.print(proof_counts(results))
         self.out.print(f"Report: {report_path}")
 
@@ -331,24 +430,35 @@ class Renderer:
             self.out.print(f"✗ no artifact of {sel.model} for {where}")
 
     def bench_table(self, results) -> None:
-        table = Table(title="Benchmark on this host (ms)")
-        for col in ("file", "status", "load", "first run", "p50 (p10–p90)", "peak RSS MB", "threads", "eager p50",
-                    "vs eager", "ORT p50"):
-            table.add_column(col, overflow="fold")
-        for r in results:
-            n = r.numbers
-            eager = (r.eager or {}).get("p50_ms")
-            ratio = f"{n['p50_ms'] / eager:.2f}x" if eager and n.get("p50_ms") else ""
-            ort_p50 = (r.onnxruntime or {}).get("p50_ms")
-            table.add_row(
-                r.file, "measured" if r.status is None else f"{r.status.value}: {r.reason}",
-                *(f"{n[k]:.2f}" if k in n else "" for k in ("load_ms", "first_run_ms")),
-                f"{n['p50_ms']:.2f} ({_spread(n)})" if "p50_ms" in n else "",
-                f"{n['peak_rss_mb']:.2f}" if "peak_rss_mb" in n else "",
-                str(n.get("threads", "")), f"{eager:.2f} ({_spread(r.eager)})" if eager else "", ratio,
-                f"{ort_p50:.2f} ({_spread(r.onnxruntime)})" if ort_p50 else "",
-            )
-        self.out.print(table)
+        from pathlib import Path
+
+        # measured rows first, then failures; those not runnable here fold into a line per reason
+        device = [r for r in results if r.status is Status.NOT_RUNNABLE_HERE]
+        shown_rows = sorted((r for r in results if r not in device), key=lambda r: r.status is not None)
+
+        def cells(r) -> dict[str, str]:
+            n, eager, ort = r.numbers, (r.eager or {}).get("p50_ms"), (r.onnxruntime or {}).get("p50_ms")
+            return {
+                "file": Path(r.file).name,
+                "load": f"{n['load_ms']:.2f}" if "load_ms" in n else "",
+                "1st run": f"{n['first_run_ms']:.2f}" if "first_run_ms" in n else "",
+                "p50": f"{n['p50_ms']:.2f}" if "p50_ms" in n else "", "p10–p90": _spread(n),
+                "RSS MB": f"{n['peak_rss_mb']:.1f}" if "peak_rss_mb" in n else "", "threads": str(n.get("threads", "")),
+                "eager p50": f"{eager:.2f}" if eager else "",
+                "vs eager": f"{n['p50_ms'] / eager:.2f}×" if eager and n.get("p50_ms") else "",
+                "ORT p50": f"{ort:.2f}" if ort else "",
+            }
+
+        rows = [cells(r) for r in shown_rows if r.status is None]
+        table = fitted(self.out, "Benchmark on this host (ms)", rows,
+                       drop=("threads", "1st run", "RSS MB", "load", "p10–p90", "vs eager"))
+        if rows:
+            self.out.print(table)
+        for r in shown_rows:
+            if r.status is not None:
+                self.out.print(f"✗ {Path(r.file).name}: {r.status.value}: {r.reason}")
+        for reason, files in _by_reason(device).items():
+            self.out.print(f"not run here ({len(files)}): {', '.join(files)}: {reason}")
         measured, simulated = sum(r.status is None for r in results), sum(r.simulated for r in results)
         device = sum(r.status is Status.NOT_RUNNABLE_HERE and not r.simulated for r in results)
         self.out.print(f"{measured} timed on this host; {simulated} proven on reference simulators at export, which time "

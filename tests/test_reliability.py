@@ -147,7 +147,7 @@ def test_ctrl_c_stops_promptly_and_keeps_what_finished(tmp_path):
     out = tmp_path / "out"
     proc = popen_cli("export", *TINY, "--backends", "portable", "xnnpack", "vulkan", "coreml", "--jobs", "1",
                      "--out", out)
-    wait_for_line(proc.stderr, "✓ tiny coreml")  # then Ctrl-C, with jobs still to run (exit 130 below says so)
+    wait_for_line(proc.stderr, "○ tiny coreml")  # then Ctrl-C, with jobs still to run (exit 130 below says so)
     workers = children_of(proc.pid)
     proc.send_signal(signal.SIGINT)
     t0 = time.monotonic()

@@ -1,0 +1,98 @@
+"""-q, -v and --json on every command, and tables that fit the terminal."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_cli import cli, error_lines
+
+from pteforge.errors import ExitStatus
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ("export", "--model", "tiny_models:tiny", "--input-shape", "1,3,32,32", "--bench-runs", "2")
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    """A tiny export: one artifact run here, one that needs a device."""
+    from pteforge.cli import main
+
+    out = tmp_path_factory.mktemp("modes") / "out"
+    assert main([*TINY, "--backends", "xnnpack", "coreml", "--out", str(out)]) == ExitStatus.OK
+    return out
+
+
+def test_json_is_one_document_with_the_files_fields(capsys, out, tmp_path):
+    code, stdout, _ = cli(capsys, *TINY, "--backends", "xnnpack", "coreml", "--out", out, "--json")
+    assert code == ExitStatus.OK
+    doc = json.loads(stdout)  # all of stdout: one document, nothing else
+    index = json.loads((out / "index.json").read_text())
+    assert [m["name"] for m in doc["models"]] == [m["name"] for m in index["models"]] and doc["lastRunFailures"] == []
+    for args, check in (
+        (("validate", out, "--json"), lambda d: {Path(f["file"]).name for f in d["files"]} >= {"tiny_xnnpack.pte"}),
+        (("bench", out, "--runs", "2", "--json"), lambda d: {f["status"] for f in d["files"]} == {"measured", "NOT_RUNNABLE_HERE"}),
+        (("select", out / "index.json", "tiny", "--json"), lambda d: d["selected"] == "tiny_xnnpack.pte"),
+        (("manifest", "check", out, "--json"), lambda d: d["valid"] and d["artifacts"] + d["references"] == 3),
+        (("models", "--json"), lambda d: "mobilenet_v3_small" in {m["name"] for m in d}),
+        (("backends", "--json"), lambda d: {"xnnpack", "coreml"} <= {b["name"] for b in d}),
+    ):
+        code, stdout, err = cli(capsys, *args)
+        assert check(json.loads(stdout)), (args, stdout[:300], err[-300:])
+    # a failure is a document too, and its line is on stderr
+    code, stdout, err = cli(capsys, "manifest", "check", tmp_path / "missing.json", "--json")
+    assert code == ExitStatus.USAGE and json.loads(stdout)["exitCode"] == ExitStatus.USAGE
+    assert "no such file" in error_lines(err)[0]
+
+
+def test_quiet_prints_the_final_line_only(capsys, out):
+    code, stdout, err = cli(capsys, "-q", *TINY, "--backends", "xnnpack", "coreml", "--out", out)
+    assert code == ExitStatus.OK and err == ""
+    [line] = stdout.splitlines()
+    assert line.startswith("exported 2/2 target(s): 1 proven on this host, 1 needs a device; manifest ")
+    for args, start in ((("-q", "validate", out), "validated 3 file(s): 1 proven on this host, 2 need a device"),
+                        (("bench", out, "--runs", "2", "-q"), "timed 1 of 3 file(s) on this host"),
+                        (("manifest", "check", out, "-q"), f"{out / 'index.json'}: valid"),  # not under the cwd: whole
+                        (("models", "-q"), "16 catalog models")):
+        code, stdout, err = cli(capsys, *args)
+        assert code == ExitStatus.OK and len(stdout.splitlines()) == 1 and stdout.startswith(start), (args, stdout)
+
+
+def test_only_proven_rows_get_a_check_mark_and_measured_rows_come_first(capsys, out):
+    code, stdout, err = cli(capsys, *TINY, "--backends", "xnnpack", "coreml", "--out", out)
+    assert "  ✓ tiny xnnpack: VERIFIED" in err and "  ○ tiny coreml: NOT_RUNNABLE_HERE" in err
+    assert "○ Successfully exported 2/2 backends" in stdout and "✅" not in stdout
+    code, stdout, _ = cli(capsys, "bench", out, "--runs", "2")
+    table, folded = stdout.index("tiny_xnnpack.pte"), stdout.index("not run here (2): tiny_coreml")
+    assert table < folded and stdout.count("tiny_coreml.pte") == 1  # one line for both coreml files
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_tables_fit_the_terminal_without_breaking_words(columns):
+    env = {**os.environ, "COLUMNS": str(columns)}
+    for command in ("backends", "models"):
+        proc = subprocess.run([sys.executable, "-m", "pteforge", command], capture_output=True, text=True, env=env,
+                              cwd=ROOT, check=True)
+        lines = proc.stdout.splitlines()
+        assert max(len(ln) for ln in lines) <= columns, (command, columns)
+        names = ["xnnpack", "coreml", "openvino", "ethos-u55", "cortex-m"] if command == "backends" else \
+            ["mobilenet_v3_small", "yolov10n-face", "movenet_lightning"]
+        for name in names:  # each on one line, whole
+            assert any(f"│ {name} " in ln for ln in lines), (command, columns, name)
+
+
+def test_options_of_every_command_go_before_it_too(capsys, out):
+    code, stdout, _ = cli(capsys, "--json", "select", out / "index.json", "tiny")
+    assert code == ExitStatus.OK and json.loads(stdout)["selected"] == "tiny_xnnpack.pte"
+
+
+def test_the_plan_says_what_runs_downloads_and_how_long(capsys, tmp_path):
+    code, stdout, _ = cli(capsys, "--mobilenet", "--yolo", "--backends", "xnnpack", "portable", "--dry-run",
+                          "--out", tmp_path / "out")
+    assert code == ExitStatus.OK and not (tmp_path / "out").exists()
+    assert "Plan: 2 model(s) × 2 target(s) = 4 job(s)" in stdout
+    assert "downloads: pretrained weights of mobilenet_v3_small, yolo11n" in stdout
+    assert "time: about 1 min for 4 vision job(s)" in stdout and stdout.rstrip().endswith("dry run: nothing was written")
