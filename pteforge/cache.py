@@ -105,6 +105,38 @@ def code_hash() -> str:
     return h.hexdigest()
 
 
+def plugin_code(backends, category: str | None) -> dict[str, str]:
+    """sha256 over the source of each third-party plugin among ``backends`` and the
+    family of ``category`` (those entry points load): its whole package, so that an edit
+    anywhere in it makes a new key, as an edit of pteforge's own source does (``code_hash``)."""
+    from .backends import default_registry
+    from .families import family
+
+    registry = default_registry()
+    objects = [registry.get(b) for b in backends if b in registry] + [family(category)]
+    found = {}
+    for module in sorted({type(o).__module__ for o in objects}):
+        top = module.split(".")[0]
+        if top != __name__.split(".")[0]:
+            found[top] = _package_sha(top)
+    return found
+
+
+@lru_cache(maxsize=None)
+def _package_sha(top: str) -> str:
+    import importlib.util
+
+    spec = importlib.util.find_spec(top)
+    roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    files = sorted(p for r in roots for p in r.rglob("*.py")) if roots else \
+        [Path(spec.origin)] if spec and spec.origin else []
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def model_identity(spec: ModelSpec, weights: str, seed: int) -> dict:
     ident: dict = {"name": spec.name, "source": spec.source, "factory": spec.factory}
     if spec.source in ("pt2", "onnx", "torchscript", "ultralytics") and spec.path:
@@ -136,6 +168,7 @@ def key_for(spec: ModelSpec, target: Target, config: ExportConfig, versions: dic
     facts = {
         "format": FORMAT,
         "code": code_hash(),
+        "plugins": plugin_code(target.backends, spec.family),
         "versions": versions,
         "model": model_identity(spec, config.weights, config.seed),
         "inputs": [asdict(i) for i in spec.inputs],

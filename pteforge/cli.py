@@ -742,11 +742,13 @@ def _cmd_cache(args, ui) -> int:
 def _cmd_models(ui) -> int:
     from .models.catalog import build_catalog
 
+    from .families import family
+
     specs = list(build_catalog())
     ui.models_table(specs)
     ui.final(f"{len(specs)} catalog models")
     ui.document([{"name": s.name, "category": s.family, "task": s.task, "inputs": [list(i.shape) for i in s.inputs],
-                  "labels": s.labels} for s in specs])
+                  "outputs": family(s.family).outputs, "labels": s.labels} for s in specs])
     return int(ExitStatus.OK)
 
 

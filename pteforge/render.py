@@ -388,9 +388,11 @@ class Renderer:
         self.out.print("* default precision")
 
     def models_table(self, specs) -> None:
+        from .families import family
+
         rows = [{"model": s.name, "category": s.family, "task": s.task, "input": "x".join(map(str, s.inputs[0].shape)),
-                 "labels": s.labels or ""} for s in specs]
-        self.out.print(fitted(self.out, "Model catalog", rows, drop=("labels", "category")))
+                 "outputs": family(s.family).outputs, "labels": s.labels or ""} for s in specs]
+        self.out.print(fitted(self.out, "Model catalog", rows, wrap=("outputs",), drop=("labels", "outputs", "category")))
 
     def validation_table(self, results, report_path) -> None:
         from pathlib import Path

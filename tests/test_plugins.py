@@ -76,8 +76,8 @@ def test_found_in_backends_choices_and_docs(tree):
 
     root, _ = tree
     assert run(tree, "-m", "pteforge", "docs", "--out", root / "docs").returncode == 0
-    assert "A backend that a test added." in (root / "docs" / "dropped.md").read_text()
-    assert (root / "docs" / "plugged.md").exists()
+    assert "A backend that a test added." in (root / "docs" / "backends" / "dropped.md").read_text()
+    assert (root / "docs" / "backends" / "plugged.md").exists()
 
 
 def test_contract_tests_run_them(tree):
@@ -99,3 +99,28 @@ def test_a_broken_plugin_is_reported_not_fatal(tree, tmp_path):
     assert proc.returncode == 0
     assert "backend plugin not loaded: broken (no_such_module:Backend): ModuleNotFoundError" in " ".join(proc.stderr.split())
     assert "xnnpack" in proc.stdout
+
+
+def test_a_plugins_code_is_in_the_cache_key(tree, tmp_path):
+    """Edit a plugin's lowering and export again: a new artifact, not the cached one."""
+    root, env = tree
+    env = {**env, "PTEFORGE_CACHE_DIR": str(tmp_path / "cache")}
+    plugin = root / "site" / "plugpkg" / "__init__.py"
+    original = plugin.read_text()
+
+    def export(out):
+        proc = subprocess.run([sys.executable, "-m", "pteforge", "export", "--model", "tiny_models:tiny", "--input-shape",
+                               "1,3,32,32", "--backends", "plugged", "--bench-runs", "0", "--out", str(tmp_path / out)],
+                              capture_output=True, text=True, cwd=root, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout
+
+    assert "from the cache" not in export("a")
+    assert "from the cache" in export("b"), "the same code: the cached artifact"
+    try:
+        plugin.write_text(original.replace("        return [XnnpackPartitioner()]",
+                                           "        return [XnnpackPartitioner(force_fp32_dynamic_linear=True)]"))
+        assert "from the cache" not in export("c"), "an edited lowering: a new artifact"
+    finally:
+        plugin.write_text(original)
+

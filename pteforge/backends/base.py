@@ -2,8 +2,9 @@
 
 A backend file is the single source of truth for that backend: the CLI choices,
 the availability table, the manifest and the contract tests all read it.
-Adding a backend means adding one file that subclasses :class:`Backend` and
-calling ``register`` on it in ``backends/__init__.py``'s list.
+Adding a backend means adding one file that subclasses :class:`Backend`: a file in
+this package is found by its name, and a third-party package's class through the
+``pteforge.backends`` entry-point group (``backends/__init__.py``).
 
 Contract
 --------

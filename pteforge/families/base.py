@@ -39,7 +39,7 @@ class Family:
     preprocessing: ClassVar[Preprocessing | None] = None
     labels_file: ClassVar[str | None] = None  # written beside the artifacts, named by the manifest
     labels_from: ClassVar[str | None] = None  # the distribution the names come from (keys their cache)
-    outputs: ClassVar[str] = ""  # what the outputs are, for the README's catalog table
+    outputs: ClassVar[str] = ""  # what the outputs are: `pteforge models` shows it
     min_agreement: ClassVar[float] = 0.9  # at float precisions, on real photos
     order: ClassVar[int] = 100
     everyday: ClassVar[bool] = True  # in the default run and --all (False: only when named)
