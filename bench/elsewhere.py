@@ -20,7 +20,7 @@ or the module exported to ONNX) in this process, each in its own block, the bloc
 turns over ``--rounds`` rounds; a figure is the median of the rounds' p50s.
 
 Printed, and written as JSON: per model and target the status, delegated share, SQNR
-against the original, task agreement on the seeded inputs (top-1 for classifiers, the
+against the original, task agreement on the real inputs it was verified on (top-1 for classifiers, the
 arg-max per position for dense and sequence outputs), size and p50s; each failure's cause
 as pteforge said it; then the goals:
 - ≥ 90 % of the models export and verify on XNNPACK fp32;
@@ -51,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from artifact_latency import timed_rounds  # noqa: E402
+import elsewhere_inputs  # noqa: E402
 from elsewhere_models import MODELS, model_file, task_args  # noqa: E402
 from zoo import delegation  # noqa: E402
 
@@ -58,6 +59,7 @@ from zoo import delegation  # noqa: E402
 # dynamic (run here), TOSA and Cortex-M (on their reference simulators)
 TARGETS = ("xnnpack", "xnnpack:int8", "xnnpack:int8-dynamic", "tosa", "cortex-m")
 PROVEN = ("VERIFIED", "SIMULATED")
+CALIBRATE, VERIFY = 16, 4  # real input files per model: calibration's, then verification's
 
 
 def reference(name: str) -> str:
@@ -66,11 +68,23 @@ def reference(name: str) -> str:
     return real.factory or str(model_file(name))
 
 
-def export(name: str, out: Path, targets=TARGETS) -> tuple[dict, str | None]:
-    """Export one model with pteforge's CLI: its rows by target (artifacts and failures),
-    and the run's error line when it stopped before any row."""
+def real_inputs(name: str, out: Path) -> Path | None:
+    """The directory of ``name``'s real input files (``elsewhere_inputs``): the first
+    ``CALIBRATE`` calibrate its int8 programs, the last ``VERIFY`` verify every program.
+    None for an image model the app's families read: it calibrates on views of photos and is
+    judged on the photos, as ``--task`` makes it."""
+    if MODELS[name].task_flag:
+        return None
+    return elsewhere_inputs.write(name, out.parent / "inputs" / name, CALIBRATE + VERIFY)
+
+
+def export(name: str, out: Path, targets=TARGETS, real: Path | None = None) -> tuple[dict, str | None]:
+    """Export one model with pteforge's CLI, on its real inputs (``real_inputs``): its rows by
+    target (artifacts and failures), and the run's error line when it stopped before any row."""
     cmd = [sys.executable, "-m", "pteforge", "export", "--model", reference(name), "--bench-runs", "0",
            *(a for s in MODELS[name].shapes for a in ("--input-shape", s)), *task_args(name, out.parent / "labels"),
+           *(["--calibration", str(real), "--calibration-samples", str(CALIBRATE), "--verify-inputs", str(VERIFY - 1)]
+             if real else []),
            "--backends", *targets, "--out", str(out)]
     env = {**os.environ, "PYTHONWARNINGS": "ignore",
            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
@@ -90,12 +104,12 @@ def export(name: str, out: Path, targets=TARGETS) -> tuple[dict, str | None]:
     return rows, error
 
 
-def originals(name: str):
+def originals(name: str, real: Path | None = None):
     """The original, as the export verified against: ONNX Runtime on the file (an ONNX
-    model) or the package's module (the eager module pteforge built); the seeded inputs
-    the export used (seeds 0-3); and the runners timed here: eager PyTorch (the module
-    pteforge imported or built) and ONNX Runtime (the file itself, or the module exported
-    to ONNX)."""
+    model) or the package's module (the eager module pteforge built); the inputs the
+    export verified on (the last ``VERIFY`` files of ``real``, the model's real inputs, or
+    seeds 0-3); and the runners timed here: eager PyTorch (the module pteforge imported or
+    built) and ONNX Runtime (the file itself, or the module exported to ONNX)."""
     import torch
 
     from pteforge.bench import onnxruntime_runner
@@ -105,7 +119,12 @@ def originals(name: str):
     from pteforge.stages.capture import build_model
 
     spec = custom_spec(reference(name), tuple(InputSpec.parse(s) for s in MODELS[name].shapes))
-    seeded = [list(make_inputs(spec, seed)) for seed in range(4)]
+    if real is not None and real.is_dir():
+        from pteforge.samples import load, sample_files
+
+        seeded = [list(load(p, spec)) for p in sample_files(real)[-VERIFY:]]
+    else:
+        seeded = [list(make_inputs(spec, seed)) for seed in range(4)]
     model = build_model(spec, "pretrained", 0).eval()
     original = reference_model(spec, model)
     inputs = seeded[0]
@@ -256,6 +275,8 @@ def print_table(rows: dict) -> None:
         ms = {k: f"{p[k]:.2f}" if k in p else "—" for k in (*TARGETS, "eager", "onnxruntime")}
         for target in TARGETS:
             d = row["targets"].get(target)
+            if d is None and not row.get("error"):
+                continue  # a target not run for this model
             if d is None:
                 print(f"| {name} | {real.package} | {real.task} | {real.framework} | {target} | FAILED: "
                       f"{row.get('error') or 'no row'} | | | | | | {ms['eager']} | {ms['onnxruntime']} |")
@@ -296,7 +317,7 @@ def rejudge(path: Path, out: Path) -> int:
     for name, row in data["rows"].items():
         entries = {e["target"]: e for e in json.loads((out / name / "index.json").read_text())["models"]} \
             if (out / name / "index.json").is_file() else {}
-        original, seeded, _ = originals(name)
+        original, seeded, _ = originals(name, out / "inputs" / name if not MODELS[name].task_flag else None)
         for target, d in row["targets"].items():
             if d["status"] == "VERIFIED" and target in entries:
                 d["agreement"] = agreement(original, seeded, out / name / entries[target]["file"], MODELS[name].agree)
@@ -342,9 +363,10 @@ def main() -> int:
         here = Host.from_dict(child.request("host"))
         for name in args.models:
             print(f"{name}: exporting", flush=True)
-            entries, error = export(name, out / name, args.targets)
+            real = real_inputs(name, out / name)
+            entries, error = export(name, out / name, args.targets, real)
             try:
-                original, seeded, theirs = originals(name)
+                original, seeded, theirs = originals(name, real)
             except Exception as exc:  # noqa: BLE001 - the original cannot be built here: ours alone are timed
                 print(f"  the original cannot be run here: {exc}")
                 original, seeded, theirs = None, [], []
