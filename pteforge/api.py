@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Protocol
 
 from .backends import Availability, availability, default_registry
-from .backends.base import Check
 from .errors import CaptureError, NoBackendError, PteforgeError, UsageError, one_line
 from .families import family
 from .registry import Registry
-from .result import Record, Stage, Status
+from .result import Record, Stage, Status, Unavailable  # noqa: F401 - part of the API
 from .spec import ExportConfig, ModelSpec, Target, TargetRequest
 
 
@@ -38,13 +37,6 @@ class SilentReporter:
 
     def record(self, record):
         pass
-
-
-@dataclass
-class Unavailable:
-    target: str
-    check: Check
-    requested: bool = True  # named by the user (False: implied by --target PLATFORM)
 
 
 @dataclass
@@ -255,7 +247,7 @@ def _run_log(run_id: str, config: ExportConfig) -> Path | None:
     """Where what libraries print in this run's processes goes (``workers.silence``): a file
     of its own in the cache directory (the newest 20 runs' are kept); none with --debug,
     which shows it all on the terminal."""
-    from .cache import cache_root
+    from .io import cache_root
     from .workers import RUN_LOG_ENV
 
     os.environ.pop(RUN_LOG_ENV, None)
@@ -586,14 +578,6 @@ def _store(fresh: list[tuple[str | None, Record]]) -> None:
             cache.store(key, rec, update=True)  # stored as it finished; now with its p50
 
 
-def source_transform_variants(targets: list[Target]) -> tuple:
-    """(backend, precision) pairs whose backend transforms the eager model before capture."""
-    registry = default_registry()
-    return tuple(
-        dict.fromkeys((t.primary, t.precision) for t in targets if t.precision in registry.get(t.primary).source_transform_precisions)
-    )
-
-
 def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config: ExportConfig, reporter, pool,
              seconds: float) -> list[dict]:
     """p50s of what runs here, reduced precisions against their fp32 reference, and
@@ -674,7 +658,8 @@ def write_run_reports(out: Path, records: list[Record], plan: TargetPlan, config
 
         kernels = {k for r in done for k in r.artifact.delegation.kernels}
         write_atomic(out / "executorch_link.cmake",
-                     cmake_lines(delegates, {b for r in done for b in r.backends}, merged.name, kernels))
+                     cmake_lines(delegates, [b for b in default_registry() if b.name in {n for r in done for n in r.backends}],
+                                 merged.name, kernels))
 
 
 class _ManifestSink:

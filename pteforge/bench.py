@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .backends import program_check
 from .errors import one_line
 from .host import Host
 from .isolate import ChildCrashed, IsolatedRuntime
@@ -96,7 +97,7 @@ def measure_artifact(child, pte: Path, here: Host, tmp: Path, runs: int, warmup:
     info = child.request("inspect", path=str(pte))
     if not info["ok"]:
         return Status.LOAD_FAILED, info["error"], {}, None
-    check = here.program_check(info["delegates"], info["operators"])
+    check = program_check(here, info["delegates"], info["operators"])
     if not check.ok:
         return Status.NOT_RUNNABLE_HERE, check.reason, {}, None
     inputs = seeded_inputs(info["inputs"], 0)

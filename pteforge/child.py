@@ -19,11 +19,9 @@ from .pte import DTYPES
 
 
 def _load(path: str):
-    from executorch.runtime import Verification
+    from .host import load_program
 
-    from .host import load_runtime
-
-    return load_runtime().load_program(path, verification=Verification.InternalConsistency)
+    return load_program(path)
 
 
 def _inspect(req: dict) -> dict:

@@ -365,7 +365,7 @@ def _run(args, ui, debug: bool) -> int:
 def _cmd_docs(args, ui) -> int:
     from .host import host
     from .io import write_atomic
-    from .report.docs import write_docs
+    from .docs import write_docs
 
     for path in write_docs(Path(args.out) / "backends", host()):
         ui.out.print(f"wrote {path}")
@@ -538,7 +538,7 @@ def _export_config(args, debug: bool):
 def _check_surroundings(args, ui) -> None:
     """Before any work: the site ``--publish`` writes (refused when it cannot be), and the
     cache directory (a warning when it cannot be written: the run goes on without it)."""
-    from .cache import CACHE_ENV, unwritable
+    from .io import CACHE_ENV, unwritable
 
     if args.publish:
         from .publish import check_site

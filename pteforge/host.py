@@ -5,7 +5,7 @@ wheel's pybindings plus the kernel libraries the wheel ships (the quantized and 
 register themselves on import). A program runs here when every delegate it calls is
 registered and every operator it calls has a kernel — exactly what the runtime checks
 when it loads the program. export, validate, bench, select and ``load_best`` all ask
-:meth:`Host.program_check`, so one artifact gets one verdict everywhere.
+:func:`pteforge.backends.program_check` of it, so one artifact gets one verdict everywhere.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import importlib
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from .backends.base import Check
 
 
 # kernel libraries beside the portable ones: quantized_decomposed:: (quantized programs) and
@@ -32,6 +31,13 @@ def load_runtime():
         except ImportError:
             pass
     return Runtime.get()
+
+
+def load_program(path: str):
+    """A .pte loaded by this host's runtime, checked for internal consistency."""
+    from executorch.runtime import Verification
+
+    return load_runtime().load_program(path, verification=Verification.InternalConsistency)
 
 
 @dataclass(frozen=True)
@@ -65,29 +71,6 @@ class Host:
     def from_dict(cls, d: dict) -> "Host":
         return cls(frozenset(d["backends"]), frozenset(d.get("operators", ())))
 
-    def program_check(self, delegates, operators) -> Check:
-        """Can a program calling ``delegates`` and ``operators`` run here?"""
-        from .backends import default_registry
-
-        registry = default_registry()
-        for delegate in dict.fromkeys(delegates):
-            if delegate not in self.backends:
-                owner = next((b for b in registry if b.runtime_name == delegate), None)
-                where = ", ".join(owner.platforms) if owner else "a device whose runtime has it"
-                return Check(False, f"{delegate} is not registered in {self.where}", f"run it on a device: {where}")
-        missing = [op for op in dict.fromkeys(operators) if op not in self.operators]
-        # a backend's own kernels (cortex_m::, cadence::) are the cause a user knows: name them first
-        owned = {b.ops_namespace for b in registry if b.ops_namespace}
-        missing.sort(key=lambda op: op.split("::")[0] not in owned)
-        if missing:
-            namespace = missing[0].split("::")[0]
-            owner = next((b for b in registry if b.ops_namespace == namespace), None)
-            where = f"{owner.title}: {', '.join(owner.platforms)}" if owner else "a runtime built with these kernels"
-            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-            return Check(False, f"the {namespace}:: kernels are not in {self.where} ({missing[0]}{more})",
-                         f"run it on a device whose ExecuTorch links them ({where})")
-        return Check(True, f"every delegate and kernel it calls is in {self.where}")
-
 
 @lru_cache(maxsize=1)
 def recorded_runtimes() -> dict:
@@ -103,7 +86,7 @@ def host() -> Host:
     ``import executorch.runtime``, ~10 s, and pulls in the whole compiler)."""
     import json
 
-    from .cache import cache_root
+    from .io import cache_root
     from .io import keep
     path = _cache_path(cache_root())
     if path is not None:

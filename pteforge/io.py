@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import errno
 import os
 import tempfile
@@ -147,3 +148,48 @@ def check_output_dir(out: Path) -> None:
         raise _output_error(out, exc) from None
     if not os.access(out, os.W_OK):
         raise OutputError(f"--out {out} is not writable", fix="choose a writable --out directory")
+
+
+# Where pteforge keeps what outlives a run (the artifact cache, downloads, locks).
+CACHE_ENV = "PTEFORGE_CACHE_DIR"  # overrides the user cache directory (tests, CI)
+
+
+def cache_root() -> Path:
+    override = os.environ.get(CACHE_ENV)
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("pteforge", appauthor=False))
+
+
+def path_lock(path: Path, timeout: float = 600):
+    """A file lock for ``path`` (a directory others may serve or sync), kept in the cache's
+    ``locks/`` rather than beside it: processes on this machine that write ``path`` take
+    turns, and no ``.lock`` file is left where a web server or an app's assets would pick it up."""
+    from filelock import FileLock
+
+    key = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:16]
+    locks = cache_root() / "locks"
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+    except OSError:  # an unwritable cache (the run goes on without it): the machine's temporary directory
+        import tempfile
+
+        locks = Path(tempfile.gettempdir()) / "pteforge-locks"
+        locks.mkdir(exist_ok=True)
+    return FileLock(str(locks / f"{Path(path).name[:40] or 'root'}-{key}.lock"), timeout=timeout)
+
+
+def unwritable() -> str | None:
+    """Why the cache directory cannot be written to, as "DIR: reason"; None when it can."""
+    import tempfile
+
+    root = cache_root()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".writable-"):
+            pass
+    except OSError as exc:
+        return f"{root}: {exc.strerror or exc}"
+    return None

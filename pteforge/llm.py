@@ -27,6 +27,7 @@ import os
 import time
 from pathlib import Path
 
+from .backends import program_check
 from .errors import CaptureError, ModelError, UsageError, WeightsError, one_line
 from .result import Artifact, Record, Stage, Status
 from .spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig, InputSpec, ModelSpec, Precision, Target
@@ -502,7 +503,7 @@ def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig
     record.generation = {"maxSeqLen": max_seq_len(spec), "vocabSize": reference["vocabSize"],
                          "bosId": reference["bosId"], "eosIds": reference["eosIds"],
                          "tokenizer": ship_tokenizer(reference, spec, path.parent)}
-    runnable = here.program_check(delegation.delegates_in_program, delegation.kernels)
+    runnable = program_check(here, delegation.delegates_in_program, delegation.kernels)
     if not runnable.ok:
         record.status, record.reason, record.fix = Status.NOT_RUNNABLE_HERE, runnable.reason, runnable.fix
     elif not config.verify:
@@ -520,9 +521,8 @@ def default_targets() -> tuple[list[str], list]:
     """What ``--gemma``/``--llm`` export with no --backends: every language-model precision
     of the backends that lower here; and one UNAVAILABLE line (not requested, so it does not
     fail the run) for every other backend, saying why."""
-    from .api import Unavailable
     from .backends import default_registry
-    from .backends.base import Check
+    from .result import Check, Unavailable
 
     lowerable = {b.name for b in default_registry() if b.lower_check().ok}
     others = [Unavailable(b.name, Check(False, supported(Target((b.name,), b.default_precision))[1]), requested=False)
@@ -656,15 +656,14 @@ def generate(req: dict) -> dict:
     from .stages.verify import compare
 
     from . import system
-    from .child import _load
-    from .host import load_runtime
+    from .host import load_program, load_runtime
 
     ref = torch.load(req["reference"], weights_only=True)
     reset = system.reset_peak_rss()  # the peak RSS from here on: this program alone, where the OS can say it
 
     load_runtime()  # the runtime's import (~10 s) is not the program's load time
     t0 = time.perf_counter()
-    method = _load(req["path"]).load_method("forward")
+    method = load_program(req["path"]).load_method("forward")
     load_ms = (time.perf_counter() - t0) * 1000
 
     def run(ids: list[int], start: int):
@@ -719,29 +718,3 @@ def describe(generation: dict | None) -> str | None:
             f"{proof['minSqnrDb']:.1f} dB{change}; prefill {proof['prefillTokensPerSecond']:.0f} tok/s, decode "
             f"{proof['decodeTokensPerSecond']:.0f} tok/s, load {proof['loadMs']:.0f} ms"
             + (f", peak RSS {proof['peakRssMb']:.0f} MB" if proof.get("peakRssMb") is not None else ""))
-
-
-def validate_program(child, path: Path, entry, here, tmp: Path, res) -> None:
-    """``pteforge validate`` of a language model's entry: the same proof, against the eager
-    model rebuilt from the entry (source, weights, seed, maxSeqLen)."""
-    import torch
-
-    from .backends import default_registry
-    from .validate import inspect_runnable
-
-    if inspect_runnable(child, path, here, res) is None:
-        return
-    spec = llm_spec(entry.base_model if entry.source in (None, "catalog") else entry.source,
-                    getattr(entry, "maxSeqLen", None))
-    model = build(spec, entry.weights or WEIGHTS_PRETRAINED, entry.seed or 0)
-    reference = tmp / f"{path.stem}.reference.pt"
-    torch.save(proof_reference(model, spec, entry.seed or 0, tokenizer_of(spec)), reference)
-    reply = child.request("generate", path=str(path), reference=str(reference),
-                          dynamic=default_registry().get(entry.backends[0]).llm_dynamic_shapes)
-    if not reply["ok"]:
-        res.status, res.reason = Status.RUN_FAILED, reply["error"]
-        return
-    res.load_ms, res.sqnr_db, res.agreement = round(reply["loadMs"], 2), reply["minSqnrDb"], reply["tokenAgreement"]
-    res.reason = judge(reply, Precision(entry.precision), None)
-    res.status = Status.MISMATCH if res.reason else Status.VERIFIED
-

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .backends import program_check
 from .backends import default_registry
 from .errors import one_line
 from .pte import program_io
@@ -202,7 +203,7 @@ class _Job:
         from .stages.simulate import simulators_for
 
         record, config = self.record, self.config
-        runnable = here.program_check(delegation.delegates_in_program, delegation.kernels)
+        runnable = program_check(here, delegation.delegates_in_program, delegation.kernels)
         simulators = None if runnable.ok or not (config.verify and config.simulate) else simulators_for(self.chain, program)
         needs_reference = ((runnable.ok or simulators is not None) and config.verify) or config.bundle
         reference = torch.load(self.capture.reference_path, weights_only=True) if needs_reference else None

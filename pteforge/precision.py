@@ -15,7 +15,6 @@ from pathlib import Path
 from .backends import default_registry
 from .result import Record, Status
 from .spec import AccuracyBudget, Precision, Target
-from .units import pct
 
 
 def fp32_reference(target: Target) -> Target | None:

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import path_lock
+from .io import path_lock
 from .errors import ManifestError, UsageError
 from .io import link_or_copy, write_atomic
 from .report.manifest import MANIFEST_NAME, Manifest, load_manifest, now

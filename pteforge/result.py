@@ -14,6 +14,27 @@ if TYPE_CHECKING:  # pragma: no cover
     from .spec import Target
 
 
+@dataclass(frozen=True)
+class Check:
+    """A yes or no, why, and (for a no) what to do: can a backend lower here, can a program run here."""
+
+    ok: bool
+    reason: str
+    fix: str | None = None
+
+    def one_line(self) -> str:
+        return self.reason if self.ok or not self.fix else f"{self.reason} — {self.fix}"
+
+
+@dataclass
+class Unavailable:
+    """A target that cannot lower on this host, and why (a row of its own in the summary)."""
+
+    target: str
+    check: Check
+    requested: bool = True  # named by the user (False: implied by --target PLATFORM)
+
+
 class Status(str, enum.Enum):
     """Where a (model, target) row ended. VERIFIED: proven on this host's ExecuTorch runtime;
     SIMULATED: proven on the target's reference simulator (stages/simulate.py)."""

@@ -19,7 +19,7 @@ JOB_STAGES = (Stage.LOAD, Stage.QUANTIZE, Stage.LOWER, Stage.SERIALIZE, Stage.VE
 
 
 def _path():
-    from .cache import cache_root
+    from .io import cache_root
 
     return cache_root() / "durations.json"
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .backends import program_check
 from .errors import UsageError
 from .platforms import fallback_order, host_platform, parse_platform
 from .registry import unknown_name_message
@@ -75,7 +76,7 @@ def choose(manifest, model: str, platform: str | None, here, load: Loader, devic
     selection.order = [e.name for e in order]
     for entry in order:
         path = base / entry.file
-        check = None if device else here.program_check(entry.delegation.get("delegates_in_program", []),
+        check = None if device else program_check(here, entry.delegation.get("delegates_in_program", []),
                                                         entry.delegation.get("kernels", []))
         if entry.status == "MISMATCH":
             selection.skipped.append((entry.name, "its outputs differed from the original's (MISMATCH)"))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from .backends import program_check
 from .result import Record, Status
 
 DEFAULT_RUNS = 10  # timed runs per artifact in an export (pteforge bench: 20)
@@ -82,7 +83,7 @@ def time_artifacts(items: list[tuple[str, int]], warmup: int = WARMUP, on_stage=
         with tempfile.TemporaryDirectory(prefix="pteforge-speed-") as tmp:
             for path, runs in items:
                 info = _inspect({"path": path})
-                check = here.program_check(info["delegates"], info["operators"])
+                check = program_check(here, info["delegates"], info["operators"])
                 if not check.ok:
                     out[path] = {"skipped": check.reason}
                     continue

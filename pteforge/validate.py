@@ -16,6 +16,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .backends import program_check
 from .errors import one_line
 from .host import Host
 from .isolate import ChildCrashed, IsolatedRuntime
@@ -134,9 +135,7 @@ def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float 
                 if path.suffix == ".bpte":
                     _validate_bundle(child, path, entry, here, res)
                 elif entry is not None and entry.task == "text-generation":
-                    from .llm import validate_program
-
-                    validate_program(child, path, entry, here, Path(tmp), res)
+                    _validate_language_model(child, path, entry, here, Path(tmp), res)
                 else:
                     _validate_pte(child, path, entry, manifest_dir, here, images, eager, Path(tmp), res,
                                   draw=(Path(draw), Path(models_dir)) if draw is not None else None)
@@ -152,7 +151,7 @@ def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float 
 def _validate_bundle(child, path, entry, here, res) -> None:
     delegates = entry.delegation.get("delegates_in_program", []) if entry else []
     res.delegates = delegates
-    check = here.program_check(delegates, entry.delegation.get("kernels", []) if entry else [])
+    check = program_check(here, delegates, entry.delegation.get("kernels", []) if entry else [])
     if not check.ok:
         res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
         return
@@ -176,7 +175,7 @@ def inspect_runnable(child, path, here, res, simulated: bool = False) -> dict | 
         res.reason = info["error"]
         return None
     res.delegates = info["delegates"]
-    check = here.program_check(info["delegates"], info["operators"])
+    check = program_check(here, info["delegates"], info["operators"])
     if not check.ok:
         res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
         return info if simulated else None
@@ -222,7 +221,6 @@ def _outputs(child, path, info, entry, batches, tmp, res) -> tuple[list, list] |
 
 
 def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, res, draw=None) -> None:
-    import torch
 
     from .families import family
 
@@ -361,3 +359,29 @@ def write_report(path: Path, results: list[FileResult], images: list[Path], mode
         "files": [asdict(r) for r in results],
     }
     write_atomic(path, json.dumps(report, indent=2) + "\n")
+
+
+def _validate_language_model(child, path: Path, entry, here, tmp: Path, res) -> None:
+    """``pteforge validate`` of a language model's entry: the same proof, against the eager
+    model rebuilt from the entry (source, weights, seed, maxSeqLen)."""
+    import torch
+
+    from .backends import default_registry
+    from .llm import build, judge, llm_spec, proof_reference, tokenizer_of
+    from .spec import WEIGHTS_PRETRAINED, Precision
+
+    if inspect_runnable(child, path, here, res) is None:
+        return
+    spec = llm_spec(entry.base_model if entry.source in (None, "catalog") else entry.source,
+                    getattr(entry, "maxSeqLen", None))
+    model = build(spec, entry.weights or WEIGHTS_PRETRAINED, entry.seed or 0)
+    reference = tmp / f"{path.stem}.reference.pt"
+    torch.save(proof_reference(model, spec, entry.seed or 0, tokenizer_of(spec)), reference)
+    reply = child.request("generate", path=str(path), reference=str(reference),
+                          dynamic=default_registry().get(entry.backends[0]).llm_dynamic_shapes)
+    if not reply["ok"]:
+        res.status, res.reason = Status.RUN_FAILED, reply["error"]
+        return
+    res.load_ms, res.sqnr_db, res.agreement = round(reply["loadMs"], 2), reply["minSqnrDb"], reply["tokenAgreement"]
+    res.reason = judge(reply, Precision(entry.precision), None)
+    res.status = Status.MISMATCH if res.reason else Status.VERIFIED

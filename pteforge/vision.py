@@ -201,13 +201,6 @@ def prepare_image(image, pre):
     return x.to(torch.float32), frame
 
 
-def model_input(image, spec):
-    """One image (file or PIL image) → the model's input tensor, by its family's preprocessing."""
-    from .families import family
-
-    return family(spec.family).prepare(image, spec).tensor
-
-
 def takes_images(spec) -> bool:
     """A model whose only input is one image batch with a known preprocessing."""
     return spec.preprocessing is not None and len(spec.inputs) == 1 and len(spec.inputs[0].shape) == 4

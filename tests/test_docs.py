@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from pteforge.backends import default_registry
-from pteforge.report.docs import write_docs
+from pteforge.docs import write_docs
 from pteforge.host import host
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "backends"

@@ -6,6 +6,7 @@ from test_cli import TINY, cli
 
 from pteforge.errors import ExitStatus
 from pteforge.result import Status
+from pteforge.backends import program_check
 
 KERNELS_MISSING = "the cortex_m:: kernels are not in this runtime"
 
@@ -60,15 +61,15 @@ def test_host_knows_the_kernels_the_wheel_ships():
     here = Host.here()
     assert "XnnpackBackend" in here.backends and "aten::convolution.out" in here.operators
     assert "quantized_decomposed::quantize_per_tensor.out" in here.operators, "the wheel's quantized kernels are loaded"
-    assert here.program_check(["CoreMLBackend"], []).reason == "CoreMLBackend is not registered in this runtime"
-    assert here.program_check(["CoreMLBackend"], []).fix == "run it on a device: ios, macos"
-    assert here.program_check(["XnnpackBackend"], ["aten::add.out"]).ok
+    assert program_check(here, ["CoreMLBackend"], []).reason == "CoreMLBackend is not registered in this runtime"
+    assert program_check(here, ["CoreMLBackend"], []).fix == "run it on a device: ios, macos"
+    assert program_check(here, ["XnnpackBackend"], ["aten::add.out"]).ok
 
 
 def test_a_backends_own_kernels_are_named_first():
     from pteforge.host import Host
 
     here = Host(frozenset(), frozenset())
-    check = here.program_check([], ["aten::hardswish.out", "cortex_m::quantize_per_tensor.out"])
+    check = program_check(here, [], ["aten::hardswish.out", "cortex_m::quantize_per_tensor.out"])
     assert check.reason == "the cortex_m:: kernels are not in this runtime (cortex_m::quantize_per_tensor.out and 1 more)"
     assert "Cortex-M" in check.fix

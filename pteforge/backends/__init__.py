@@ -77,4 +77,36 @@ def availability(backend: Backend, host, os_name: str | None = None) -> Availabi
     return Availability(backend.name, lower, backend.run_check(host))
 
 
-__all__ = ["Availability", "Backend", "Check", "backend_classes", "build_registry", "default_registry", "availability"]
+def program_check(host, delegates, operators) -> Check:
+    """Can a program calling ``delegates`` and ``operators`` run on ``host``? A no names
+    the backends whose devices would run it (from their files)."""
+    registry = default_registry()
+    for delegate in dict.fromkeys(delegates):
+        if delegate not in host.backends:
+            owner = next((b for b in registry if b.runtime_name == delegate), None)
+            where = ", ".join(owner.platforms) if owner else "a device whose runtime has it"
+            return Check(False, f"{delegate} is not registered in {host.where}", f"run it on a device: {where}")
+    missing = [op for op in dict.fromkeys(operators) if op not in host.operators]
+    # a backend's own kernels (cortex_m::, cadence::) are the cause a user knows: name them first
+    owned = {b.ops_namespace for b in registry if b.ops_namespace}
+    missing.sort(key=lambda op: op.split("::")[0] not in owned)
+    if missing:
+        namespace = missing[0].split("::")[0]
+        owner = next((b for b in registry if b.ops_namespace == namespace), None)
+        where = f"{owner.title}: {', '.join(owner.platforms)}" if owner else "a runtime built with these kernels"
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        return Check(False, f"the {namespace}:: kernels are not in {host.where} ({missing[0]}{more})",
+                     f"run it on a device whose ExecuTorch links them ({where})")
+    return Check(True, f"every delegate and kernel it calls is in {host.where}")
+
+
+def source_transform_variants(targets) -> tuple:
+    """(backend, precision) pairs whose backend transforms the eager model before capture."""
+    registry = default_registry()
+    return tuple(
+        dict.fromkeys((t.primary, t.precision) for t in targets if t.precision in registry.get(t.primary).source_transform_precisions)
+    )
+
+
+__all__ = ["Availability", "Backend", "Check", "backend_classes", "build_registry", "default_registry", "availability",
+           "program_check", "source_transform_variants"]

@@ -44,6 +44,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..result import Check  # noqa: F401 - a backend's verdicts; backends import it from here
 from ..spec import Precision
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -73,16 +74,6 @@ def narrowed_support(module, name: str, accepts):
 
 # The platform names the executorch_flutter app filters its models by.
 APP_PLATFORMS = ("android", "ios", "macos", "linux", "windows", "web")
-
-
-@dataclass(frozen=True)
-class Check:
-    ok: bool
-    reason: str
-    fix: str | None = None
-
-    def one_line(self) -> str:
-        return self.reason if self.ok or not self.fix else f"{self.reason} — {self.fix}"
 
 
 @dataclass
@@ -219,8 +210,10 @@ class Backend:
     def run_check(self, host: "Host") -> Check:
         """Can this backend's programs run on ``host`` (its delegate, or its kernels, there)?"""
         if self.runtime_name is not None:
-            check = host.program_check([self.runtime_name], [])
-            return Check(True, f"{self.runtime_name} is registered in {host.where}") if check.ok else check
+            if self.runtime_name in host.backends:
+                return Check(True, f"{self.runtime_name} is registered in {host.where}")
+            return Check(False, f"{self.runtime_name} is not registered in {host.where}",
+                         f"run it on a device: {', '.join(self.platforms)}")
         if self.ops_namespace is not None:
             if any(op.startswith(f"{self.ops_namespace}::") for op in host.operators):
                 return Check(True, f"the {self.ops_namespace}:: kernels are in {host.where}")
@@ -288,6 +281,16 @@ class Backend:
         """Its compiler's own estimates for these delegate payloads of a program it lowered
         in this process (Vela's cycles, SRAM and flash), or None."""
         return None
+
+    def pattern_sets(self) -> list[tuple]:
+        """(module, build, name) of each pattern set this backend makes only where one can
+        match (stages/patterns.py keeps what each holds, per installed version)."""
+        return []
+
+    def keyed_pattern_sets(self) -> list[tuple]:
+        """(module, attr, run) of each pattern builder this backend calls only for patterns
+        that can match: ``run()`` asks for every pattern it builds."""
+        return []
 
     def lowering_context(self):
         """What a lowering with this backend's partitioner runs inside, first in its chain or

@@ -59,6 +59,9 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
         Precision.INT4_WEIGHT: "TORCHAO_INT4_WEIGHT_ONLY_PER_CHANNEL",
     }
 
+    def keyed_pattern_sets(self) -> list[tuple]:
+        return keyed_pattern_sets()
+
     def recipe(self, precision):
         ct = coremltools()
         from executorch.backends.apple.coreml.recipes import CoreMLRecipeProvider, CoreMLRecipeType

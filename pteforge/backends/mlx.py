@@ -150,7 +150,7 @@ def serialization_importable() -> Path:
 
     from filelock import FileLock
 
-    from ..cache import cache_root
+    from ..io import cache_root
 
     root = cache_root() / "mlx" / f"executorch-{metadata.version('executorch')}"
     made = root / "serialization"

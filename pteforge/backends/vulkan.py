@@ -63,6 +63,9 @@ class Vulkan(Backend):
     code_sample = """from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 partitioner = [VulkanPartitioner({"force_fp16": True, "texture_limits": (2048, 2048, 2048)})]"""
 
+    def pattern_sets(self) -> list[tuple]:
+        return pattern_sets()
+
     def partitioners(self, precision):
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
 

@@ -77,6 +77,9 @@ partitioner = [XnnpackPartitioner()]"""
         Precision.INT8_DYNAMIC: "PT2E_INT8_DYNAMIC_PER_CHANNEL",
     }
 
+    def pattern_sets(self) -> list[tuple]:
+        return pattern_sets()
+
     def recipe(self, precision):
         if precision not in self._RECIPES:
             return None

@@ -69,7 +69,7 @@ def labels_for(category: str) -> list[str]:
     from (``labels_from``): reading them often imports torch or that library (~3 s)."""
     from importlib import metadata
 
-    from ..cache import cache_root
+    from ..io import cache_root
     from ..io import keep
 
     fam = family(category)
@@ -82,3 +82,8 @@ def labels_for(category: str) -> list[str]:
     names = fam.label_names()
     keep(path, "\n".join(names) + "\n")
     return names
+
+
+def model_input(image, spec):
+    """One image (file or PIL image) → the model's input tensor, by its family's preprocessing."""
+    return family(spec.family).prepare(image, spec).tensor

@@ -91,7 +91,7 @@ class Family:
 
     def capture_variants(self, targets) -> tuple:
         """(backend, precision) pairs captured once more after the backend's source transform."""
-        from ..api import source_transform_variants
+        from ..backends import source_transform_variants
 
         return source_transform_variants(targets)
 

@@ -131,7 +131,7 @@ def from_pinto_zoo():
 
     import torch
 
-    from ..cache import cache_root
+    from ..io import cache_root
     from ..errors import WeightsError, one_line
     from ..io import write_atomic
     from ..models.custom import onnx_file_model

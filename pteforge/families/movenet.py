@@ -143,7 +143,7 @@ def from_tf_hub(name: str):
     """The seed's path: MoveNet's SavedModel from TF Hub, converted with tf2onnx (opset 13)
     and imported with onnx2torch, wrapped to take pteforge's float NHWC input (the SavedModel
     takes int32)."""
-    from ..cache import cache_root
+    from ..io import cache_root
     from ..errors import WeightsError, one_line
     from ..models.custom import onnx_file_model
 

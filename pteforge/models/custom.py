@@ -905,8 +905,6 @@ def build_onnx_named(spec: ModelSpec, weights: str, seed: int):
     import onnx
     import torch
 
-    from ..stages.capture import forward_signature
-
     converted = build_onnx(spec, weights, seed)
     graph = onnx.load(spec.path, load_external_data=False).graph
     initializers = {init.name for init in graph.initializer}
@@ -1069,3 +1067,20 @@ def from_table(table: dict, inputs: tuple, dtypes: tuple, own: dict) -> ModelSpe
             [f"*:{precision}"]
         spec = replace(spec, targets=tuple(requests))
     return spec
+
+
+def forward_signature(names: list[str] | None):
+    """``forward(self, <names>)``: what torch.export names a wrapper's inputs by, given to
+    its ``forward`` (which takes ``*args``) as ``__signature__``. Names that are not
+    Python identifiers are made so (ONNX's ``input.1``: ``input_1``); ``forward(self,
+    *args)`` for None or names that would then collide."""
+    import inspect
+    import keyword
+    import re
+
+    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    made = [re.sub(r"\W|^(?=\d)", "_", n) for n in names or []]
+    made = [f"{n}_" if keyword.iskeyword(n) or n == "self" else n for n in made]
+    if names is None or len(set(made)) != len(made):
+        return inspect.Signature([this, inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
+    return inspect.Signature([this, *(inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in made)])

@@ -191,7 +191,6 @@ def taken_branches(model, rounds: int = 16):
     once ``sr`` is held) replaced by the branch it takes, until none is left to decide;
     the nodes a branch brings may decide further ones (silero-vad's 25 nested Ifs)."""
     import numpy as np
-    import onnx
     from onnx import helper, numpy_helper
 
     if not any(node.op_type == "If" for node in model.graph.node):

@@ -54,7 +54,8 @@ def statistics_batch(spec: ModelSpec, seed: int, batch: int) -> tuple:
     normalised for both kinds of input it is verified and calibrated on."""
     import torch
 
-    from ..vision import image_views, model_input, shipped_images, takes_images
+    from ..families import model_input
+    from ..vision import image_views, shipped_images, takes_images
 
     photos = shipped_images() if takes_images(spec) else []
     if not photos:

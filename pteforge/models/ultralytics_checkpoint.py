@@ -19,6 +19,8 @@ from ..errors import ModelError
 # The Ultralytics model classes pteforge exports, and the family each one is.
 FAMILIES = {"DetectionModel": "yolo", "SegmentationModel": "yolo-seg", "PoseModel": "yolo-pose"}
 
+SOURCE = "ultralytics"  # ModelSpec.source of a checkpoint of the user's (--model best.pt)
+
 
 class _Recorded:
     """What the pickle built where it named a class or function: its arguments and state."""
@@ -152,7 +154,6 @@ def checkpoint_spec(path: str, inputs: tuple, dtypes: tuple[str, ...] = ()):
     from ..errors import UsageError
     from ..families import family
     from ..spec import InputSpec, ModelSpec
-    from .ultralytics_models import SOURCE
 
     p = Path(path)
     found = read(p)

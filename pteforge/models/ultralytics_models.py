@@ -7,7 +7,7 @@ import os
 
 from ..errors import WeightsError
 from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
-from . import ultralytics_checkpoint as checkpoint
+from .ultralytics_checkpoint import SOURCE, read
 from .synthetic import statistics_batch
 from .weights import load_state_dict_file, recalibrate_batchnorm
 
@@ -16,7 +16,6 @@ from .weights import load_state_dict_file, recalibrate_batchnorm
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("YOLO_AUTOINSTALL", "false")
 
-SOURCE = "ultralytics"  # ModelSpec.source of a checkpoint of the user's (--model best.pt)
 
 
 def _quiet():
@@ -33,7 +32,7 @@ def build(spec: ModelSpec, weights: str, seed: int):
     fam = family(spec.family)
     _quiet()
     torch.manual_seed(seed)
-    own = checkpoint.read(spec.path) if spec.source == SOURCE else None
+    own = read(spec.path) if spec.source == SOURCE else None
     if weights == WEIGHTS_PRETRAINED and own is None:
         model = _pretrained(fam.checkpoint(spec.name))
     else:
@@ -67,7 +66,7 @@ def _pretrained(checkpoint: str):
 
     try:
         if checkpoint.startswith(("https://", "http://")):
-            from ..cache import cache_root
+            from ..io import cache_root
 
             path = cache_root() / "weights" / checkpoint.rsplit("/", 1)[-1]
             if not path.exists():

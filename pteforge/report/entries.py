@@ -13,7 +13,7 @@ from ..families import family, labels_for
 from ..result import Record
 from ..spec import ExportConfig, ModelSpec, target_slug
 from ..units import size_mb
-from .manifest import LabelsEntry, ModelEntry
+from .manifest import LabelsEntry, ModelEntry, _url
 
 
 def write_label_files(out: Path, needs: dict[tuple[str, str], tuple[str, ...]], base_url: str | None) -> dict[tuple, LabelsEntry]:
@@ -37,10 +37,6 @@ def labels_entries(labels: dict[tuple, LabelsEntry]) -> list[LabelsEntry]:
     """The manifest's ``labels``: the families' files, one per category (the app looks them
     up by category); a model's own file is named by its entries only (``labelsFile``)."""
     return [lab for lab in labels.values() if lab.file == family(lab.category).labels_file]
-
-
-def _url(base_url: str | None, rel: str) -> str:
-    return f"{base_url.rstrip('/')}/{rel}" if base_url else rel
 
 
 def app_model_name(model: str, target: str, primary) -> str:

@@ -18,7 +18,7 @@ from ..platforms import host_platform
 from ..result import inputs_text
 from ..units import pct as pct_digits
 from .manifest import Manifest
-from .summary import (
+from .rows import (
     STAGES, _db, model_names, ms_text, one_line, p50, pct, per_image, recommendation, rows_for, size_text, status_kind,
 )
 

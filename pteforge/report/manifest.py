@@ -236,7 +236,7 @@ def set_precision_choices(out_dir: Path, choices: list[dict], notes: list[str]) 
 
 
 def lock_for(out_dir: Path) -> FileLock:
-    from ..cache import path_lock
+    from ..io import path_lock
 
     return path_lock(out_dir)
 
@@ -286,13 +286,15 @@ def merge(
     return merged
 
 
+def _url(base_url: str | None, rel: str) -> str:
+    return f"{base_url.rstrip('/')}/{rel}" if base_url else rel
+
+
 def _served_at(base: str | None, entry):
     """``entry`` with its URLs under ``base``, the directory's one base URL: this run's
     ``--base-url``, else the manifest's. One directory is served from one place, so an
     entry an earlier run wrote under another base (or none) moves with the rest; before,
     two runs with two base URLs left a manifest of both."""
-    from .entries import _url
-
     urls = {"remoteUrl": _url(base, entry.file)}
     if isinstance(entry, ModelEntry) and entry.labelsFile:
         urls["labelsRemoteUrl"] = _url(base, entry.labelsFile)

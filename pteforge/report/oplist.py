@@ -6,7 +6,6 @@ from pathlib import Path
 
 import yaml
 
-from ..backends import default_registry
 from ..io import write_atomic
 
 MERGED_NAME = "selected_operators.yaml"
@@ -46,11 +45,11 @@ def merge_oplists(paths: list[Path], out: Path) -> Path:
     return out
 
 
-def cmake_lines(delegates: set[str], backends_used: set[str], merged_oplist: str, kernels: set[str] = frozenset()) -> str:
-    """The runtime-integration lines (seed 003) for exactly the delegates the artifacts hold,
-    and the kernel libraries of the operators they call outside them (``kernels``)."""
-    registry = default_registry()
-    chosen = [b for b in registry if b.name in backends_used and (b.runtime_name in delegates or not b.runtime_name)]
+def cmake_lines(delegates: set[str], backends_used: list, merged_oplist: str, kernels: set[str] = frozenset()) -> str:
+    """The runtime-integration lines for exactly the delegates the artifacts hold (of the
+    ``backends_used``, Backend objects in the registry's order), and the kernel libraries
+    of the operators they call outside them (``kernels``)."""
+    chosen = [b for b in backends_used if b.runtime_name in delegates or not b.runtime_name]
     libraries = [KERNEL_LIBRARIES[ns] for ns in sorted({op.split("::")[0] for op in kernels}) if ns in KERNEL_LIBRARIES]
     flags = sorted({f for b in chosen for f in b.docs.build_flags} | {flag for flag, _ in libraries})
     targets = list(dict.fromkeys([t for b in chosen for t in b.docs.cmake_targets if b.runtime_name in delegates]

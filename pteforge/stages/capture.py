@@ -244,7 +244,6 @@ def transformed_capture(model, backend: str, precision, example: tuple):
     """The eager model after ``backend``'s source transform for ``precision``, captured."""
     import copy
 
-    import torch
     from torchao.quantization import quantize_
 
     from ..backends import default_registry
@@ -303,6 +302,8 @@ def _positional_signature(model, count: int):
     positional arguments."""
     import inspect
 
+    from ..models.custom import forward_signature
+
     try:
         params = list(inspect.signature(model.forward).parameters.values())[:count]
     except (TypeError, ValueError):
@@ -310,23 +311,6 @@ def _positional_signature(model, count: int):
     plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return forward_signature([p.name for p in params] if len(params) == count and all(p.kind in plain for p in params)
                              else None)
-
-
-def forward_signature(names: list[str] | None):
-    """``forward(self, <names>)``: what torch.export names a wrapper's inputs by, given to
-    its ``forward`` (which takes ``*args``) as ``__signature__``. Names that are not
-    Python identifiers are made so (ONNX's ``input.1``: ``input_1``); ``forward(self,
-    *args)`` for None or names that would then collide."""
-    import inspect
-    import keyword
-    import re
-
-    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    made = [re.sub(r"\W|^(?=\d)", "_", n) for n in names or []]
-    made = [f"{n}_" if keyword.iskeyword(n) or n == "self" else n for n in made]
-    if names is None or len(set(made)) != len(made):
-        return inspect.Signature([this, inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL)])
-    return inspect.Signature([this, *(inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in made)])
 
 
 def _converted(model, example: tuple):
@@ -418,7 +402,8 @@ def flatten_outputs_live(out) -> list:
 def validation_images(spec: ModelSpec, model) -> dict:
     """Eager outputs on the photos our dependencies ship, for image models: the
     validation set precisions are compared on."""
-    from ..vision import model_input, shipped_images, takes_images
+    from ..families import model_input
+    from ..vision import shipped_images, takes_images
 
     if not takes_images(spec):
         return {}

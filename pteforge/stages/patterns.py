@@ -103,7 +103,7 @@ def _path(module, name: str) -> Path:
 
     import torch
 
-    from ..cache import cache_root
+    from ..io import cache_root
 
     source = Path(module.__file__).read_bytes()
     version = installed("executorch")
@@ -303,19 +303,19 @@ def pattern_keys(module, attr: str, run: Callable[[], object],
 
 
 def pattern_sets() -> list[tuple]:
-    """(module, build, name) of every pattern set pteforge makes only where it can match."""
-    from ..backends.vulkan import pattern_sets as vulkan
-    from ..backends.xnnpack import pattern_sets as xnnpack
+    """(module, build, name) of every pattern set pteforge makes only where it can match:
+    each backend's own (``Backend.pattern_sets``)."""
+    from ..backends import default_registry
 
-    return [*xnnpack(), *vulkan()]
+    return [s for backend in default_registry() for s in backend.pattern_sets()]
 
 
 def keyed_pattern_sets() -> list[tuple]:
     """(module, attr, run) of every builder pteforge calls only for patterns that can match:
-    ``run()`` asks for every pattern it builds."""
-    from ..backends.coreml import keyed_pattern_sets as coreml
+    each backend's own (``Backend.keyed_pattern_sets``)."""
+    from ..backends import default_registry
 
-    return coreml()
+    return [s for backend in default_registry() for s in backend.keyed_pattern_sets()]
 
 
 def made_now(keyed: Callable[[str], bool] = lambda key: True) -> dict[str, list[list[str]] | dict]:

@@ -24,7 +24,8 @@ def calibration_set(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple],
     ``.npy``/``.npz``, any model) are taken as they are, and alone (``samples.split``).
     """
     from .. import samples
-    from ..vision import image_views, images_in, model_input, shipped_images, takes_images
+    from ..families import model_input
+    from ..vision import image_views, images_in, shipped_images, takes_images
 
     n = max(config.calibration_samples, 1)
     batches: list[tuple] = []
