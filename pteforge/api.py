@@ -18,7 +18,7 @@ from .errors import CaptureError, NoBackendError, PteforgeError, UsageError, one
 from .families import family
 from .registry import Registry
 from .result import Record, Stage, Status, Unavailable  # noqa: F401 - part of the API
-from .spec import ExportConfig, ModelSpec, Target, TargetRequest
+from .spec import AccuracyBudget, ExportConfig, ModelSpec, Target, TargetRequest
 
 
 class Reporter(Protocol):
@@ -165,7 +165,7 @@ class RunResult:
     choices: list[dict] = field(default_factory=list)  # --precision auto's winners and why
     references: list[str] = field(default_factory=list)  # targets added to measure reduced precisions against
     log: Path | None = None  # what libraries printed in the run's processes (none: nothing, or --debug)
-    budget: "AccuracyBudget | None" = None  # --accuracy-budget (None: each task's default)
+    budget: AccuracyBudget | None = None  # --accuracy-budget (None: each task's default)
 
     @property
     def ok(self) -> bool:

@@ -184,8 +184,8 @@ def main() -> None:
         try:
             with captured(log):  # a failure's message says what the runtime logged about it
                 reply = {"ok": True, **HANDLERS[req["op"]](req)}
-        except Exception as exc:
-            reply = {"ok": False, "error": one_line(exc)}
+        except Exception as exc:  # a handler marks the step it failed in (``exc.stage``: "load")
+            reply = {"ok": False, "error": one_line(exc), **({"stage": exc.stage} if hasattr(exc, "stage") else {})}
         out.write(json.dumps(reply) + "\n")
 
 

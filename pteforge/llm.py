@@ -629,7 +629,7 @@ def _prove(record: Record, path: Path, reference_path: str, target: Target, conf
         return
     if not reply["ok"]:
         error = reply["error"]
-        record.status = Status.LOAD_FAILED if "load" in error.lower() else Status.RUN_FAILED
+        record.status = Status.LOAD_FAILED if reply.get("stage") == "load" else Status.RUN_FAILED
         record.reason = error
         return
     proof = {k: v for k, v in reply.items() if k != "ok"}
@@ -663,7 +663,11 @@ def generate(req: dict) -> dict:
 
     load_runtime()  # the runtime's import (~10 s) is not the program's load time
     t0 = time.perf_counter()
-    method = load_program(req["path"]).load_method("forward")
+    try:
+        method = load_program(req["path"]).load_method("forward")
+    except Exception as exc:
+        exc.stage = "load"  # the child's reply says where it failed (llm._prove: LOAD_FAILED)
+        raise
     load_ms = (time.perf_counter() - t0) * 1000
 
     def run(ids: list[int], start: int):

@@ -94,11 +94,6 @@ def noted(text: str, said: Account) -> str:
     return f"{text}; {_NOTE}{said}" if text else f"{_NOTE}{said}"
 
 
-def unannotated(exc: BaseException) -> str:
-    """``exc``'s message as the runtime's bindings raised it, before :func:`annotate`."""
-    return str(exc).split(f"; {_NOTE}")[0].split(_NOTE)[0]
-
-
 @contextmanager
 def captured(path: str | None = None):
     """Native writes to stderr go to ``path`` (or a temporary file) during the block; when the

@@ -218,7 +218,6 @@ class _Job:
     def _run(self, data: bytes, reference: dict, simulators) -> tuple[list, str]:
         """The program's outputs on the verification inputs and photos, and what ran it."""
         from .host import host, load_runtime
-        from .native_log import unannotated
         from .stages.simulate import simulate
         from .stages.verify import run_program
 
@@ -235,7 +234,7 @@ class _Job:
             actual = self.timed(Stage.VERIFY, lambda: run_program(
                 data, inputs, progress=lambda i, n: self.stage(f"{Stage.VERIFY.value} input {i} of {n}")))
         except Exception as exc:
-            loading = "load" in unannotated(exc).lower()
+            loading = getattr(exc, "stage", None) == "load"  # run_program says where it failed
             raise _StageFailed(Status.LOAD_FAILED if loading else Status.RUN_FAILED, exc) from exc
         return actual, f"this host's ExecuTorch runtime (executorch {_executorch_version()})"
 

@@ -1,4 +1,4 @@
-"""Per-platform backend priorities (seed 004) and the fallback order over artifacts.
+"""Per-platform backend priorities and the fallback order over artifacts.
 
 Each backend file declares its own rank per platform (``priority``); the tables here
 are computed from the registry, so a new backend places itself.
@@ -18,12 +18,11 @@ PLATFORM_OS = {
     "embedded": {"embedded"},
     "web": {"web"},
 }
-CPU_LAST = ("xnnpack", "portable")
 
 
 def priorities() -> dict[str, tuple[str, ...]]:
-    """Platform -> backends in the order an app should try them (seed 004: accelerators
-    first, XNNPACK, which works everywhere, last); from each backend's ``priority``."""
+    """Platform -> backends in the order an app should try them (accelerators first, the
+    CPU fallbacks, which work everywhere, last); from each backend's ``priority``."""
     from .backends import default_registry
 
     backends = list(default_registry())
@@ -31,6 +30,14 @@ def priorities() -> dict[str, tuple[str, ...]]:
         p: tuple(b.name for b in sorted((b for b in backends if p in b.priority), key=lambda b: (b.priority[p], b.order)))
         for p in PLATFORMS
     }
+
+
+def cpu_last() -> tuple[str, ...]:
+    """The CPU backends every platform falls back to, in the order apps try them, last
+    (each backend's ``cpu_fallback``)."""
+    from .backends import default_registry
+
+    return tuple(b.name for b in sorted((b for b in default_registry() if b.cpu_fallback), key=lambda b: b.cpu_fallback))
 
 
 def parse_platform(name: str) -> str:
@@ -45,9 +52,10 @@ def targets_for(platform: str) -> list[str]:
     table = priorities()
     if platform == "all":
         seen: dict[str, None] = {}
+        last = cpu_last()
         for chain in table.values():
-            seen.update(dict.fromkeys(b for b in chain if b not in CPU_LAST))
-        seen.update(dict.fromkeys(("xnnpack",)))
+            seen.update(dict.fromkeys(b for b in chain if b not in last))
+        seen.update(dict.fromkeys(last[:1]))  # the first CPU fallback, once
         return list(seen)
     return list(table[parse_platform(platform)])
 
@@ -64,18 +72,19 @@ def host_platform() -> str:
 def fallback_order(entries, platform: str | None, table: dict[str, tuple[str, ...]] | None = None) -> list:
     """The artifacts of one model in the order an app should try them on ``platform``.
 
-    Priority backends first (seed 004), then any other artifact whose platforms
-    include this one (accelerators before CPU), XNNPACK and portable last. ``None``
-    means any platform.
+    Priority backends first, then any other artifact whose platforms include this one
+    (accelerators before CPU), the CPU fallbacks (``cpu_last``) last. ``None`` means
+    any platform.
     """
     priority = (table or priorities()).get(platform, ()) if platform else ()
     oses = PLATFORM_OS.get(platform) if platform else None
+    last = cpu_last()
 
     def rank(e):
         primary = e.backends[0]
         if primary in priority:
             return (0, priority.index(primary))
-        return (1, CPU_LAST.index(primary) + 1 if primary in CPU_LAST else 0)
+        return (1, last.index(primary) + 1 if primary in last else 0)
 
     usable = [e for e in entries if oses is None or oses & set(getattr(e, "devices", None) or e.platforms)]
     return sorted(usable, key=lambda e: (*rank(e), e.precision != "fp32", e.name))

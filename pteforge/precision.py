@@ -26,7 +26,8 @@ def fp32_reference(target: Target) -> Target | None:
     primary = registry.get(target.primary)
     if Precision.FP32 in primary.precisions:
         return Target(target.backends, Precision.FP32, default_precision=primary.default_precision is Precision.FP32)
-    return Target(("portable",), Precision.FP32)
+    reference = next(b for b in registry if b.fp32_reference)
+    return Target((reference.name,), Precision.FP32)
 
 
 @dataclass

@@ -97,3 +97,24 @@ def entry_point_classes(group: str, base: type, errors: list[str]) -> list[type]
         except Exception as exc:  # noqa: BLE001
             errors.append(f"{ep.name} ({ep.value}): {one_line(exc)}")
     return found
+
+
+def discover(package: str, path, base: type, key: str, group: str, errors: list[str]) -> list[type]:
+    """Every ``base`` subclass that names its own ``key`` (``name``, ``category``): those
+    the modules of ``package`` define (``base`` and modules starting with ``_`` excepted),
+    then those third-party packages declare in entry-point ``group`` (a broken one goes
+    into ``errors``); in ``order``, then ``key``. One file is one plugin."""
+    import importlib
+    import pkgutil
+
+    errors.clear()
+    found: list[type] = []
+    for info in pkgutil.iter_modules(path):
+        if info.name.startswith("_") or info.name == "base":
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        found += [obj for obj in vars(module).values()
+                  if isinstance(obj, type) and issubclass(obj, base) and obj.__module__ == module.__name__
+                  and isinstance(vars(obj).get(key), str)]
+    found += entry_point_classes(group, base, errors)
+    return sorted(dict.fromkeys(found), key=lambda cls: (cls.order, getattr(cls, key)))

@@ -12,11 +12,9 @@ plugin that fails to load is reported, not fatal: it cannot break ``--backends x
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import lru_cache
 
-from ..registry import Registry
+from ..registry import Registry, discover
 from .base import Availability, Backend, Check
 
 ENTRY_POINT_GROUP = "pteforge.backends"
@@ -24,34 +22,10 @@ ENTRY_POINT_GROUP = "pteforge.backends"
 PLUGIN_ERRORS: list[str] = []
 
 
-def _defined_in(module) -> list[type[Backend]]:
-    return [
-        obj for obj in vars(module).values()
-        if isinstance(obj, type) and issubclass(obj, Backend) and obj.__module__ == module.__name__
-        and isinstance(vars(obj).get("name"), str)
-    ]
-
-
-def _builtin() -> list[type[Backend]]:
-    found: list[type[Backend]] = []
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_") or info.name == "base":
-            continue
-        found += _defined_in(importlib.import_module(f"{__name__}.{info.name}"))
-    return found
-
-
-def _plugins() -> list[type[Backend]]:
-    from ..registry import entry_point_classes
-
-    return entry_point_classes(ENTRY_POINT_GROUP, Backend, PLUGIN_ERRORS)
-
-
 @lru_cache(maxsize=1)
 def backend_classes() -> tuple[type[Backend], ...]:
     """Built-in and third-party backend classes, in ``order``."""
-    PLUGIN_ERRORS.clear()
-    return tuple(sorted(dict.fromkeys([*_builtin(), *_plugins()]), key=lambda cls: (cls.order, cls.name)))
+    return tuple(discover(__name__, __path__, Backend, "name", ENTRY_POINT_GROUP, PLUGIN_ERRORS))
 
 
 def build_registry(classes=None) -> Registry[Backend]:

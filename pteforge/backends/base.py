@@ -139,6 +139,12 @@ class Backend:
     order: ClassVar[int] = 1000  # place in tables, help and docs (built-ins: the seed's table order)
     # seed 004's per-platform priority, lower first: {"ios": 0} puts it first on iOS
     priority: ClassVar[dict[str, int]] = {}
+    # A CPU backend every platform can fall back to: apps try these last, in this order
+    # (1 first), after every accelerator's artifact; 0 for the others.
+    cpu_fallback: ClassVar[int] = 0
+    # The fp32 program a reduced precision is measured against when its own backend takes
+    # no fp32 (the portable kernels'): one backend says so.
+    fp32_reference: ClassVar[bool] = False
     title: ClassVar[str]
     runtime_name: ClassVar[str | None] = None
     # Backends that delegate nothing but rewrite operators to their own kernels

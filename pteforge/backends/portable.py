@@ -7,6 +7,8 @@ class Portable(Backend):
     name = "portable"
     cost = 0.6  # lowering, and verification on the portable kernels
     order = 180
+    cpu_fallback = 2
+    fp32_reference = True
     title = "Portable CPU kernels"
     runtime_name = None  # no delegate: every op runs on ExecuTorch's portable kernels
     platforms = ("android", "ios", "macos", "linux", "windows", "web", "embedded")

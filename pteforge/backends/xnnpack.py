@@ -29,6 +29,7 @@ NO_XNNPACK_EQUIVALENT = {
 class Xnnpack(Backend):
     name = "xnnpack"
     order = 10
+    cpu_fallback = 1
     priority = {"ios": 2, "android": 2, "desktop": 1, "embedded": 1, "web": 0}
     title = "XNNPACK"
     runtime_name = "XnnpackBackend"

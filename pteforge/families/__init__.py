@@ -9,8 +9,6 @@ labels files and ``validate``'s decoding all come from here.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from functools import lru_cache
 
 from .base import CustomFamily, Family, Prepared
@@ -21,31 +19,12 @@ PLUGIN_ERRORS: list[str] = []
 __all__ = ["Family", "Prepared", "families", "family", "catalog_specs", "labels_for"]
 
 
-def _defined_in(module) -> list[type[Family]]:
-    return [
-        obj for obj in vars(module).values()
-        if isinstance(obj, type) and issubclass(obj, Family) and obj.__module__ == module.__name__
-        and isinstance(vars(obj).get("category"), str)
-    ]
-
-
-def _plugins() -> list[type[Family]]:
-    from ..registry import entry_point_classes
-
-    return entry_point_classes(ENTRY_POINT_GROUP, Family, PLUGIN_ERRORS)
-
-
 @lru_cache(maxsize=1)
 def families() -> tuple[Family, ...]:
     """The catalog's families (built-in and plugins), in ``order``."""
-    PLUGIN_ERRORS.clear()
-    classes: list[type[Family]] = []
-    for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("_") and info.name != "base":
-            classes += _defined_in(importlib.import_module(f"{__name__}.{info.name}"))
-    classes += _plugins()
-    ordered = sorted(dict.fromkeys(classes), key=lambda cls: (cls.order, cls.category))
-    return tuple(cls() for cls in ordered)
+    from ..registry import discover
+
+    return tuple(cls() for cls in discover(__name__, __path__, Family, "category", ENTRY_POINT_GROUP, PLUGIN_ERRORS))
 
 
 def family(category: str | None) -> Family:

@@ -140,8 +140,12 @@ def run_program(data: bytes, inputs: list[list], progress=None) -> list[list]:
 
     t0, outputs = time.perf_counter(), []
     with captured():  # a failure says what the runtime logged about it (the bindings give a code only)
-        program = load_runtime().load_program(data, verification=LoadVerification.InternalConsistency)
-        method = program.load_method("forward")
+        try:
+            program = load_runtime().load_program(data, verification=LoadVerification.InternalConsistency)
+            method = program.load_method("forward")
+        except Exception as exc:
+            exc.stage = "load"  # where it failed, for the row's status (LOAD_FAILED, not RUN_FAILED)
+            raise
         for i, x in enumerate(inputs, 1):
             if progress and time.perf_counter() - t0 > SLOW:
                 progress(i, len(inputs))
