@@ -697,9 +697,10 @@ def _publish(ui, out: Path, site: str, runtimes: list[str] | None, base_url: str
     from .publish import publish
 
     done = publish(Path(out), Path(site), runtimes, base_url, bool(relative))
-    ui.out.print(f"published {done.files} file(s) made with ExecuTorch {done.made_with} for the runtimes "
-                 f"{', '.join(done.runtimes)} (under {site}); versions.json: {', '.join(done.versions)} "
-                 f"(latest {done.latest})")
+    line = (f"published {done.files} file(s) made with ExecuTorch {done.made_with} for the runtimes "
+            f"{', '.join(done.runtimes)} (under {site}); versions.json: {', '.join(done.versions)} (latest {done.latest})")
+    ui.out.print(line)
+    ui.final(line)
     if not base_url:
         ui.warn("--relative: remoteUrl entries are relative, and the executorch_flutter app downloads remoteUrl as it is")
 
@@ -732,10 +733,14 @@ def _cmd_cache(args, ui) -> int:
     root = cache.artifacts_dir()
     if args.cache_command == "clear":
         entries, size = cache.clear()
-        ui.out.print(f"removed {entries} cached artifact(s), {size / 2**20:.1f} MB, from {root}", highlight=False)
+        line = f"removed {entries} cached artifact(s), {size / 2**20:.1f} MB, from {root}"
     else:
         entries, size = cache.info()
-        ui.out.print(f"{root}: {entries} cached artifact(s), {size / 2**20:.1f} MB", highlight=False)
+        line = f"{root}: {entries} cached artifact(s), {size / 2**20:.1f} MB"
+    ui.out.print(line, highlight=False)
+    ui.final(line)
+    ui.document({"directory": str(root), "removed" if args.cache_command == "clear" else "artifacts": entries,
+                 "bytes": size})
     return int(ExitStatus.OK)
 
 
