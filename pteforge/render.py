@@ -398,7 +398,9 @@ class Renderer:
         from pathlib import Path
 
         rows = []
-        for r in results:
+        device = [r for r in results if Status(r.status) is Status.NOT_RUNNABLE_HERE]
+        # run ones first (proven, then failed); those that need a device fold into a line per reason
+        for r in sorted((r for r in results if r not in device), key=lambda r: not Status(r.status).proven):
             times = [i.inference_ms for i in r.images if i.inference_ms is not None]
             first = r.images[0] if r.images else None
             what = ""
@@ -415,8 +417,11 @@ class Renderer:
                 "SQNR dB": f"{r.sqnr_db:.1f}" if r.sqnr_db is not None else "",
                 "ms/image": f"{sum(times) / len(times):.1f}" if times else "", "on the first photo": what,
             })
-        self.out.print(fitted(self.out, "Validation on real images", rows, wrap=("status", "delegates", "on the first photo"),
-                              drop=("on the first photo", "delegates", "ms/image")))
+        if rows:
+            self.out.print(fitted(self.out, "Validation on real images", rows, wrap=("status", "delegates", "on the first photo"),
+                                  drop=("on the first photo", "delegates", "ms/image")))
+        for reason, files in _by_reason(device).items():
+            self.out.print(f"not run here ({len(files)}): {', '.join(files)}: {reason}")
         self.out.print(proof_counts(results))
         self.out.print(f"Report: {report_path}")
 

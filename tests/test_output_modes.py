@@ -68,6 +68,9 @@ def test_only_proven_rows_get_a_check_mark_and_measured_rows_come_first(capsys, 
     code, stdout, _ = cli(capsys, "bench", out, "--runs", "2")
     table, folded = stdout.index("tiny_xnnpack.pte"), stdout.index("not run here (2): tiny_coreml")
     assert table < folded and stdout.count("tiny_coreml.pte") == 1  # one line for both coreml files
+    code, stdout, _ = cli(capsys, "validate", out)
+    table, folded = stdout.index("tiny_xnnpack.pte"), stdout.index("not run here (2): tiny_coreml")
+    assert table < folded and stdout.count("tiny_coreml.pte") == 1
 
 
 @pytest.mark.parametrize("columns", [80, 120])
