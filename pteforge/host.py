@@ -33,11 +33,25 @@ def load_runtime():
     return Runtime.get()
 
 
-def load_program(path: str):
-    """A .pte loaded by this host's runtime, checked for internal consistency."""
+def load_program(program):
+    """A .pte (its path or its bytes) loaded by this host's runtime, checked for internal
+    consistency."""
     from executorch.runtime import Verification
 
-    return load_runtime().load_program(path, verification=Verification.InternalConsistency)
+    return load_runtime().load_program(program, verification=Verification.InternalConsistency)
+
+
+def load_forward(program):
+    """(the program, its ``forward`` method) of a .pte (its path or its bytes), loaded; keep
+    the program while the method runs (it holds what the method reads). Where this fails
+    is said on the exception (``exc.stage = "load"``), so that its row is LOAD_FAILED, not
+    RUN_FAILED, whatever the runtime's words."""
+    try:
+        loaded = load_program(program)
+        return loaded, loaded.load_method("forward")
+    except Exception as exc:
+        exc.stage = "load"
+        raise
 
 
 @dataclass(frozen=True)

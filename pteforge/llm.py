@@ -656,18 +656,14 @@ def generate(req: dict) -> dict:
     from .stages.verify import compare
 
     from . import system
-    from .host import load_program, load_runtime
+    from .host import load_forward, load_runtime
 
     ref = torch.load(req["reference"], weights_only=True)
     reset = system.reset_peak_rss()  # the peak RSS from here on: this program alone, where the OS can say it
 
     load_runtime()  # the runtime's import (~10 s) is not the program's load time
     t0 = time.perf_counter()
-    try:
-        method = load_program(req["path"]).load_method("forward")
-    except Exception as exc:
-        exc.stage = "load"  # the child's reply says where it failed (llm._prove: LOAD_FAILED)
-        raise
+    program, method = load_forward(req["path"])  # a failure here says so (llm._prove: LOAD_FAILED)
     load_ms = (time.perf_counter() - t0) * 1000
 
     def run(ids: list[int], start: int):

@@ -132,20 +132,13 @@ def run_program(data: bytes, inputs: list[list], progress=None) -> list[list]:
     each further input."""
     import time
 
-    from executorch.runtime import Verification as LoadVerification
-
-    from ..host import load_runtime
+    from ..host import load_forward
     from ..native_log import captured
     from .capture import tensor_outputs
 
     t0, outputs = time.perf_counter(), []
     with captured():  # a failure says what the runtime logged about it (the bindings give a code only)
-        try:
-            program = load_runtime().load_program(data, verification=LoadVerification.InternalConsistency)
-            method = program.load_method("forward")
-        except Exception as exc:
-            exc.stage = "load"  # where it failed, for the row's status (LOAD_FAILED, not RUN_FAILED)
-            raise
+        program, method = load_forward(data)  # a failure here says so: the row is LOAD_FAILED
         for i, x in enumerate(inputs, 1):
             if progress and time.perf_counter() - t0 > SLOW:
                 progress(i, len(inputs))
