@@ -86,11 +86,11 @@ def _package_sha(top: str) -> str:
 
     spec = importlib.util.find_spec(top)
     roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
-    files = sorted(p for r in roots for p in r.rglob("*.py")) if roots else \
-        [Path(spec.origin)] if spec and spec.origin else []
+    files = sorted((p.relative_to(r).as_posix(), p) for r in roots for p in r.rglob("*.py")) if roots else \
+        [(Path(spec.origin).name, Path(spec.origin))] if spec and spec.origin else []
     h = hashlib.sha256()
-    for path in files:
-        h.update(path.name.encode())
+    for name, path in files:  # by its place in the package: a module moved is a new key too
+        h.update(name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()
 
