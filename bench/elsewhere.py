@@ -39,7 +39,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -348,12 +347,12 @@ def main() -> int:
 
     import torch
 
+    from pteforge import system
     from pteforge.host import Host
     from pteforge.isolate import IsolatedRuntime
 
     out = args.out or Path(tempfile.mkdtemp(prefix="pteforge-elsewhere-"))
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    cpu = system.cpu_name()
     print(f"CPU: {cpu}, {os.cpu_count()} cores; threads: torch {torch.get_num_threads()} for eager, ONNX Runtime its "
           f"default, ExecuTorch's XNNPACK its default; median over {args.rounds} rounds of {args.runs}-run p50s (ms)",
           flush=True)

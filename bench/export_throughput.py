@@ -148,7 +148,7 @@ def main() -> int:
 
 def simulation_part(base: list[str], targets: list[str], work: Path, start_pace: float) -> None:
     """The default run with its simulations and without (``--no-simulate``), alternating."""
-    import platform
+    from pteforge import system
 
     runs: dict[str, list[float]] = {"simulate": [], "no-simulate": []}
     stage, statuses = {}, {}
@@ -168,8 +168,7 @@ def simulation_part(base: list[str], targets: list[str], work: Path, start_pace:
     print(f"\n  simulations add {added:+.1f} % to the default run's wall time (median {with_sim:.1f} vs {without:.1f} s)"
           f"   (goal ≤ 15 %)")
     print(f"  simulate stage per row (s of worker time): {json.dumps(stage)}")
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    cpu = system.cpu_name()
     result = {"cpu": cpu, "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "targets": targets, "walls_s": runs, "median_s": {"simulate": with_sim, "no-simulate": without},
               "added_percent": round(added, 1), "simulate_stage_s": stage, "statuses": statuses,

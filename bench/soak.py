@@ -42,6 +42,7 @@ def main() -> int:
 
     import psutil
 
+    from pteforge import system
     from pteforge.api import export, plan_targets
     from pteforge.models.custom import factory_spec
     from pteforge.spec import ExportConfig, InputSpec
@@ -68,7 +69,7 @@ def main() -> int:
             if not any(k in " ".join(p.cmdline()) for k in kept)]
     first, last = rows[1], rows[-1]
     report = {
-        "cpu": platform.processor() or platform.machine(), "cpu_model": _cpu_model(), "python": platform.python_version(),
+        "cpu": platform.processor() or platform.machine(), "cpu_model": system.cpu_name(), "python": platform.python_version(),
         "runs": args.runs, "rows": rows,
         "fds_growth_after_first": last["fds"] - first["fds"],
         "children_growth_after_first": last["children"] - first["children"],
@@ -81,14 +82,6 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "rows"}, indent=2))
     return 0 if report["goals_met"] else 1
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor()
 
 
 if __name__ == "__main__":

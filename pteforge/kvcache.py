@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 
 ATTENTION = "pteforge_custom_sdpa"
 
@@ -88,8 +89,8 @@ def _in_place_layer():
 @contextlib.contextmanager
 def wrapped(model, max_cache_len: int):
     """The model behind an in-place cache of ``max_cache_len`` positions, called as
-    ``forward(input_ids [1, S], cache_position [S]) -> logits``: the signature of
-    transformers' own exportable module, so one runner drives both. The model's attention is
+    ``forward(input_ids [1, S], cache_position [S]) -> logits [1, 1, vocab]`` (the last
+    position's): the signature of transformers' own exportable module, so one runner drives both. The model's attention is
     the fused one inside the block only: the eager model stays the reference."""
     import torch
     from transformers import AttentionInterface
@@ -118,9 +119,14 @@ def wrapped(model, max_cache_len: int):
         def forward(self, input_ids, cache_position):
             for layer in self.cache.layers:
                 layer.cumulative_length.copy_(cache_position[0])
-            return self.model(input_ids=input_ids, position_ids=cache_position.unsqueeze(0), attention_mask=None,
-                              past_key_values=self.cache, use_cache=True).logits
+            logits = self.model(input_ids=input_ids, position_ids=cache_position.unsqueeze(0), attention_mask=None,
+                                past_key_values=self.cache, use_cache=True, **last).logits
+            return logits[:, -1:]
 
+    # Logits of the last position only, [1, 1, vocab]: what a runner samples from. Prefill
+    # then runs the output matrix (Gemma 3 270M's is 168M of its 268M weights) once, not
+    # once per prompt token; a verifier that wants every position feeds one token a call.
+    last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     configs = {id(c): c for c in (model.config, config)}.values()
     before = [c._attn_implementation for c in configs]
     for c in configs:

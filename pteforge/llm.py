@@ -5,8 +5,10 @@ wrapped with a static KV cache, and of each weight-quantized variant) and one jo
 target in the worker pool, rows merged into the manifest as they finish. What differs
 is the program and its proof:
 
-- the program is ``forward(input_ids[1, S], cache_position[S]) -> logits[1, S, vocab]``,
-  S dynamic (prefill) or 1 (decode), the cache a mutable buffer inside the program: for
+- the program is ``forward(input_ids[1, S], cache_position[S]) -> logits``, S dynamic
+  (prefill) or 1 (decode), the cache a mutable buffer inside the program; the logits are the
+  last position's ``[1, 1, vocab]`` where the cache is pteforge's (prefill runs the output
+  matrix once), every position's ``[1, S, vocab]`` otherwise. For
   the CPU, the cache written in place and attention one kernel (``pteforge.kvcache``,
   ExecuTorch's ``llama::`` kernels); for other backends Hugging Face's
   ``TorchExportableModuleForDecoderOnlyLM``; and the constant methods
@@ -666,10 +668,11 @@ def generate(req: dict) -> dict:
     program, method = load_forward(req["path"])  # a failure here says so (llm._prove: LOAD_FAILED)
     load_ms = (time.perf_counter() - t0) * 1000
 
-    def run(ids: list[int], start: int):
-        """Logits [len(ids), vocab] and seconds: one call, or one per token (static programs)."""
+    def run(ids: list[int], start: int, every: bool = False):
+        """Logits and seconds: one call, or one per token (static programs, or ``every``
+        position's logits from a program that returns the last one only)."""
         t = time.perf_counter()
-        chunks = [ids] if req.get("dynamic", True) else [[i] for i in ids]
+        chunks = [ids] if req.get("dynamic", True) and not every else [[i] for i in ids]
         outs = []
         for k, chunk in enumerate(chunks):
             at = start + sum(len(c) for c in chunks[:k])
@@ -691,6 +694,8 @@ def generate(req: dict) -> dict:
     for _ in range(3):
         text_logits, seconds = run(ids, 0)
         text_runs.append(seconds)
+    if len(text_logits) < len(ids):  # the last position's logits only: every position, a token a call
+        text_logits, _ = run(ids, 0, every=True)
     ppl = perplexity(text_logits, ids)
     text_s = sorted(text_runs)[1]
     return {

@@ -89,6 +89,17 @@ def thread_count() -> int:
     return psutil.Process().num_threads()
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``Intel(R) Xeon(R) Processor``), which every benchmark names
+    beside its figures."""
+    import platform
+
+    for line in cpu_flags().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def cpu_flags() -> str:
     """The CPU's feature flags as Linux lists them (``avx512_bf16`` ...); empty elsewhere."""
     try:

@@ -76,6 +76,7 @@ def test_fp32_program_decodes_what_eager_transformers_decodes(exported):
     assert program.load_method("get_max_seq_len").execute([])[0] == MAX_SEQ_LEN
     assert program.load_method("use_sdpa_with_kv_cache").execute([])[0] is True
     logits = method.execute([torch.tensor([prompt]), torch.arange(len(prompt))])[0]
+    assert tuple(logits.shape) == (1, 1, 512), "prefill returns the last position's logits: the output matrix runs once"
     tokens = [int(logits[0, -1].argmax())]
     for step in range(9):
         logits = method.execute([torch.tensor([[tokens[-1]]]), torch.tensor([len(prompt) + step])])[0]
