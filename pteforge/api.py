@@ -487,6 +487,8 @@ def check_run(models: list[ModelSpec], config: ExportConfig, plan: TargetPlan | 
     if config.calibration_dir is not None:
         _check_calibration(models, config)
     _check_names(models)
+    for m in models:
+        family(m.family).check(m, config)
 
 
 def _check_calibration(models: list[ModelSpec], config: ExportConfig) -> None:

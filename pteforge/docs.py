@@ -18,6 +18,11 @@ exported = torch.export.export(convert_pt2e(prepared), example_inputs)
 
 
 def page(backend: Backend, lower, run) -> str:
+    """The backend's page (ExecuTorch's backend-page template), with what this machine can do."""
+    return "\n".join([*_about(backend, lower, run), *_usage(backend), *_integration(backend)])
+
+
+def _about(backend: Backend, lower, run) -> list[str]:
     d = backend.docs
     lines = [f"# {backend.title} backend", "", d.overview, ""]
     if d.links:
@@ -48,6 +53,12 @@ def page(backend: Backend, lower, run) -> str:
         *([f"- proven here without a device: on {backend.simulated_on} (status SIMULATED; see the README's "
            "\"Reference simulators\")"] if backend.simulated_on and not run.ok else []),
         "",
+    ]
+    return lines
+
+
+def _usage(backend: Backend) -> list[str]:
+    lines = [
         f"## Using {backend.title}",
         "",
         "With pteforge:",
@@ -76,9 +87,13 @@ def page(backend: Backend, lower, run) -> str:
         "    program.write_to_file(f)",
         "```",
         "",
-        "## Runtime Integration",
-        "",
     ]
+    return lines
+
+
+def _integration(backend: Backend) -> list[str]:
+    d = backend.docs
+    lines = ["## Runtime Integration", ""]
     if d.cmake_targets:
         targets = " ".join(d.cmake_targets)
         whole = " ".join(f'"$<LINK_LIBRARY:WHOLE_ARCHIVE,{t}>"' for t in d.cmake_targets)
@@ -107,7 +122,7 @@ def page(backend: Backend, lower, run) -> str:
         f"{type(backend).__module__.rsplit('.', 1)[-1]}.py`.",
         "",
     ]
-    return "\n".join(lines)
+    return lines
 
 
 HOST_OSES = ("linux", "macos", "windows")

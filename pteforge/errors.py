@@ -22,6 +22,7 @@ class ExitStatus(enum.IntEnum):
     WEIGHTS = 5  # weights could not be fetched or loaded
     OUTPUT = 6  # the output location cannot be written
     MANIFEST = 7  # a manifest is not valid JSON or not our schema
+    RESOURCES = 8  # this machine has too little memory for the work asked
     INTERNAL = 70  # a bug in pteforge (EX_SOFTWARE)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
@@ -70,6 +71,10 @@ class OutputError(PteforgeError):
 
 class ManifestError(PteforgeError):
     exit_status = ExitStatus.MANIFEST
+
+
+class ResourceError(PteforgeError):
+    exit_status = ExitStatus.RESOURCES
 
 
 # Lines that say where in native code an error was raised, not what went wrong:

@@ -44,7 +44,9 @@ def _attention(module, query, key, value, attention_mask, position_ids=None, sca
     cache's [B, H, max, D] views of [B, max, H, D] buffers. Causal from the first position."""
     import torch
 
-    start = position_ids[0][0].item()
+    # the queries are the last of the positions: a model may attend from fewer than it was
+    # given (Gemma 4's layers that reuse keys and values, from the positions whose logits are kept)
+    start = position_ids[0][0].item() + (position_ids.shape[-1] - query.shape[2])
     out = torch.ops.llama.custom_sdpa(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
                                       start_pos=start, attn_mask=None, drpout_p=0.0, is_causal=True, scale=scaling)
     return out, None
@@ -94,7 +96,7 @@ def wrapped(model, max_cache_len: int):
     the fused one inside the block only: the eager model stays the reference."""
     import torch
     from transformers import AttentionInterface
-    from transformers.cache_utils import StaticCache
+    from transformers.cache_utils import DummyLayer, StaticCache
     from transformers.integrations.executorch import get_head_shapes
     from transformers.masking_utils import AttentionMaskInterface
 
@@ -108,16 +110,22 @@ def wrapped(model, max_cache_len: int):
             super().__init__()
             self.model = model
             self.cache = StaticCache(config=config, max_cache_len=max_cache_len)
-            self.cache.layers = [_in_place_layer()(max_cache_len) for _ in self.cache.layers]
-            num_heads, head_dim = get_head_shapes(config)
+            # a layer that reuses an earlier layer's keys and values (Gemma 4) keeps its empty one
+            self.cache.layers = [layer if isinstance(layer, DummyLayer) else _in_place_layer()(max_cache_len)
+                                 for layer in self.cache.layers]
+            num_heads, head_dim = get_head_shapes(config)  # per layer where they differ (Gemma 4's full layers)
             self.cache.early_initialization(1, num_heads, head_dim, model.dtype, torch.device("cpu"))
             for i, layer in enumerate(self.cache.layers):
+                if isinstance(layer, DummyLayer):
+                    continue
                 self.register_buffer(f"key_cache_{i}", layer.keys, persistent=False)
                 self.register_buffer(f"value_cache_{i}", layer.values, persistent=False)
                 self.register_buffer(f"cumulative_length_{i}", layer.cumulative_length, persistent=False)
 
         def forward(self, input_ids, cache_position):
             for layer in self.cache.layers:
+                if isinstance(layer, DummyLayer):
+                    continue
                 layer.cumulative_length.copy_(cache_position[0])
             logits = self.model(input_ids=input_ids, position_ids=cache_position.unsqueeze(0), attention_mask=None,
                                 past_key_values=self.cache, use_cache=True, **last).logits

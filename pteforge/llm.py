@@ -54,6 +54,21 @@ CATALOG = {
             "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
         },
     },
+    # The executorch_flutter app's chat model: Gemma 4 E2B's text model. Its eos ids are the
+    # checkpoint's, [1, 106]: 106 ends a turn, which is where the chat stops.
+    "gemma-4-e2b-it": {
+        "id": "google/gemma-4-E2B-it",
+        "config": {
+            "model_type": "gemma4_text", "vocab_size": 262144, "hidden_size": 1536, "intermediate_size": 6144,
+            "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+            "global_head_dim": 512, "attention_k_eq_v": False, "sliding_window": 512,
+            "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
+            "vocab_size_per_layer_input": 262144, "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 20,
+            "use_double_wide_mlp": True, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+            "hidden_activation": "gelu_pytorch_tanh", "final_logit_softcapping": 30.0, "tie_word_embeddings": True,
+            "bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0,
+        },
+    },
 }
 
 # How each weight-quantized precision quantizes (the backends say which precisions they
@@ -191,6 +206,45 @@ def _check_length(spec: ModelSpec, config) -> None:
                          fix=f"give --max-seq-len {limit} or less")
 
 
+# An export's peak memory, over all its processes, per byte of the model's fp32 weights: Gemma
+# 3 270M's (1.07 GB of weights) peaked at 11.4 GB exporting fp32, 8da4w and 8da8w with two
+# workers and the runtime child proving one (sampled each 0.5 s; docs/text-generation.md).
+PEAK_PER_WEIGHT_BYTE = 10.6
+SKIP_MEMORY_CHECK = "PTEFORGE_SKIP_MEMORY_CHECK"
+
+
+def parameter_count(spec: ModelSpec) -> int:
+    """The model's parameters, counted on a model built without memory (meta tensors)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config = load_config(spec)
+    config = getattr(config, "text_config", None) or config
+    _check_causal(spec, config)
+    with torch.device("meta"):
+        model = _exportable_kernels(lambda **how: AutoModelForCausalLM.from_config(config, **how))
+    return sum(p.numel() for p in model.parameters())
+
+
+def check_memory(spec: ModelSpec) -> None:
+    """Refuse, before any work, a model this machine has too little memory to export."""
+    if os.environ.get(SKIP_MEMORY_CHECK):
+        return
+    import psutil
+
+    from .errors import ResourceError
+
+    params = parameter_count(spec)
+    weights = params * 4
+    need, total = weights * PEAK_PER_WEIGHT_BYTE, psutil.virtual_memory().total
+    if need > total:
+        raise ResourceError(
+            f"{spec.name} has {params / 1e9:.2f} B parameters ({weights / 1e9:.1f} GB at fp32); exporting it needs "
+            f"about {need / 1e9:.0f} GB of memory ({PEAK_PER_WEIGHT_BYTE}× its fp32 weights, as measured for Gemma 3 "
+            f"270M), and this machine has {total / 1e9:.0f} GB",
+            fix=f"export it on a machine with {need / 1e9:.0f} GB or more, or set {SKIP_MEMORY_CHECK}=1 to try anyway")
+
+
 def facts(config) -> dict:
     """What the runner and the manifest need: bos/eos ids, vocabulary size."""
     eos = config.eos_token_id
@@ -295,7 +349,8 @@ def _int8_embedding(embedding):
 
 def quantize_source(model, precision: Precision):
     """ExecuTorch's LLM weight quantization (``quantize_model_``, torchao) on a copy of the
-    eager model: its linear layers as SCHEMES says, its token embedding int8 per row."""
+    eager model: its linear layers as SCHEMES says, its token embeddings (and Gemma 4's
+    per-layer ones) int8 per row."""
     import copy
     import warnings
 
@@ -307,6 +362,9 @@ def quantize_source(model, precision: Precision):
         head = model.get_output_embeddings()
         head.weight = torch.nn.Parameter(head.weight.detach().clone(), requires_grad=False)
     model.set_input_embeddings(_int8_embedding(model.get_input_embeddings()))
+    per_layer = getattr(getattr(model, "base_model", model), "embed_tokens_per_layer", None)
+    if per_layer is not None:  # Gemma 4's per-layer input embeddings: a table larger than the token embedding
+        model.set_per_layer_input_embeddings(_int8_embedding(per_layer))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "quantize_model_ is experimental"
         quantize_model_(model, qlinear_config=SCHEMES[precision][0], skip_incompatible_shapes=True)
@@ -613,8 +671,24 @@ def ship_tokenizer(reference: dict, spec: ModelSpec, dest: Path) -> dict | None:
                            "pad_token_id": tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id},
     }
     write_atomic(dest / f"{spec.name}_tokenizer_config.json", json.dumps(app_config, indent=2).encode())
-    return {"dir": f"{dest.name}/{folder.name}", "files": files, "vocabFile": f"{dest.name}/{vocab.name}",
-            "configFile": f"{dest.name}/{spec.name}_tokenizer_config.json"}
+    shipped = {"dir": f"{dest.name}/{folder.name}", "files": files, "vocabFile": f"{dest.name}/{vocab.name}",
+               "configFile": f"{dest.name}/{spec.name}_tokenizer_config.json"}
+    return {**shipped, **tokenizer_kind(folder)}
+
+
+def tokenizer_kind(folder: Path) -> dict:
+    """``model``: tokenizer.json's model type; ``appNote`` where the executorch_flutter app's
+    chat cannot read it (its tokenizer takes a BPE tokenizer.json, a SentencePiece .model or
+    TikToken, and refuses WordPiece and Unigram)."""
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        readable = any(folder.glob("*.model"))
+        return {} if readable else {"appNote": "no tokenizer.json or SentencePiece .model: the app's chat has no "
+                                              "tokenizer it can read"}
+    kind = json.loads(path.read_text()).get("model", {}).get("type")
+    if kind == "BPE":
+        return {"model": kind}
+    return {"model": kind, "appNote": f"tokenizer.json is {kind}: the app's chat reads BPE tokenizers only"}
 
 
 def _prove(record: Record, path: Path, reference_path: str, target: Target, config: ExportConfig, timed) -> None:
@@ -690,14 +764,7 @@ def generate(req: dict) -> dict:
     produced = [int(s.argmax()) for s in steps]
     agree = sum(int(p == t) for p, t in zip(produced, tokens)) / len(tokens)
     ids = ref["text_ids"]
-    text_runs = []
-    for _ in range(3):
-        text_logits, seconds = run(ids, 0)
-        text_runs.append(seconds)
-    if len(text_logits) < len(ids):  # the last position's logits only: every position, a token a call
-        text_logits, _ = run(ids, 0, every=True)
-    ppl = perplexity(text_logits, ids)
-    text_s = sorted(text_runs)[1]
+    ppl, text_s = _text_run(run, ids)
     return {
         "prompt": prompt, "eagerTokens": tokens, "tokens": produced, "steps": len(tokens),
         "tokenAgreement": agree, "firstDifference": next((i for i, (p, t) in enumerate(zip(produced, tokens)) if p != t), None),
@@ -710,6 +777,18 @@ def generate(req: dict) -> dict:
         "promptPrefillMs": prefill_s * 1000,
         "loadMs": load_ms, "peakRssMb": system.peak_rss_mb(reset),
     }
+
+
+def _text_run(run, ids: list[int]) -> tuple[float, float]:
+    """The shipped text prefilled from position 0: the program's perplexity on it, and the
+    median seconds of three prefills."""
+    seconds = []
+    for _ in range(3):
+        logits, took = run(ids, 0)
+        seconds.append(took)
+    if len(logits) < len(ids):  # the last position's logits only: every position, a token a call
+        logits, _ = run(ids, 0, every=True)
+    return perplexity(logits, ids), sorted(seconds)[1]
 
 
 def describe(generation: dict | None) -> str | None:

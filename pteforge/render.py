@@ -19,6 +19,18 @@ from rich.text import Text
 from .result import Record, Stage, Status, accuracy_text, budget_missed, estimate_text, proof_counts
 from .units import pct, size_text
 
+def _generation_proof(r: Record, proof: str) -> str:
+    """A language model's clause: what its proof and speed say, and what its tokenizer is."""
+    if r.status is Status.VERIFIED:
+        from .llm import describe
+
+        proof = f"verified: {describe(r.generation)}"
+    tokenizer = r.generation.get("tokenizer")
+    if not tokenizer:
+        return proof + "; no tokenizer shipped (none with the checkpoint: an app has nothing to encode text with)"
+    return proof + (f"; {tokenizer['appNote']}" if tokenizer.get("appNote") else "")
+
+
 def _compiler_and_calibration(r: Record) -> str:
     """A row's compiler estimates (Vela's) and what its quantization calibrated on."""
     text = f"; {estimate_text(r.estimates)}" if r.estimates else ""
@@ -332,12 +344,8 @@ class Renderer:
             if not top1 and im.get("agreement") is not None:
                 top1 = f", agreement {pct(im['agreement'])}%"
             proof += f"; on {im['images']} photos SQNR {im['sqnr_db']:.1f} dB{top1}"
-        if r.generation and r.status is Status.VERIFIED:
-            from .llm import describe
-
-            proof = f"verified: {describe(r.generation)}"
-        if r.generation is not None and not r.generation.get("tokenizer"):
-            proof += "; no tokenizer shipped (none with the checkpoint: an app has nothing to encode text with)"
+        if r.generation is not None:
+            proof = _generation_proof(r, proof)
         if r.latency and r.latency.get("p50_ms") is not None:
             proof += f"; p50 {r.latency['p50_ms']:.3g} ms ({r.latency.get('runs')} runs after warm-up)"
         elif r.latency and r.latency.get("skipped") and r.status is Status.VERIFIED:

@@ -247,7 +247,7 @@ def proof_counts(records) -> str:
     where = [f"{host} on this host"] if host else []
     where += [f"{simulated} on reference simulators" if simulated != 1 else "1 on a reference simulator"] if simulated else []
     parts = [f"{host + simulated} proven" + (f" ({', '.join(where)})" if host and simulated else
-                                             f" on this host" if host else
+                                             " on this host" if host else
                                              " on reference simulators" if simulated > 1 else
                                              " on a reference simulator" if simulated else "")]
     parts += [f"{device} need{'s' if device == 1 else ''} a device"] if device else []

@@ -114,6 +114,8 @@ def test_manifest_entries_carry_what_a_runner_needs(exported):
     assert rejections(manifest) == [] and rejections(manifest, older=True) == []
     vocab = json.loads((out / entries["xnnpack"]["tokenizer"]["vocabFile"]).read_text())
     assert vocab["<bos>"] == 2  # the app's word-level vocabulary file
+    tokenizer = entries["xnnpack"]["tokenizer"]  # the app's chat reads BPE only: a word-level one is said so
+    assert tokenizer["model"] == "WordLevel" and "reads BPE tokenizers only" in tokenizer["appNote"]
 
 
 def test_quantized_proof_reports_agreement_and_perplexity_change(exported):
@@ -300,3 +302,79 @@ def test_fused_attention_only_where_it_computes_what_the_model_does():
     assert why_not(gemma3, 256) is None
     assert "sliding window (256) is shorter than --max-seq-len 512" in why_not(gemma3, 512)
     assert why_not(Gemma2Config(num_hidden_layers=2, attn_logit_softcapping=50.0), 64) == "its attention soft-caps logits"
+
+
+def tiny_gemma4(directory: Path) -> Path:
+    """Gemma 4's text architecture, reduced (the app's chat model is Gemma 4 E2B): sliding and
+    full layers of different head sizes, the later layers reusing the earlier ones' keys and
+    values, per-layer input embeddings, a soft-capped output; eos [1, 106] as E2B's; and a
+    byte-level BPE tokenizer.json, the kind the app's Dart tokenizer reads."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import Gemma4TextConfig, PreTrainedTokenizerFast
+
+    from pteforge.llm import PERPLEXITY_TEXT
+
+    directory.mkdir(parents=True, exist_ok=True)
+    Gemma4TextConfig(
+        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, global_head_dim=32, sliding_window=256, max_position_embeddings=1024,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+        num_kv_shared_layers=2, hidden_size_per_layer_input=8, vocab_size_per_layer_input=512,
+        use_double_wide_mlp=True, final_logit_softcapping=30.0, bos_token_id=2, eos_token_id=[1, 106], pad_token_id=0,
+    ).save_pretrained(directory)
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator([PERPLEXITY_TEXT.read_text()], trainers.BpeTrainer(
+        vocab_size=512, special_tokens=["<pad>", "<eos>", "<bos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>",
+                            pad_token="<pad>").save_pretrained(directory)
+    return directory
+
+
+def test_gemma4_the_apps_chat_model_exports_decodes_as_eager_and_ships_a_tokenizer_the_app_reads(tmp_path):
+    """Through the real command line: XNNPACK fp32 and 8da4w and MLX (what the app's models
+    repo ships for its chat) lowered, fp32 decoding eager's greedy tokens, the runner's constant methods
+    there (get_eos_ids [1, 106]), and the shipped tokenizer.json a BPE that round-trips text."""
+    from tokenizers import Tokenizer
+
+    from pteforge.cli import main
+    from pteforge.host import load_runtime
+    from pteforge.llm import PERPLEXITY_TEXT
+
+    ckpt, out = tiny_gemma4(tmp_path / "tiny-gemma4"), tmp_path / "out"
+    code = main(["export", "--llm", str(ckpt), "--weights", "none", "--max-seq-len", str(MAX_SEQ_LEN),
+                 "--backends", "xnnpack", "xnnpack:8da4w", "mlx", "--out", str(out)])
+    manifest = json.loads((out / "index.json").read_text())
+    entries = {e["target"]: e for e in manifest["models"] + manifest.get("failed", [])}
+    fp32 = entries["xnnpack"]
+    mlx = entries["mlx"]  # the app's other chat backend: lowered here, run on a Mac
+    assert mlx["status"] == "NOT_RUNNABLE_HERE" and mlx["delegation"]["nodes_per_backend"]["MLXBackend"] > 0
+    assert fp32["status"] == "VERIFIED" and fp32["generation"]["tokenAgreement"] == 1.0, fp32.get("reason")
+    assert entries["xnnpack:8da4w"]["status"] in ("VERIFIED", "MISMATCH") and code in (0, ExitStatus.TARGETS_FAILED)
+    assert entries["xnnpack:8da4w"]["delegation"]["percent"] > 50
+    program = load_runtime().load_program((out / fp32["file"]).read_bytes())
+    assert list(program.load_method("get_eos_ids").execute([])) == [1, 106] == fp32["eosIds"]
+    shipped = next(out / f for f in fp32["tokenizer"]["files"] if f.endswith("tokenizer.json"))
+    assert fp32["tokenizer"]["model"] == "BPE" and "appNote" not in fp32["tokenizer"]
+    tokenizer = Tokenizer.from_file(str(shipped))
+    text = PERPLEXITY_TEXT.read_text()[:400]
+    assert tokenizer.decode(tokenizer.encode(text).ids) == text
+
+
+def test_a_model_too_large_for_this_machine_is_refused_before_any_work_with_the_figure(capsys, tmp_path):
+    """Gemma 4 E2B (4.63 B parameters, 18.5 GB at fp32) on a machine with less memory than
+    the estimate: one line with the figures, its own exit code, nothing written."""
+    import psutil
+
+    from pteforge.llm import PEAK_PER_WEIGHT_BYTE, llm_spec, parameter_count
+
+    params = parameter_count(llm_spec("gemma-4-e2b-it"))
+    need = params * 4 * PEAK_PER_WEIGHT_BYTE
+    if need <= psutil.virtual_memory().total:
+        pytest.skip("this machine has the memory the estimate asks for")
+    code, out, err = cli(capsys, "export", "--gemma", "gemma-4-e2b-it", "--weights", "none", "--out", tmp_path / "o")
+    assert code == ExitStatus.RESOURCES, out + err
+    [line] = error_lines(err)
+    assert f"{params / 1e9:.2f} B parameters" in line and f"about {need / 1e9:.0f} GB" in line
+    assert "PTEFORGE_SKIP_MEMORY_CHECK" in line and not (tmp_path / "o").exists()

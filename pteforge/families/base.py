@@ -89,6 +89,10 @@ class Family:
         still gets its row, UNAVAILABLE, from its job; its fp32 reference is not made)."""
         return True
 
+    def check(self, spec: ModelSpec, config) -> None:
+        """Refuse, before any work, what this family's models cannot do in this run (raise a
+        pteforge error saying why and what to do); nothing by default."""
+
     def capture_variants(self, targets) -> tuple:
         """(backend, precision) pairs captured once more after the backend's source transform."""
         from ..backends import source_transform_variants

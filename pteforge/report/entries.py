@@ -68,62 +68,58 @@ def manifest_entries(
     labels: dict[tuple, LabelsEntry],
     versions: dict[str, str],
 ) -> list[ModelEntry]:
-    registry = default_registry()
-    entries = []
-    for rec in records:
-        if rec.artifact is None:
-            continue  # nothing on disk: an earlier good entry for this name stays
-        primary = registry.get(rec.backends[0])
-        rel = Path(os.path.relpath(rec.artifact.path, out)).as_posix()
-        label = labels.get((spec.family, spec.labels))
-        entries.append(
-            ModelEntry(
-                name=Path(rec.artifact.path).name,
-                modelName=app_model_name(spec.name, rec.target, primary),
-                model=spec.name,
-                category=spec.family,
-                backend=primary.manifest_name(),
-                hash=rec.artifact.sha256,
-                size=rec.artifact.size,
-                sizeMB=size_mb(rec.artifact.size),
-                inputSize=spec.input_size,
-                remoteUrl=_url(config.base_url, rel),
-                platforms=primary.app_platforms(),
-                devices=list(primary.platforms),
-                labelsFile=label.file if label else None,
-                labelsRemoteUrl=label.remoteUrl if label else None,
-                backendDescription=primary.description,
-                file=rel,
-                task=spec.task,
-                target=rec.target,
-                backends=rec.backends,
-                precision=rec.precision,
-                status=rec.status.value,
-                reason=rec.reason,
-                delegation=rec.artifact.delegation.to_dict(),
-                verification=asdict(rec.verification) if rec.verification else None,
-                quantization=rec.quantization,
-                relative=rec.relative,
-                bench=rec.latency,
-                cache=rec.cache,
-                sameProgramAs=rec.same_program_as,
-                estimates=rec.estimates,
-                accuracy=rec.accuracy,
-                timings=rec.timings,
-                inputShapes=rec.input_shapes,
-                heldInputs=spec.held or None,
-                inputs=(rec.artifact.io or {}).get("inputs"),
-                outputs=(rec.artifact.io or {}).get("outputs"),
-                preprocessing=asdict(spec.preprocessing) if spec.preprocessing else None,
-                bundle=(
-                    {**rec.bundle, "file": Path(os.path.relpath(rec.bundle["file"], out)).as_posix()}
-                    if rec.bundle else None
-                ),
-                source=spec.source_ref,
-                weights=config.weights if config.weights in ("pretrained", "none") else str(Path(config.weights).resolve()),
-                seed=config.seed,
-                versions=versions,
-                **text_generation_fields(rec),
-            )
-        )
-    return entries
+    """One entry per record with an artifact on disk (a failed row keeps an earlier good entry)."""
+    label = labels.get((spec.family, spec.labels))
+    return [_entry(rec, spec, out, config, label, versions) for rec in records if rec.artifact is not None]
+
+
+def _entry(rec: Record, spec: ModelSpec, out: Path, config: ExportConfig, label: LabelsEntry | None,
+           versions: dict[str, str]) -> ModelEntry:
+    primary = default_registry().get(rec.backends[0])
+    rel = Path(os.path.relpath(rec.artifact.path, out)).as_posix()
+    return ModelEntry(
+        name=Path(rec.artifact.path).name,
+        modelName=app_model_name(spec.name, rec.target, primary),
+        model=spec.name,
+        category=spec.family,
+        backend=primary.manifest_name(),
+        hash=rec.artifact.sha256,
+        size=rec.artifact.size,
+        sizeMB=size_mb(rec.artifact.size),
+        inputSize=spec.input_size,
+        remoteUrl=_url(config.base_url, rel),
+        platforms=primary.app_platforms(),
+        devices=list(primary.platforms),
+        labelsFile=label.file if label else None,
+        labelsRemoteUrl=label.remoteUrl if label else None,
+        backendDescription=primary.description,
+        file=rel,
+        task=spec.task,
+        target=rec.target,
+        backends=rec.backends,
+        precision=rec.precision,
+        status=rec.status.value,
+        reason=rec.reason,
+        delegation=rec.artifact.delegation.to_dict(),
+        verification=asdict(rec.verification) if rec.verification else None,
+        quantization=rec.quantization,
+        relative=rec.relative,
+        bench=rec.latency,
+        cache=rec.cache,
+        sameProgramAs=rec.same_program_as,
+        estimates=rec.estimates,
+        accuracy=rec.accuracy,
+        timings=rec.timings,
+        inputShapes=rec.input_shapes,
+        heldInputs=spec.held or None,
+        inputs=(rec.artifact.io or {}).get("inputs"),
+        outputs=(rec.artifact.io or {}).get("outputs"),
+        preprocessing=asdict(spec.preprocessing) if spec.preprocessing else None,
+        bundle=({**rec.bundle, "file": Path(os.path.relpath(rec.bundle["file"], out)).as_posix()}
+                if rec.bundle else None),
+        source=spec.source_ref,
+        weights=config.weights if config.weights in ("pretrained", "none") else str(Path(config.weights).resolve()),
+        seed=config.seed,
+        versions=versions,
+        **text_generation_fields(rec),
+    )

@@ -420,10 +420,8 @@ def validation_section(validation: dict | None) -> str:
             f"<tbody>{''.join(rows)}</tbody></table></section>")
 
 
-def html_report(man: Manifest, failures: list[dict] | None = None, validation: dict | None = None) -> str:
-    failures = failures or []
-    sections = "".join([matrix_section(man, failures), fallback_section(man), numerics_section(man),
-                        accuracy_section(man), validation_section(validation), plots_section(man)])
+def page(man: Manifest, failures: list[dict], sections: str) -> str:
+    """The whole document: its header (title, counts, the sections' links) and ``sections``."""
     body = _header(man, failures, sections) + sections
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">

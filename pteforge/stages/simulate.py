@@ -302,7 +302,7 @@ class _Interpreter:
             refused = str(exc).strip().splitlines()[0][:160]
             raise SimulationError(
                 f"the program's {name}.{overload} failed on its {'/'.join(dtypes) or 'scalar'} inputs in PyTorch ({refused})"
-                + (f"; this host's ExecuTorch has no kernel for it to try instead" if name.startswith("aten::") else "")
+                + ("; this host's ExecuTorch has no kernel for it to try instead" if name.startswith("aten::") else "")
                 + ("; an int8 tensor given to a float operator means the lowering left it on quantized values, "
                    "which no kernel computes right" if "int8" in dtypes and name.startswith("aten::") else "")) from None
         returns = args[len(schema.arguments):]
