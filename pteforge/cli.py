@@ -34,9 +34,7 @@ def _common(default) -> argparse.ArgumentParser:
 
 def _parser() -> argparse.ArgumentParser:
     from . import __version__
-    from .backends import default_registry
-    from .families import families
-    from .platforms import PLATFORMS, describe
+
 
     parser = argparse.ArgumentParser(
         prog="pteforge",
@@ -54,6 +52,18 @@ def _parser() -> argparse.ArgumentParser:
                          "flags override the file. Without -c: the nearest pteforge.toml, or pyproject.toml "
                          "with [tool.pteforge], from here up to the project's root")
     ex.add_argument("--no-config", action="store_true", help="read no config file, not even one found here")
+    _model_options(ex)
+    _target_options(ex)
+    _output_options(ex)
+    _inspection_commands(sub, common)
+    _file_commands(sub, common, inner)
+    parser.export_parser = ex  # -c FILE sets its defaults
+    return parser
+
+
+def _model_options(ex) -> None:
+    from .families import families
+
     sel = ex.add_argument_group("models")
     for fam in families():  # one flag per task family: --mobilenet, --yolo, --yolo-pose, ...
         if fam.models:
@@ -93,6 +103,12 @@ def _parser() -> argparse.ArgumentParser:
     own.add_argument("--std", default=None, metavar="R,G,B", help="per-channel std (default: the task family's)")
     own.add_argument("--fit", default=None, choices=["crop", "letterbox", "stretch"],
                      help="how a photo becomes its square input (default: the task family's)")
+
+
+def _target_options(ex) -> None:
+    from .backends import default_registry
+    from .platforms import PLATFORMS, describe
+
     tg = ex.add_argument_group("targets")
     tg.add_argument("--target", "--platform", dest="target", choices=[*PLATFORMS, "all"], default=None,
                     help=f"a platform's backends in its priority order ({describe()})")
@@ -118,6 +134,9 @@ def _parser() -> argparse.ArgumentParser:
                          "did not use")
     pr.add_argument("--calibration-samples", type=int, default=16, metavar="N",
                     help="inputs used to calibrate quantized targets (default 16)")
+
+
+def _output_options(ex) -> None:
     out = ex.add_argument_group("output and proof")
     out.add_argument("--out", default="models", metavar="DIR", help="output directory (default: models)")
     out.add_argument("--weights", default="pretrained", metavar="pretrained|none|PATH",
@@ -168,6 +187,11 @@ def _parser() -> argparse.ArgumentParser:
     pu.add_argument("--publish-relative", action="store_true", default=None,
                     help="publish without --publish-base-url: remoteUrl stays relative on purpose")
 
+
+def _inspection_commands(sub, common) -> None:
+    """validate, bench and select: what an export's artifacts do."""
+    from .platforms import PLATFORMS
+
     va = sub.add_parser("validate", parents=[common], help="run every artifact on real images and compare with eager PyTorch")
     va.add_argument("dir", nargs="?", default=None, metavar="DIR", help="the same as --models-dir DIR (as pteforge bench DIR)")
     va.add_argument("--models-dir", default=None, metavar="DIR", help="where the artifacts and index.json are (default: models)")
@@ -196,6 +220,9 @@ def _parser() -> argparse.ArgumentParser:
                          "this host, its platform's order, each file loaded; all: every platform's artifacts, here)")
     se.add_argument("--manifest", default=None, metavar="FILE", help="the manifest, as the first of two names")
 
+
+def _file_commands(sub, common, inner) -> None:
+    """manifest, publish, docs, backends, models and cache."""
     mf = sub.add_parser("manifest", parents=[common], help="check a manifest, or print its JSON Schema")
     mf_sub = mf.add_subparsers(dest="manifest_command", required=True)
     mc = mf_sub.add_parser("check", parents=[inner], help="validate FILE against pteforge's manifest schema")
@@ -226,8 +253,6 @@ def _parser() -> argparse.ArgumentParser:
     ca_sub = ca.add_subparsers(dest="cache_command", required=True, metavar="{clear,info}")
     ca_sub.add_parser("clear", parents=[inner], help="remove every cached artifact")
     ca_sub.add_parser("info", parents=[inner], help="where the cache is, how many entries and bytes")
-    parser.export_parser = ex  # -c FILE sets its defaults
-    return parser
 
 
 def _with_config(parser, given, argv: list[str]):
