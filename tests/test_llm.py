@@ -74,7 +74,7 @@ def test_fp32_program_decodes_what_eager_transformers_decodes(exported):
     program = load_runtime().load_program((out / entry["file"]).read_bytes())  # with the llama:: kernels
     method = program.load_method("forward")
     assert program.load_method("get_max_seq_len").execute([])[0] == MAX_SEQ_LEN
-    assert program.load_method("use_sdpa_with_kv_cache").execute([])[0] is True
+    assert program.load_method("use_sdpa_with_kv_cache").execute([])[0] is False  # attention is XNNPACK's matmuls
     logits = method.execute([torch.tensor([prompt]), torch.arange(len(prompt))])[0]
     assert tuple(logits.shape) == (1, 1, 512), "prefill returns the last position's logits: the output matrix runs once"
     tokens = [int(logits[0, -1].argmax())]
@@ -85,14 +85,15 @@ def test_fp32_program_decodes_what_eager_transformers_decodes(exported):
 
 
 def test_the_cpu_program_writes_its_cache_in_place_and_says_what_to_link(exported):
-    """XNNPACK's program calls ExecuTorch's llama:: kernels (the cache written in place,
-    attention one kernel; the RMSNorms inside XNNPACK, so the graph is cut only around
-    them), and the link lines name the library an app needs for them."""
+    """XNNPACK's program writes its cache in place with ExecuTorch's llama::update_cache and
+    attends inside XNNPACK (matmuls and a softmax: llama::custom_sdpa was a quarter to a third
+    of each decoded token); the RMSNorms inside XNNPACK too, so the graph is cut only around
+    the cache writes; and the link lines name the library an app needs for them."""
     _, _, out, entries, _ = exported
     fp32 = entries["xnnpack"]["delegation"]
-    assert {"llama::update_cache.out", "llama::custom_sdpa.out"} <= set(fp32["kernels"])
-    assert not any(op["op"].startswith("aten_mean") for op in fp32["portable_ops"])
-    assert not any(op["op"].startswith("aten_index_put") for op in fp32["portable_ops"])
+    assert "llama::update_cache.out" in fp32["kernels"] and "llama::custom_sdpa.out" not in fp32["kernels"]
+    portable = [op["op"] for op in fp32["portable_ops"]]
+    assert not any(op.startswith(("aten_mean", "aten_index_put", "aten_bmm", "aten__softmax")) for op in portable), portable
     cmake = (out / "executorch_link.cmake").read_text()
     assert "-DEXECUTORCH_BUILD_KERNELS_LLM=ON" in cmake and "WHOLE_ARCHIVE,custom_ops>" in cmake
 

@@ -1,6 +1,7 @@
 """Text generation: decoder-only language models with a KV cache (Gemma 3 270M, Gemma 4 E2B
-the executorch_flutter app's chat runs, and any Hugging Face causal LM through ``--llm``). Built, captured, lowered and proven by
-:mod:`pteforge.llm`; the app's category for them is ``gemma``."""
+the executorch_flutter app's chat runs, and any Hugging Face causal LM through ``--llm``).
+Built, captured, lowered and proven by :mod:`pteforge.llm`; the app's category for them is
+``gemma``."""
 
 from __future__ import annotations
 
