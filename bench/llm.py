@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from llm_optimum import checkpoint  # noqa: E402
+from llm_optimum import checkpoint, timed_run  # noqa: E402
 
 AGREE = 32  # greedy tokens compared with eager's
 PTEFORGE = {"xnnpack": "fp32", "xnnpack:8da4w": "8da4w", "xnnpack:8da8w": "8da8w"}
@@ -97,22 +97,13 @@ def eager_tokens(ckpt: Path, prompt: list[int], n: int) -> list[int]:
 
 
 # -- the programs ---------------------------------------------------------------------------
-def run_logged(cmd: list[str], log: Path, ok=(0,), env=None) -> float:
-    t0 = time.perf_counter()
-    with open(log, "w") as f:
-        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
-    if code not in ok:
-        raise SystemExit(f"{' '.join(str(c) for c in cmd[:5])} ... failed (exit {code}); see {log}")
-    return time.perf_counter() - t0
-
-
 def pteforge_programs(ckpt: Path, work: Path, max_seq_len: int, reuse: bool) -> tuple[dict, dict]:
     """{name: .pte}, {name: {export seconds, status}} from one ``pteforge export --llm`` run."""
     out = work / "pteforge"
     wall = None
     if not (reuse and (out / "index.json").is_file()):
         # exit 1: a target missed its proof (a quantized one, on random weights); its program is still timed
-        wall = run_logged([sys.executable, "-m", "pteforge", "export", "--llm", str(ckpt), "--weights", "pretrained",
+        wall = timed_run([sys.executable, "-m", "pteforge", "export", "--llm", str(ckpt), "--weights", "pretrained",
                     "--max-seq-len", str(max_seq_len), "--backends", *PTEFORGE, "--no-cache", "--out", str(out)],
                    work / "pteforge.log", ok=(0, 1))
     man = json.loads((out / "index.json").read_text())
@@ -134,7 +125,7 @@ def transformers_programs(ckpt: Path, work: Path, max_seq_len: int, reuse: bool)
         name = f"transformers {precision}"
         if not (reuse and (out / "bench.json").is_file()):
             try:
-                run_logged([sys.executable, str(HERE / "llm_tfx.py"), "export", str(ckpt), str(out), "--precision",
+                timed_run([sys.executable, str(HERE / "llm_tfx.py"), "export", str(ckpt), str(out), "--precision",
                             precision, "--max-seq-len", str(max_seq_len)], work / f"{name.replace(' ', '-')}.log")
             except SystemExit as exc:
                 facts[name] = {"status": "EXPORT_FAILED", "error": str(exc)}
@@ -180,7 +171,7 @@ def gguf_programs(ckpt: Path, work: Path, reuse: bool) -> tuple[dict, dict]:
     f32 = work / "model-F32.gguf"
     facts: dict = {}
     if not (reuse and f32.is_file()):
-        seconds = run_logged([sys.executable, "-c", CONVERT, str(source), str(ckpt), "--outtype", "f32",
+        seconds = timed_run([sys.executable, "-c", CONVERT, str(source), str(ckpt), "--outtype", "f32",
                               "--outfile", str(f32)], work / "gguf-convert.log")
         facts["llama.cpp F32"] = {"exportSeconds": seconds}
     programs = {"llama.cpp F32": str(f32)}
