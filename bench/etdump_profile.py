@@ -18,22 +18,22 @@ from collections import defaultdict
 from pathlib import Path
 
 
-def profile(path: Path, runs: int, warmup: int) -> tuple[dict[str, float], float]:
-    """(ms per run by event name, ms per run of the whole method) from one ETDump."""
+def profile(path: Path, runs: int, warmup: int) -> tuple[dict[str, tuple[float, int]], float]:
+    """({event name: (ms per run, how many such events a run has)}, ms per run of the whole
+    method) from one ETDump."""
     import torch
     from executorch.devtools import Inspector
     from executorch.extension.pybindings.portable_lib import _load_for_executorch
 
+    from pteforge.pte import DTYPES
     from pteforge.validate import seeded_inputs
 
     torch.set_num_threads(1)  # torch only copies outputs here, as in pteforge's runtime child
     module = _load_for_executorch(str(path), enable_etdump=True)
     meta = module.method_meta("forward")
-    specs = [{"shape": list(meta.input_tensor_meta(i).sizes()),
-              "dtype": str(meta.input_tensor_meta(i).dtype()).replace("ScalarType.", "").lower()}
+    specs = [{"shape": list(meta.input_tensor_meta(i).sizes()), "dtype": DTYPES[int(meta.input_tensor_meta(i).dtype())]}
              for i in range(meta.num_inputs())]
-    dtypes = {"float": "float32", "long": "int64", "int": "int32", "half": "float16", "byte": "uint8", "char": "int8"}
-    inputs = seeded_inputs([{**s, "dtype": dtypes.get(s["dtype"], s["dtype"])} for s in specs], 0)
+    inputs = seeded_inputs(specs, 0)
     for _ in range(warmup + runs):
         module.forward(inputs)
     with tempfile.TemporaryDirectory() as tmp:
@@ -41,6 +41,7 @@ def profile(path: Path, runs: int, warmup: int) -> tuple[dict[str, float], float
         module.write_etdump_result_to_file(str(dump))
         inspector = Inspector(etdump_path=str(dump))
     by_name: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
     total = 0.0
     blocks = [b for b in inspector.event_blocks if b.name == "Execute"] or inspector.event_blocks
     for block in blocks:
@@ -51,8 +52,10 @@ def profile(path: Path, runs: int, warmup: int) -> tuple[dict[str, float], float
             if event.name == "Method::execute":
                 total += sum(timed)
             elif event.name != "DELEGATE_CALL":  # the delegate's own operators are listed instead
-                by_name[re.sub(r" #\d+$", "", event.name)] += sum(timed)  # one line per operator kind
-    return {k: v / runs for k, v in by_name.items()}, total / runs
+                kind = re.sub(r" #\d+$", "", event.name)  # one line per operator kind
+                by_name[kind] += sum(timed)
+                counts[kind] += 1
+    return {k: (v / runs, counts[k]) for k, v in by_name.items()}, total / runs
 
 
 def main() -> int:
@@ -65,9 +68,9 @@ def main() -> int:
     for path in args.programs:
         ops, total = profile(path, args.runs, args.warmup)
         print(f"{path.name}: {total:.2f} ms per run (Method::execute, mean of {args.runs} after {args.warmup} warm-up)")
-        for name, ms in sorted(ops.items(), key=lambda kv: -kv[1])[: args.top]:
+        for name, (ms, count) in sorted(ops.items(), key=lambda kv: -kv[1][0])[: args.top]:
             share = f"{100 * ms / total:5.1f} %" if total else ""
-            print(f"  {ms:8.3f} ms {share}  {name}")
+            print(f"  {ms:8.3f} ms {share}  {name} (×{count})")
     return 0
 
 

@@ -269,6 +269,20 @@ class InstanceNorms(torch.nn.Module):
         return (self.b(torch.relu(self.a(self.conv(x)))),)
 
 
+class Recurrent(torch.nn.Module):
+    """An LSTM and a GRU over a sequence, as OCR and voice models run them."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 8, num_layers=2)
+        self.gru = torch.nn.GRU(8, 5, batch_first=True)
+
+    def forward(self, x):  # 7 steps x 1 x 6
+        y, (h, c) = self.lstm(x)
+        z, g = self.gru(y.transpose(0, 1))
+        return z, h, c, g
+
+
 CASES = {
     "layer_norm, rms_norm": (Norms, [(1, 4, 16)], set()),  # rewritten late: see test_late_rewrites
     "scaled_dot_product_attention": (Attention, [(1, 2, 6, 8), (1, 2, 5, 8), (1, 2, 5, 8)],
@@ -288,6 +302,9 @@ CASES = {
     # ExecuTorch decomposed these into index gathers on the portable kernels
     "reflection, replication and circular padding": (Pads, [(1, 3, 9, 10)], {"aten.pad.default"}),
     "instance norm": (InstanceNorms, [(1, 3, 10, 12)], set()),  # rewritten late: see test_late_rewrites
+    # decomposed at lowering, their gate chunks and steps were left on the portable kernels,
+    # cutting the program at every step
+    "LSTM and GRU as their steps": (Recurrent, [(7, 1, 6)], {"aten.lstm.input", "aten.gru.input"}),
 }
 
 
@@ -1036,3 +1053,105 @@ def test_a_program_no_rewrite_takes_is_not_traced_again(case):
             assert rewrite._rewritten(exported, table) is exported
     if case.startswith("in place") or case == "branches":
         assert rewrite._applies(exported, rewrite._table()) == (case != "in place, taken by no rewrite")
+
+
+class WrittenOut(torch.nn.Module):
+    """Hard-swish in the forms other frameworks write it, and a byte embedding as a
+    one-hot matrix product (JAX and Keras through ONNX: Magika), each beside a near miss
+    that must stay as it is."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.register_buffer("three", torch.tensor([3.0]))  # ONNX initializers: one-value tensors
+        self.register_buffer("six", torch.tensor(6.0))
+        self.register_buffer("zero", torch.tensor(0.0))
+        self.register_buffer("byte_values", torch.arange(10, dtype=torch.int32).reshape(1, 1, 10))
+        self.table = torch.nn.Parameter(torch.randn(10, 4))
+
+    def forward(self, x, tokens):
+        y = self.conv(x)
+        a = y * torch.clamp(self.three + y, self.zero, self.six) / self.six  # PaddlePaddle's Add, Clip, Mul, Div
+        b = a * torch.clip(a * 0.16666670143604279 + 0.5, 0.0, 1.0)  # ONNX Runtime's HardSwish: x * HardSigmoid(x)
+        c = b * F.relu6(3 + b) * (1 / 6)  # hand-written
+        d = c * F.hardsigmoid(c)
+        e = d * torch.clamp(d + 3, 0, 5) / 6  # not a hard-swish: its clamp stops at 5
+        one_hot = (tokens.reshape(1, -1, 1) == self.byte_values).to(torch.float32)
+        return e, one_hot @ self.table
+
+
+def test_written_out_operators_become_the_one_they_are_with_the_same_values():
+    """stages/fuse.py: four hard-swishes become ``aten.hardswish``, the near miss stays, the
+    one-hot product becomes a row lookup (zeros outside the table, as the one-hot's), and
+    XNNPACK's program computes what eager does, with no comparison or cast left outside."""
+    from pteforge.backends import default_registry
+    from pteforge.stages.fuse import fused
+
+    torch.manual_seed(0)
+    model = WrittenOut().eval()
+    x = torch.randn(1, 3, 6, 6)
+    tokens = torch.tensor([[0, 3, 9, -1, 10, 250, 7]], dtype=torch.int32)  # three outside 0..9
+    exported = torch.export.export(model, (x, tokens))
+    rewritten = fused(exported)
+    ops = [str(n.target) for n in rewritten.graph.nodes if n.op == "call_function"]
+    assert ops.count("aten.hardswish.default") == 4
+    assert ops.count("aten.clamp.default") == 2  # the near miss's, and the lookup's index
+    assert "aten.eq.Tensor" not in ops and "aten.embedding.default" in ops
+    assert {s.arg.name for s in rewritten.graph_signature.input_specs} == {
+        "p_conv_weight", "p_conv_bias", "p_table", "x", "tokens"}  # three, six, zero and the byte values read no more
+    want = model(x, tokens)
+    got = rewritten.module()(x, tokens)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-6)
+    assert torch.equal(got[1], want[1])
+    assert fused(rewritten) is rewritten  # nothing left to fuse: the same program back
+
+    xnnpack = default_registry().get("xnnpack")
+    edge, _, outside = _lowered(exported, lambda p: xnnpack.lower(p, xnnpack.plan(Precision.FP32), []))
+    # what stays on the portable kernels reads the index alone (one value a position), not
+    # every position times the table's rows
+    assert "aten_eq_tensor" not in outside and "aten_embedding_default" in outside
+    ran = _run(edge, (x, tokens))
+    torch.testing.assert_close(ran[0], want[0], rtol=1e-4, atol=1e-5)
+    assert torch.equal(ran[1], want[1])
+
+
+class ScaledBetweenConvolutions(torch.nn.Module):
+    """A convolution's output scaled and shifted by one-value constants (a graph from
+    another framework writes its scalars as tensors), then another convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(3, 8, 3), torch.nn.Conv2d(8, 4, 1)
+        self.register_buffer("scale", torch.tensor([0.5]))
+        self.register_buffer("shift", torch.tensor(2.0))
+
+    def forward(self, x):
+        return (self.b(self.a(x) * self.scale + self.shift),)
+
+
+def test_one_value_constants_keep_a_convolution_output_channels_last():
+    """Inside pteforge's XNNPACK lowering context the channels-last pass converts the input
+    and the output only; ExecuTorch alone converted back and forth around each scalar."""
+    import contextlib
+
+    from executorch.backends.xnnpack._passes.channels_last_tagged_reshape_pass import ChannelsLastTaggedReshapePass
+    from executorch.exir import to_edge
+
+    from pteforge.backends import default_registry
+    from pteforge.stages.lower import lower
+
+    torch.manual_seed(0)
+    model, x = ScaledBetweenConvolutions().eval(), torch.randn(1, 3, 9, 9)
+    exported = torch.export.export(model, (x,))
+    xnnpack = default_registry().get("xnnpack")
+
+    def layout_copies(context) -> int:
+        edge = to_edge(exported).exported_program()
+        with context:
+            result = ChannelsLastTaggedReshapePass(edge)(edge.graph_module)
+        return sum(1 for n in result.graph_module.graph.nodes if n.op == "call_function" and "_to_copy" in str(n.target))
+
+    assert layout_copies(contextlib.nullcontext()) > 2
+    assert layout_copies(xnnpack.lowering_context()) == 2
+    edge = lower(exported, [xnnpack], Precision.FP32, xnnpack.plan(Precision.FP32))
+    torch.testing.assert_close(_run(edge, (x,))[0], model(x)[0], rtol=1e-5, atol=1e-5)

@@ -135,13 +135,16 @@ partitioner = [XnnpackPartitioner()]"""
         context = contextlib.ExitStack()
         context.enter_context(only_where_they_can_match(_pattern_passes()))
         context.enter_context(_softmax_reads_nchw())
+        context.enter_context(_one_value_constants_take_any_layout())
         return context
 
     def lower(self, exported, plan, rest):
+        from ..stages.fuse import fused
         from ..stages.rewrite import xnnpack_friendly
 
-        # after quantization: adaptive pooling, LayerNorm and RMSNorm (see xnnpack_friendly)
-        return super().lower(xnnpack_friendly(exported, late=True), plan, rest)
+        # after quantization: adaptive pooling, LayerNorm and RMSNorm (see xnnpack_friendly),
+        # and operators written out (hard-swish, a one-hot product) as the one they are (stages/fuse.py)
+        return super().lower(fused(xnnpack_friendly(exported, late=True)), plan, rest)
 
     def prepare(self, exported, precision, example):
         from ..stages.rewrite import xnnpack_friendly
@@ -239,3 +242,47 @@ def _softmax_reads_nchw():
         yield
     finally:
         ChannelsLastTaggedReshapePass.memory_sensitive_ops_nchw = listed
+
+
+@contextlib.contextmanager
+def _one_value_constants_take_any_layout():
+    """Inside, XNNPACK's channels-last pass lets a one-value tensor meet a channels-last
+    tensor as it is.
+
+    ExecuTorch 1.5.1's pass gives every input of a layout-agnostic operator (add, mul, div,
+    ...) one memory layout; a constant it cannot lay out as NHWC (any that is not 4-D) sends
+    the operator, and the convolution's output with it, back to NCHW and forward again. A
+    graph made by another framework writes its scalars as constant tensors (PaddlePaddle's
+    hardswish ``x * clip(x + 3, 0, 6) / 6``, ``()``-shaped): each activation then cost two
+    transposes (PP-LCNet's page-orientation classifier: a third of its time, PicoDet's
+    document layout: half). A constant of one value reads the same in any layout and
+    broadcasts as it is, so it is left untouched and the operator stays NHWC."""
+    import torch
+    from executorch.backends.xnnpack._passes.channels_last_tagged_reshape_pass import ChannelsLastTaggedReshapePass
+
+    cls = ChannelsLastTaggedReshapePass
+    can, to_nhwc, to_nchw = cls.can_be_converted_to_nhwc, cls.input_to_nhwc, cls.input_to_nchw
+
+    def one_value(self, node) -> bool:
+        # any one-value tensor: XNNPACK's partitioner leaves a binary operator's constant
+        # out of the partition, so the delegate takes it as an input, not as a parameter
+        val = node.meta.get("val")
+        return isinstance(val, torch.Tensor) and val.numel() == 1
+
+    def can_be_converted_to_nhwc(self, node):
+        return one_value(self, node) or can(self, node)
+
+    def input_to_nhwc(self, graph_module, input_node, target_node):
+        if not one_value(self, input_node):
+            to_nhwc(self, graph_module, input_node, target_node)
+
+    def input_to_nchw(self, graph_module, input_node, target_node):
+        if not one_value(self, input_node):
+            to_nchw(self, graph_module, input_node, target_node)
+
+    cls.can_be_converted_to_nhwc, cls.input_to_nhwc, cls.input_to_nchw = (
+        can_be_converted_to_nhwc, input_to_nhwc, input_to_nchw)
+    try:
+        yield
+    finally:
+        cls.can_be_converted_to_nhwc, cls.input_to_nhwc, cls.input_to_nchw = can, to_nhwc, to_nchw

@@ -237,6 +237,8 @@ def _table():
         ops.roll.default: _roll,
         ops.expand.default: _expand,
         ops.alias.default: _alias,
+        ops.cat.default: _cat,
+        ops.stack.default: _stack,
         ops.unbind.int: _unbind,
         ops.slice.Tensor: _slice,
         ops.mean.dim: _mean,
@@ -250,6 +252,12 @@ def _table():
         ops.max_pool3d.default: _max_pool3d,
         ops.pad.default: _pad,
         ops.prelu.default: _prelu,
+        # recurrent layers as their steps, here rather than at lowering, so that the chunks and
+        # steps they are written in become the slices above: a chunk left to the portable
+        # kernels cut the program at every step (ddddocr's bidirectional LSTM: 23 XNNPACK
+        # programs, each packing its own copy of the recurrent weights)
+        ops.lstm.input: _recurrent(ops.lstm.input),
+        ops.gru.input: _recurrent(ops.gru.input),
     }
 
 
@@ -273,6 +281,20 @@ def _aten():
     import torch
 
     return torch.ops.aten
+
+
+def _recurrent(op):
+    """PyTorch's own decomposition of ``op`` into its steps, for static shapes."""
+    from torch._decomp import decomposition_table
+
+    decompose = decomposition_table[op]
+
+    def steps(x, *args, **kwargs):
+        if not _static(x.shape):
+            return NotImplemented
+        return decompose(x, *args, **kwargs)
+
+    return steps
 
 
 def _prelu(x, weight):
@@ -394,6 +416,22 @@ def _expand(x, size, implicit=False):
 def _alias(x):
     """An alias is its input (XNNPACK takes no alias_copy)."""
     return x
+
+
+def _cat(tensors, dim=0):
+    """A concatenation of one tensor as its copy: XNNPACK takes two or more (a one-layer
+    GRU's final state is ``stack([h])``)."""
+    if len(tensors) != 1:
+        return NotImplemented
+    return _aten().clone.default(tensors[0])
+
+
+def _stack(tensors, dim=0):
+    """A stack of one tensor as its view with one more dim (lowering made it a concatenation
+    of one tensor, which XNNPACK refuses)."""
+    if len(tensors) != 1:
+        return NotImplemented
+    return _unsqueeze(tensors[0], dim)
 
 
 def _unbind(x, dim=0):
