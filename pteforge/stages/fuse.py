@@ -33,7 +33,8 @@ def fused(exported):
     import copy
 
     rules = ((_hardswish_input, _hardswish), (_one_hot_product, _lookup))
-    if not any(find(n, _constant_values(exported)) is not None for n in exported.graph.nodes for find, _ in rules):
+    values = _constant_values(exported)
+    if not any(find(n, values) is not None for n in exported.graph.nodes for find, _ in rules):
         return exported
     exported = copy.deepcopy(exported)
     graph, values = exported.graph, _constant_values(exported)

@@ -35,7 +35,7 @@ def xnnpack_friendly(exported, late: bool = False):
     """
     if not late:
         return _rewritten(exported, _table())
-    rewritten = _rewritten(exported, _late_table())
+    rewritten = _rewritten(_recurrent_as_steps(exported), _late_table())
     if rewritten is not exported:
         _fold(rewritten)  # the averaging weights of _mean_last: a linear takes constant weights only
     return rewritten
@@ -252,12 +252,6 @@ def _table():
         ops.max_pool3d.default: _max_pool3d,
         ops.pad.default: _pad,
         ops.prelu.default: _prelu,
-        # recurrent layers as their steps, here rather than at lowering, so that the chunks and
-        # steps they are written in become the slices above: a chunk left to the portable
-        # kernels cut the program at every step (ddddocr's bidirectional LSTM: 23 XNNPACK
-        # programs, each packing its own copy of the recurrent weights)
-        ops.lstm.input: _recurrent(ops.lstm.input),
-        ops.gru.input: _recurrent(ops.gru.input),
     }
 
 
@@ -281,6 +275,26 @@ def _aten():
     import torch
 
     return torch.ops.aten
+
+
+def _recurrent_as_steps(exported):
+    """LSTM and GRU as their steps, with the chunks and steps they are written in as the
+    slices and views of ``_table()``, after quantization (their weights stay fp32, as they
+    did on the portable kernels: ddddocr's int8 recognizer, its LSTM quantized step by step,
+    fell from 18.6 to -5.2 dB). Decomposed at lowering instead, each step's chunk ran on the
+    portable kernels and cut the program there (ddddocr's bidirectional LSTM: 23 XNNPACK
+    programs; now one)."""
+    import torch
+
+    ops = torch.ops.aten
+    recurrent = {ops.lstm.input, ops.gru.input}
+    if not any(n.target in recurrent for n in exported.graph.nodes):
+        return exported
+    views = {ops.split_with_sizes.default, ops.split.Tensor, ops.chunk.default, ops.unbind.int, ops.select.int,
+             ops.squeeze.default, ops.squeeze.dim, ops.squeeze.dims, ops.unsqueeze.default, ops.stack.default,
+             ops.cat.default, ops.alias.default, ops.slice.Tensor}
+    table = {op: rewrite for op, rewrite in _table().items() if op in views}
+    return _rewritten(exported, {**table, **{op: _recurrent(op) for op in recurrent}})
 
 
 def _recurrent(op):
