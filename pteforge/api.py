@@ -97,6 +97,98 @@ def plan_targets(
     return plan
 
 
+@dataclass
+class Request:
+    """What ``pteforge export`` was asked for, resolved before any work: the models, the
+    target plan (None without models), and what to tell the user on the way."""
+
+    models: list[ModelSpec]
+    plan: TargetPlan | None
+    notes: list[str] = field(default_factory=list)
+
+
+def requested(values: dict) -> Request:
+    """The export the options ask for. ``values``: each option by name (``options.py``),
+    and each task family's word (``mobilenet``, ``yolo_pose``: its models), as the
+    command line and the config file give them."""
+    models, notes = _selected_models(values), []
+    if values.get("calibration"):
+        from .samples import holds_samples
+        from .vision import image_dir
+
+        if not holds_samples(values["calibration"]):
+            _, note = image_dir(values["calibration"], "--calibration", values["calibration_samples"])
+            notes += [note] if note else []
+    requests, others = values.get("backends"), []
+    if requests is None and values.get("target") is None and models and all(m.task == "text-generation" for m in models):
+        from .llm import default_targets
+
+        requests, others = default_targets()  # every precision of the backends that export language models
+    models, requests = _own_targets(models, requests, values)
+    plan = plan_targets(requests, platform=values.get("target"), precision=values.get("precision")) if models else None
+    if plan:
+        plan.unavailable += others
+    return Request(models, plan, notes)
+
+
+def _selected_models(values: dict) -> list:
+    from .families import families
+    from .models import select_models
+
+    chosen = {fam.word.replace("-", "_"): values.get(fam.word.replace("-", "_")) for fam in families() if fam.models}
+    own = {k: values.get(k) for k in ("task", "name", "labels_file", "fit", "mean", "std")}
+    return select_models(**chosen, every=values.get("all", False), refs=values.get("model") or [],
+                         llms=values.get("llm") or [], max_seq_len=values.get("max_seq_len"),
+                         input_shapes=values.get("input_shape") or [], input_dtypes=values.get("input_dtype") or [],
+                         labels_only=values.get("labels", False), own=own)
+
+
+def _own_targets(models: list, requests, values: dict) -> tuple[list, list | None]:
+    """Where a config file's [[model]] table gives a model its own backends or precision: the
+    run's requests become those of every model together, and each model keeps the names of
+    its own targets (``ModelSpec.targets``), the others the run's."""
+    if not any(m.targets for m in models):
+        return models, requests
+
+    def asked(plan) -> tuple[str, ...]:
+        return tuple(t.name for t in plan.targets if t.name not in plan.references)
+
+    run = plan_targets(requests, platform=values.get("target"), precision=values.get("precision"))
+    every, named = list(asked(run)), []
+    for m in models:
+        if not m.targets:
+            named.append(dataclasses.replace(m, targets=asked(run)))
+            continue
+        own = [r.replace("*", b.split(":")[0], 1) for r in m.targets for b in (asked(run) if r.startswith("*:") else [r])]
+        mine = asked(plan_targets(own, precision=values.get("precision")))
+        every += [t for t in mine if t not in every]
+        named.append(dataclasses.replace(m, targets=mine))
+    return named, every
+
+
+def check_surroundings(values: dict) -> list[str]:
+    """Before any work: the site ``publish`` writes, refused when it cannot be; and a note
+    when the cache directory cannot be written (the run goes on without it)."""
+    from .io import CACHE_ENV, unwritable
+
+    if values.get("publish"):
+        from .publish import check_site, runtimes_for
+        from .spec import check_base_url
+
+        if values.get("publish_base_url") is not None:
+            check_base_url(values["publish_base_url"], "--publish-base-url")
+        elif not values.get("publish_relative"):
+            raise UsageError("--publish without --publish-base-url: the executorch_flutter app downloads remoteUrl as "
+                             "it is, and a relative one does not download",
+                             fix="give --publish-base-url URL (where SITE will be served), or --publish-relative")
+        check_site(Path(values["publish"]), "--publish")
+        if values.get("publish_runtime"):
+            runtimes_for(metadata.version("executorch").split("+")[0], values["publish_runtime"], "--publish-runtime")
+    why = unwritable()
+    return [] if why is None else [f"cannot write the cache directory {why}: this run keeps nothing there for the next "
+                                   f"one (fix: set {CACHE_ENV} to a writable directory)"]
+
+
 def _plan(requests, registry: Registry, implied: frozenset[str], default) -> TargetPlan:
     lowerable = [b.name for b in registry if b.lower_check().ok]
     if requests is None:

@@ -52,140 +52,52 @@ def _parser() -> argparse.ArgumentParser:
                          "flags override the file. Without -c: the nearest pteforge.toml, or pyproject.toml "
                          "with [tool.pteforge], from here up to the project's root")
     ex.add_argument("--no-config", action="store_true", help="read no config file, not even one found here")
-    _model_options(ex)
-    _target_options(ex)
-    _output_options(ex)
+    _export_options(ex)
     _inspection_commands(sub, common)
     _file_commands(sub, common, inner)
     parser.export_parser = ex  # -c FILE sets its defaults
     return parser
 
 
-def _model_options(ex) -> None:
+def _export_options(ex) -> None:
+    """The export's flags, from their one declaration each (``options.py``); each task
+    family's flag leads the models (``--mobilenet``, ``--yolo``, ...)."""
     from .families import families
+    from .options import GROUPS, OPTIONS
 
-    sel = ex.add_argument_group("models")
-    for fam in families():  # one flag per task family: --mobilenet, --yolo, --yolo-pose, ...
+    groups = {key: ex.add_argument_group(title) for key, title in GROUPS.items()}
+    for fam in families():
         if fam.models:
-            sel.add_argument(f"--{fam.word}", nargs="*", metavar="NAME", dest=fam.word.replace("-", "_"),
-                             help=f"{fam.model_help} [category {fam.category}]")
-    sel.add_argument("--all", action="store_true", help="every catalog model")
-    sel.add_argument("--model", action="append", default=[], metavar="REF",
-                     help="custom model: package.module:factory(literal args...), path/to/file.py:factory, file.pt2, "
-                          "file.onnx, a TorchScript file (.pt, .ptl, .torchscript) or an Ultralytics checkpoint "
-                          "(yolo train's best.pt: exported as its family, with its own classes) (repeatable)")
-    sel.add_argument("--llm", action="append", default=[], metavar="ID_OR_DIR",
-                     help="a decoder-only language model: a Hugging Face id or a local checkpoint directory "
-                          "(repeatable) [category gemma]")
-    sel.add_argument("--max-seq-len", type=int, default=None, metavar="N",
-                     help="language models: the KV cache's length, prompt and generated tokens together (default 128)")
-    sel.add_argument("--input-shape", action="append", default=[], metavar="[NAME=][DTYPE:]N,C,H,W",
-                     help="input shape of a --model (repeat for several inputs; an ONNX file's by name, e.g. "
-                          "images=1,3,640,640, and a scalar's value, e.g. sr=int64:16000), or 1,3,S,S for the catalog "
-                          "models named")
-    sel.add_argument("--input-dtype", action="append", default=[], metavar="DTYPE",
-                     help="dtype of each --input-shape (default float32)")
-    sel.add_argument("--labels", action="store_true",
-                     help=f"write every family's labels file ({', '.join(sorted({f.labels_file for f in families() if f.labels_file}))})")
-    own = ex.add_argument_group("your own model, as the app shows it (with --model)")
-    own.add_argument("--task", default=None, metavar="TASK",
-                     help="what the model does, so the app shows it: classification, detection, pose, face, segmentation "
-                          "(or a family's category: "
-                          f"{', '.join(f.category for f in families() if f.preprocessing is not None)}); it takes that "
-                          "family's decoding, agreement on the photos, labels and preprocessing (detectors: Ultralytics' "
-                          "output layout). Without it the model's category is custom, which the app hides")
-    own.add_argument("--name", default=None, help="the model's name in files and the app (default: the file's, the "
-                                                  "factory's, or for a factory called build/make/... its file's)")
-    own.add_argument("--labels-file", default=None, metavar="FILE",
-                     help="its classes, one per line (checked against its output; default: the task family's)")
-    own.add_argument("--mean", default=None, metavar="R,G,B", help="per-channel mean after scaling pixels to 0-1 "
-                                                                    "(default: the task family's)")
-    own.add_argument("--std", default=None, metavar="R,G,B", help="per-channel std (default: the task family's)")
-    own.add_argument("--fit", default=None, choices=["crop", "letterbox", "stretch"],
-                     help="how a photo becomes its square input (default: the task family's)")
+            groups["models"].add_argument(f"--{fam.word}", nargs="*", metavar="NAME", dest=fam.word.replace("-", "_"),
+                                          help=f"{fam.model_help} [category {fam.category}]")
+    registries = _registry_words()
+    for o in OPTIONS:
+        if not o.flags:
+            continue
+        kw = {"dest": o.name, "help": o.help.format(**registries)}
+        if o.kind in ("flag", "off"):
+            kw.update(action="store_true" if o.kind == "flag" else "store_false")
+            if o.kind == "flag" and o.default is not False:
+                kw["default"] = o.default
+        else:
+            kw.update(default=[] if o.kind == "append" else o.default, metavar=o.metavar,
+                      choices=registries[o.choices] if isinstance(o.choices, str) else o.choices)
+            kw.update({"append": {"action": "append"}, "list": {"nargs": "+"}}.get(o.kind, {}))
+            if o.type is not None:
+                kw["type"] = o.type
+        groups[o.group].add_argument(*o.flags, **kw)
 
 
-def _target_options(ex) -> None:
+def _registry_words() -> dict:
+    """What the options' help and choices name from the registries (``options.py``)."""
     from .backends import default_registry
+    from .families import families
     from .platforms import PLATFORMS, describe
 
-    tg = ex.add_argument_group("targets")
-    tg.add_argument("--target", "--platform", dest="target", choices=[*PLATFORMS, "all"], default=None,
-                    help=f"a platform's backends in its priority order ({describe()})")
-    tg.add_argument("--backends", nargs="+", metavar="TARGET",
-                    help="targets: BACKEND[+BACKEND...][:PRECISION], e.g. xnnpack coreml vulkan+xnnpack xnnpack:int8; "
-                         f"backends: {', '.join(default_registry().names())} (default: every backend that can lower here)")
-    pr = ex.add_argument_group("precision")
-    pr.add_argument("--precision", default=None, metavar="auto|PRECISION",
-                    help="precision of targets that name none (fp32, fp16, int8, int8-dynamic, int8-weight, int4-weight), "
-                         "or auto: for each backend that runs here, try every precision it takes and pick the fastest "
-                         "within --accuracy-budget")
-    pr.add_argument("--accuracy-budget", default=None, metavar="top1=F,boxes=F,sqnr=DB",
-                    help="what a quantized artifact may lose against fp32 eager on the validation photos, and what "
-                         "auto chooses within (default: top1=0.99 for classifiers, boxes=0.95 matched at IoU 0.5 for "
-                         "detectors, sqnr=20 otherwise); one that misses it is told where it breaks")
-    pr.add_argument("--accuracy-report", action="store_true",
-                    help="for every quantized artifact, print the layers that lose most against fp32 (by eager "
-                         "module) and what to try; report.html shows them too")
-    pr.add_argument("--calibration", default=None, metavar="DIR",
-                    help="calibrate quantized targets on the images in DIR, through the model's own preprocessing "
-                         "(default for image models: views of the photos our dependencies ship), or on the input "
-                         "files in DIR (.npy or .npz, one sample a file, any model), verifying on files calibration "
-                         "did not use")
-    pr.add_argument("--calibration-samples", type=int, default=16, metavar="N",
-                    help="inputs used to calibrate quantized targets (default 16)")
-
-
-def _output_options(ex) -> None:
-    out = ex.add_argument_group("output and proof")
-    out.add_argument("--out", default="models", metavar="DIR", help="output directory (default: models)")
-    out.add_argument("--weights", default="pretrained", metavar="pretrained|none|PATH",
-                     help="pretrained (library download; a --model checkpoint: its own weights), none (seeded random init) "
-                          "or a local state dict (or an Ultralytics checkpoint of the same architecture)")
-    out.add_argument("--seed", type=int, default=0, help="seed for random weights and inputs (default 0)")
-    out.add_argument("--no-verify", dest="verify", action="store_false", help="skip running artifacts on this host")
-    out.add_argument("--no-simulate", dest="simulate", action="store_false",
-                     help="do not prove on reference simulators what this host cannot run (TOSA, Ethos-U, Cortex-M): "
-                          "those rows need a device")
-    out.add_argument("--no-fallback", dest="fallback", action="store_false",
-                     help="fail a target when a backend's pass crashes on part of the graph (default: that part runs "
-                          "on the portable kernels, the rest stays delegated, and the summary says so)")
-    out.add_argument("--dry-run", action="store_true",
-                     help="check the options and print the plan (models, targets, downloads), then stop: nothing is written")
-    out.add_argument("--verify-inputs", type=int, default=3, metavar="N",
-                     help="inputs besides the example input used to verify (default 3): seeded, or the input files of "
-                          "--calibration DIR that calibration does not use")
-    out.add_argument("--bench-runs", type=int, default=10, metavar="N",
-                     help="timed runs after warm-up of each artifact that runs here, for its p50 (default 10, "
-                          "fewer for one slower than 0.1 s a run, at least 5; 0: none)")
-    out.add_argument("--tolerance", type=float, default=None, metavar="DB",
-                     help="minimum SQNR in dB against eager (default depends on precision)")
-    out.add_argument("--base-url", default=None, metavar="URL", help="make remoteUrl absolute under URL")
-    out.add_argument("--timeout", type=float, default=1200.0, metavar="S",
-                     help="seconds per model capture and per target before its worker is killed (default 1200)")
-    out.add_argument("--jobs", type=int, default=None, metavar="N",
-                     help="worker processes (default: one per core; with --executor ray: the local cluster's CPUs)")
-    out.add_argument("--executor", choices=["local", "ray"], default="local",
-                     help="local: worker processes on this machine (default); ray: each capture and (model, target) "
-                          "job as a Ray task (pteforge[ray])")
-    out.add_argument("--ray-address", default=None, metavar="ADDR",
-                     help="with --executor ray: the cluster to use, e.g. 10.0.0.5:6379 (default: start a local one)")
-    out.add_argument("--oplist", action="store_true",
-                     help="selective build: selected_operators.yaml per artifact and merged, plus executorch_link.cmake")
-    out.add_argument("--no-cache", dest="cache", action="store_false",
-                     help="do the work even when the cache holds this exact artifact (the result is cached anyway)")
-    out.add_argument("--bundle", action="store_true",
-                     help="also write a BundledProgram (.bpte) with verification inputs and expected outputs")
-
-    pu = ex.add_argument_group("publishing")
-    pu.add_argument("--publish", default=None, metavar="SITE",
-                    help="after the export, lay out SITE/versions.json and SITE/<version>/index.json as the "
-                         "executorch_flutter app fetches them (as pteforge publish OUT --site SITE)")
-    pu.add_argument("--publish-runtime", "--publish-version", dest="publish_runtime", nargs="+", default=None,
-                    metavar="V", help="the app runtimes' ExecuTorch versions to publish for (as publish --runtime)")
-    pu.add_argument("--publish-base-url", default=None, metavar="URL", help="the URL SITE is served at")
-    pu.add_argument("--publish-relative", action="store_true", default=None,
-                    help="publish without --publish-base-url: remoteUrl stays relative on purpose")
+    return {"backends": ", ".join(default_registry().names()), "platforms": describe(),
+            "labels_files": ", ".join(sorted({f.labels_file for f in families() if f.labels_file})),
+            "task_categories": ", ".join(f.category for f in families() if f.preprocessing is not None),
+            "platform_names": [*PLATFORMS, "all"]}
 
 
 def _inspection_commands(sub, common) -> None:
@@ -413,84 +325,48 @@ def cli_reference() -> str:
              "", "```text", text(parser), "```", ""]
     for name, sub in commands.choices.items():
         lines += [f"## `pteforge {name}`", "", "```text", text(sub), "```", ""]
-    return "\n".join(lines)
+    return "\n".join(lines + _option_table())
 
 
-def _selected_models(args) -> list:
-    from .families import families
-    from .models import select_models
+def _option_table() -> list[str]:
+    """The export options' config-file keys and roles, from their declarations."""
+    from .options import ARTIFACT, OPTIONS, RUN
 
-    chosen = {fam.word.replace("-", "_"): getattr(args, fam.word.replace("-", "_"), None) for fam in families() if fam.models}
-    own = {"task": args.task, "name": args.name, "labels_file": args.labels_file, "fit": args.fit,
-           "mean": args.mean, "std": args.std}
-    return select_models(**chosen, every=args.all, refs=args.model, llms=args.llm, max_seq_len=args.max_seq_len,
-                         input_shapes=args.input_shape, input_dtypes=args.input_dtype, labels_only=args.labels, own=own)
-
-
-def _own_targets(models: list, requests, args) -> tuple[list, list | None]:
-    """Where a config file's [[model]] table gives a model its own backends or precision: the
-    run's requests become those of every model together, and each model keeps the names of
-    its own targets (``ModelSpec.targets``), the others the run's."""
-    import dataclasses
-
-    from .api import plan_targets
-
-    if not any(m.targets for m in models):
-        return models, requests
-
-    def asked(plan) -> tuple[str, ...]:
-        return tuple(t.name for t in plan.targets if t.name not in plan.references)
-
-    run = plan_targets(requests, platform=args.target, precision=args.precision)
-    every, named = list(asked(run)), []
-    for m in models:
-        if not m.targets:
-            named.append(dataclasses.replace(m, targets=asked(run)))
-            continue
-        own = [r.replace("*", b.split(":")[0], 1) for r in m.targets for b in (asked(run) if r.startswith("*:") else [r])]
-        mine = asked(plan_targets(own, precision=args.precision))
-        every += [t for t in mine if t not in every]
-        named.append(dataclasses.replace(m, targets=mine))
-    return named, every
+    roles = {ARTIFACT: "artifact: in its cache key", RUN: "run: how this run runs, not in a cache key",
+             "request": "request: what to export"}
+    lines = ["## Export options in a config file", "",
+             "Each export option is declared once (`pteforge/options.py`): its flag, its key in a config file "
+             "([The config file](config.md)), and its role. An artifact option is part of every artifact's cache key.",
+             "", "| flag | config-file key | role |", "|---|---|---|"]
+    for o in OPTIONS:
+        if o.flags:
+            key = ", ".join(f"`{k.replace('_', '-')}`" for k in (o.name, *o.aliases)) if o.file else "(flag only)"
+            lines.append(f"| `{' '.join(o.flags)}` | {key} | {roles[o.role]} |")
+    return lines + [""]
 
 
 def _cmd_export(args, ui, debug: bool) -> int:
-    models = _selected_models(args)
-    from .api import TargetPlan, export, plan_targets
+    from .api import TargetPlan, check_run, check_surroundings, export, requested
 
-    if args.calibration:
-        from .samples import holds_samples
-        from .vision import image_dir
-
-        _, note = (None, None) if holds_samples(args.calibration) else \
-            image_dir(args.calibration, "--calibration", args.calibration_samples)
-        if note:
-            ui.warn(note)
-    requests, others = args.backends, []
-    if requests is None and args.target is None and models and all(m.task == "text-generation" for m in models):
-        from .llm import default_targets
-
-        requests, others = default_targets()  # every precision of the backends that export language models
+    job = requested(vars(args))
+    for note in job.notes:
+        ui.warn(note)
+    if job.plan and job.plan.unavailable:
+        ui.unavailable(job.plan)
     ui.accuracy_report = args.accuracy_report
-    models, requests = _own_targets(models, requests, args)
-    plan = plan_targets(requests, platform=args.target, precision=args.precision) if models else None
-    if plan:
-        plan.unavailable += others
-    if plan and plan.unavailable:
-        ui.unavailable(plan)
     config = _export_config(args, debug)
+    plan = job.plan or TargetPlan([])
     if args.dry_run or getattr(args, "bare", False):  # bare `pteforge` is the largest run: its plan first
-        from .api import check_run
-
-        check_run(models, config, plan)
-        ui.plan(models, plan or TargetPlan([]), config)
+        check_run(job.models, config, job.plan)
+        ui.plan(job.models, plan, config)
         if args.dry_run:
             ui.dry_run()
             return int(ExitStatus.OK)
-    _check_surroundings(args, ui)
+    for note in check_surroundings(vars(args)):
+        ui.warn(note)
     with ui.progress() as reporter:
-        result = export(models, plan or TargetPlan([]), config, reporter, write_labels=args.labels)
-    ui.summary(result, models)
+        result = export(job.models, plan, config, reporter, write_labels=args.labels)
+    ui.summary(result, job.models)
     _export_said(ui, result, config)
     if args.publish and result.manifest_path:
         _publish(ui, config.out_dir, args.publish, args.publish_runtime, args.publish_base_url, args.publish_relative)
@@ -533,58 +409,9 @@ def shown(path) -> str:
 
 def _export_config(args, debug: bool):
     """The export's options from the parsed command line (and config file)."""
-    from .spec import AccuracyBudget, ExportConfig
+    from .spec import ExportConfig
 
-    return ExportConfig(
-        out_dir=Path(args.out),
-        weights=args.weights,
-        seed=args.seed,
-        verify=args.verify,
-        verify_inputs=args.verify_inputs,
-        tolerance=args.tolerance,
-        calibration_samples=args.calibration_samples,
-        calibration_dir=Path(args.calibration).resolve() if args.calibration else None,
-        accuracy_budget=AccuracyBudget.parse(args.accuracy_budget) if args.accuracy_budget else None,
-        base_url=args.base_url,
-        bundle=args.bundle,
-        fallback=args.fallback,
-        simulate=args.simulate,
-        oplist=args.oplist,
-        timeout=args.timeout,
-        jobs=args.jobs,
-        debug=debug,
-        cache=args.cache,
-        bench_runs=args.bench_runs,
-        executor=args.executor,
-        ray_address=args.ray_address,
-    )
-
-
-def _check_surroundings(args, ui) -> None:
-    """Before any work: the site ``--publish`` writes (refused when it cannot be), and the
-    cache directory (a warning when it cannot be written: the run goes on without it)."""
-    from .io import CACHE_ENV, unwritable
-
-    if args.publish:
-        from .publish import check_site
-        from .spec import check_base_url
-
-        if args.publish_base_url is not None:
-            check_base_url(args.publish_base_url, "--publish-base-url")
-        elif not args.publish_relative:
-            raise UsageError("--publish without --publish-base-url: the executorch_flutter app downloads remoteUrl as "
-                             "it is, and a relative one does not download",
-                             fix="give --publish-base-url URL (where SITE will be served), or --publish-relative")
-        check_site(Path(args.publish), "--publish")
-        if args.publish_runtime:
-            from importlib.metadata import version
-
-            from .publish import runtimes_for
-
-            runtimes_for(version("executorch").split("+")[0], args.publish_runtime, "--publish-runtime")
-    if (why := unwritable()) is not None:
-        ui.warn(f"cannot write the cache directory {why}: this run keeps nothing there for the next one "
-                f"(fix: set {CACHE_ENV} to a writable directory)")
+    return ExportConfig.from_options(vars(args), debug=debug)
 
 
 def _cmd_validate(args, ui) -> int:

@@ -72,57 +72,32 @@ def _tables(value):
     return value
 
 
-class ExportOptions(BaseModel):
-    """The keys a config file may hold; each is the export flag of the same name. Each task
-    family adds its own key (``mobilenet``, ``yolo``, ``yolo-pose``, ...): see ``export_file``."""
+def _key_type(option):
+    """A config-file key's type: what its flag takes, as TOML writes it."""
+    if option.shape == "models":  # package.module:factory or file.pt2, or [[model]] tables (ModelTable)
+        return Annotated[list[str | ModelTable] | None, BeforeValidator(_tables)]
+    if option.shape == "shapes":
+        return Annotated[list[str] | None, BeforeValidator(_shapes)]
+    if option.kind in ("append", "list"):
+        return Strings
+    if option.kind in ("flag", "off"):
+        return bool | None
+    return (option.type or str) | None
 
-    model_config = ConfigDict(extra="forbid")
 
-    # models
-    all: bool | None = None
-    # package.module:factory(args...) or file.pt2, or [[model]] tables (ModelTable)
-    model: Annotated[list[str | ModelTable] | None, BeforeValidator(_tables)] = None
-    input_shape: Annotated[list[str] | None, BeforeValidator(_shapes)] = None
-    input_dtype: Strings = None
-    labels: bool | None = None
-    # your own model, as the app shows it
-    task: str | None = None
-    name: str | None = None
-    labels_file: str | None = None
-    mean: str | None = None
-    std: str | None = None
-    fit: str | None = None
-    # targets and precision
-    target: str | None = Field(None, validation_alias=AliasChoices("target", "platform"))  # a platform's backends
-    backends: Strings = None
-    precision: str | None = None
-    accuracy_budget: str | None = None
-    accuracy_report: bool | None = None
-    calibration: str | None = None
-    calibration_samples: int | None = None
-    # output and proof
-    out: str | None = None
-    weights: str | None = None
-    seed: int | None = None
-    verify: bool | None = None
-    verify_inputs: int | None = None
-    bench_runs: int | None = None
-    tolerance: float | None = None
-    base_url: str | None = None
-    timeout: float | None = None
-    jobs: int | None = None
-    executor: str | None = None
-    ray_address: str | None = None
-    oplist: bool | None = None
-    cache: bool | None = None
-    bundle: bool | None = None
-    fallback: bool | None = None
-    simulate: bool | None = None
-    # publishing: after the export, lay out the site the app fetches (pteforge publish)
-    publish: str | None = None
-    publish_runtime: Strings = Field(None, validation_alias=AliasChoices("publish_runtime", "publish_version"))
-    publish_base_url: str | None = None
-    publish_relative: bool | None = None
+def _export_options() -> type[BaseModel]:
+    """The keys a config file may hold: each export option's (``options.py``), named as its
+    flag, with its other flags' names as other spellings (``platform`` for ``target``)."""
+    from pydantic import create_model
+
+    from .options import OPTIONS
+
+    keys = {o.name: (_key_type(o), Field(None, validation_alias=AliasChoices(o.name, *o.aliases)) if o.aliases else None)
+            for o in OPTIONS if o.file}
+    return create_model("ExportOptions", __config__=ConfigDict(extra="forbid"), **keys)
+
+
+ExportOptions = _export_options()
 
 
 def export_file() -> type[BaseModel]:
@@ -239,21 +214,18 @@ def _table_line(path: Path, text: str, name: str, number: int) -> str:
 
 def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
     """The file's paths read from its own directory, as ruff and pytest read theirs, so a
-    file found from a subdirectory means what it says: ``out``, ``calibration``,
-    ``publish``, ``weights`` (a state dict) and the files among ``model`` (``nets.py:net``,
-    ``model.pt2``); ``package.module:factory`` references are imported from the current
-    directory, then from the file's (``cli._with_config``)."""
+    file found from a subdirectory means what it says: the options that are paths
+    (``Option.path``: ``out``, ``calibration``, ``publish``, ``labels-file``, ``weights``
+    (a state dict)) and the files among ``model`` (``nets.py:net``, ``model.pt2``);
+    ``package.module:factory`` references are imported from the current directory, then
+    from the file's (``cli._with_config``)."""
     from .models.custom import FILE_SUFFIXES
+    from .options import OPTIONS
 
     def here(value: str) -> str:
         path = Path(value).expanduser()  # no shell expands a ~ written in the file
         return str(path if path.is_absolute() else base / path)
 
-    for dest in ("out", "calibration", "publish"):
-        if dest in values:
-            values[dest] = here(values[dest])
-    if values.get("weights") not in (None, "pretrained", "none"):
-        values["weights"] = here(values["weights"])
     def source(ref: str) -> str:
         module, colon, rest = ref.partition(":")
         if ref.endswith(FILE_SUFFIXES) or (not colon and Path(here(ref)).is_file()):  # a file, by name or content
@@ -262,13 +234,15 @@ def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
             return here(module.strip()) + colon + rest
         return ref
 
-    if "labels_file" in values:
-        values["labels_file"] = here(values["labels_file"])
-    if "model" in values:
-        values["model"] = [
-            source(ref) if isinstance(ref, str) else
-            {**ref, "source": source(ref["source"]), **({"labels_file": here(ref["labels_file"])} if ref.get("labels_file") else {})}
-            for ref in values["model"]]
+    for option in (o for o in OPTIONS if o.path and o.name in values):
+        value = values[option.name]
+        if option.shape == "models":
+            values[option.name] = [
+                source(ref) if isinstance(ref, str) else
+                {**ref, "source": source(ref["source"]), **({"labels_file": here(ref["labels_file"])} if ref.get("labels_file") else {})}
+                for ref in value]
+        elif value not in ("pretrained", "none"):  # --weights' words, not files
+            values[option.name] = here(value)
     return values
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import ClassVar
 from pathlib import Path
 
 from .errors import UsageError
+from .options import config_fields
 from .system import file_name
 from .units import pct
 
@@ -185,7 +185,7 @@ class ModelSpec:
     path: str | None = None  # the model file of a pt2 or onnx source
     names: tuple[str, ...] = ()  # class names of its own (an Ultralytics checkpoint's), written to ``labels``
     # the targets a config file's [[model]] table gives it (requests, then target names once
-    # the run's plan is made: cli._own_targets); None: the run's
+    # the run's plan is made: api._own_targets); None: the run's
     targets: tuple[str, ...] | None = None
 
     def __post_init__(self):
@@ -220,45 +220,18 @@ WEIGHTS_PRETRAINED = "pretrained"
 WEIGHTS_NONE = "none"
 
 
-@dataclass(frozen=True)
-class ExportConfig:
-    """Every option of an export. ``ARTIFACT_FIELDS`` define the artifact: they are hashed,
-    all of them, into its cache key; ``RUN_FIELDS`` only say how this run runs and where
-    its results go. Every field is one or the other (a test holds the split)."""
-
-    ARTIFACT_FIELDS: ClassVar[tuple[str, ...]] = (
-        "weights", "seed", "verify", "verify_inputs", "tolerance", "calibration_samples", "calibration_dir", "bundle",
-        "fallback", "simulate",
-    )
-    RUN_FIELDS: ClassVar[tuple[str, ...]] = (
-        "out_dir", "base_url", "oplist", "timeout", "jobs", "debug", "cache", "accuracy_budget", "bench_runs",
-        "executor", "ray_address",
-    )
-
-    out_dir: Path
-    weights: str = WEIGHTS_PRETRAINED  # pretrained | none | a path
-    seed: int = 0
-    verify: bool = True
-    verify_inputs: int = 3
-    tolerance: float | None = None  # override of the precision's default (min SQNR dB)
-    calibration_samples: int = 16
-    calibration_dir: Path | None = None  # --calibration DIR: images through the model's preprocessing
-    base_url: str | None = None
-    oplist: bool = False  # write selected_operators.yaml per artifact, merged, and the CMake lines
-    bundle: bool = False  # also write a BundledProgram (.bpte) with inputs and expected outputs
-    fallback: bool = True  # a partition a backend's pass crashes on goes to the portable kernels (--no-fallback: fail)
-    simulate: bool = True  # prove on reference simulators what this host cannot run (--no-simulate: needs a device)
-    timeout: float = 1200.0  # seconds per (model, target) job before its worker is killed
-    jobs: int | None = None  # worker processes (default: one per core, at most one per target)
-    debug: bool = False
-    cache: bool = True  # look results up in the content-addressed cache (--no-cache: do the work)
-    accuracy_budget: "AccuracyBudget | None" = None  # --precision auto's budget (None: per task default)
-    bench_runs: int = 10  # timed runs (after warm-up) of each artifact that runs here; 0: none
-    executor: str = "local"  # local: worker processes here; ray: Ray tasks (pteforge[ray])
-    ray_address: str | None = None  # --ray-address: a running cluster (None: start a local one)
+class _Checked:
+    """What ``ExportConfig`` does besides holding the options."""
 
     def artifact_options(self) -> dict:
         return {name: getattr(self, name) for name in self.ARTIFACT_FIELDS}
+
+    @classmethod
+    def from_options(cls, values: dict, **given) -> "ExportConfig":
+        """The config from option values by option name (the parsed command line, config
+        file included), each as ``ExportConfig`` holds it; ``given`` by field name wins."""
+        converted = {o.attr: _held(o.convert, values[o.name]) for o in config_fields() if o.name in values}
+        return cls(**{**converted, **given})
 
     def __post_init__(self) -> None:
         """Refuse what the command line refuses, whoever builds the config."""
@@ -283,6 +256,38 @@ class ExportConfig:
                              fix="give the minimum SQNR in dB, e.g. --tolerance 30")
         if self.base_url is not None:
             check_base_url(self.base_url, "--base-url")
+
+
+
+def _held(convert: str | None, value):
+    """An option's value as ``ExportConfig`` holds it (``Option.convert``)."""
+    if value is None or convert is None or (not value and convert in ("absolute", "budget")):
+        return None if convert in ("absolute", "budget") and not value else value
+    if convert == "path":
+        return Path(value)
+    if convert == "absolute":
+        return Path(value).resolve()
+    return AccuracyBudget.parse(value)  # "budget"
+
+
+def _export_config():
+    """``ExportConfig``: a frozen dataclass of the ``ARTIFACT`` and ``RUN`` options of
+    ``options.py``, declared there once each with its default, flag and help. Its
+    ``ARTIFACT_FIELDS`` define the artifact: they are hashed, all of them, into its cache
+    key; ``RUN_FIELDS`` only say how this run runs and where its results go."""
+    from dataclasses import field, make_dataclass
+
+    from .options import ARTIFACT, RUN
+
+    held = config_fields()
+    fields = [(o.attr, object) if o.required else (o.attr, object, field(default=o.default)) for o in held]
+    namespace = {"ARTIFACT_FIELDS": tuple(o.attr for o in held if o.role == ARTIFACT),
+                 "RUN_FIELDS": tuple(o.attr for o in held if o.role == RUN),
+                 "__doc__": _export_config.__doc__, "__module__": __name__}
+    return make_dataclass("ExportConfig", fields, bases=(_Checked,), frozen=True, namespace=namespace)
+
+
+ExportConfig = _export_config()
 
 
 def check_base_url(url: str, flag: str) -> None:

@@ -258,3 +258,44 @@ def test_a_single_value_where_a_list_goes_is_a_list_of_one(tmp_path):
     (tmp_path / "pteforge.toml").write_text('backends = "xnnpack"\nmodel = "tiny_models:tiny"\nmobilenet = "mobilenet_v2"\n')
     values = load_config(tmp_path / "pteforge.toml")
     assert (values["backends"], values["model"], values["mobilenet"]) == (["xnnpack"], ["tiny_models:tiny"], ["mobilenet_v2"])
+
+
+def test_an_option_declared_once_is_a_flag_a_key_a_field_and_a_line_of_the_reference(monkeypatch, tmp_path):
+    """options.py: one new ``Option`` line gives the export's flag and help, the config-file
+    key with its type and other spelling, the ``ExportConfig`` field with its default and its
+    place in (or out of) the cache key, and the CLI reference's row; nothing else is edited."""
+    from pteforge import cli, config, options, spec
+
+    new = options.Option("polish_level", ("--polish-level", "--shine"), "output", "how much to polish (default 2)",
+                         options.ARTIFACT, 2, type=int, metavar="N")
+    monkeypatch.setattr(options, "OPTIONS", options.OPTIONS + (new,))
+
+    ex = cli._parser().export_parser
+    assert "--polish-level N, --shine N" in ex.format_help() and "how much to polish" in ex.format_help()
+    made = spec._export_config()
+    assert "polish_level" in made.ARTIFACT_FIELDS and made(out_dir=tmp_path).polish_level == 2
+    args = ex.parse_args(["--shine", "5"])
+    assert made.from_options(vars(args)).polish_level == 5
+    keys = config._export_options()
+    assert keys.model_validate({"shine": 7}).polish_level == 7
+    with pytest.raises(Exception, match="polish_level"):
+        keys.model_validate({"polish_level": "much"})
+    assert "| `--polish-level --shine` | `polish-level`, `shine` | artifact: in its cache key |" in cli._option_table()
+
+
+def test_every_flag_of_export_is_declared_in_options():
+    """The export parser has no flag besides the declared options, the families' flags and
+    -c/--no-config; and ExportConfig's fields are the declared artifact and run options."""
+    import dataclasses
+
+    from pteforge import cli, options
+    from pteforge.families import families
+    from pteforge.spec import ExportConfig
+
+    ex = cli._parser().export_parser
+    flags = {f for a in ex._actions for f in a.option_strings}
+    declared = {f for o in options.OPTIONS for f in o.flags} | {f"--{fam.word}" for fam in families() if fam.models}
+    assert flags - declared == {"-h", "--help", "-c", "--config", "--no-config", "--debug", "-q", "--quiet", "-v",
+                                "--verbose", "--json"}
+    assert {f.name for f in dataclasses.fields(ExportConfig)} == {
+        o.attr for o in options.OPTIONS if o.role in (options.ARTIFACT, options.RUN)}
