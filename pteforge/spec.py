@@ -258,11 +258,12 @@ class _Checked:
             check_base_url(self.base_url, "--base-url")
 
 
-
 def _held(convert: str | None, value):
     """An option's value as ``ExportConfig`` holds it (``Option.convert``)."""
-    if value is None or convert is None or (not value and convert in ("absolute", "budget")):
-        return None if convert in ("absolute", "budget") and not value else value
+    if convert in ("absolute", "budget") and not value:
+        return None
+    if value is None or convert is None:
+        return value
     if convert == "path":
         return Path(value)
     if convert == "absolute":

@@ -263,21 +263,21 @@ def _one_value_constants_take_any_layout():
     cls = ChannelsLastTaggedReshapePass
     can, to_nhwc, to_nchw = cls.can_be_converted_to_nhwc, cls.input_to_nhwc, cls.input_to_nchw
 
-    def one_value(self, node) -> bool:
+    def one_value(node) -> bool:
         # any one-value tensor: XNNPACK's partitioner leaves a binary operator's constant
         # out of the partition, so the delegate takes it as an input, not as a parameter
         val = node.meta.get("val")
         return isinstance(val, torch.Tensor) and val.numel() == 1
 
     def can_be_converted_to_nhwc(self, node):
-        return one_value(self, node) or can(self, node)
+        return one_value(node) or can(self, node)
 
     def input_to_nhwc(self, graph_module, input_node, target_node):
-        if not one_value(self, input_node):
+        if not one_value(input_node):
             to_nhwc(self, graph_module, input_node, target_node)
 
     def input_to_nchw(self, graph_module, input_node, target_node):
-        if not one_value(self, input_node):
+        if not one_value(input_node):
             to_nchw(self, graph_module, input_node, target_node)
 
     cls.can_be_converted_to_nhwc, cls.input_to_nhwc, cls.input_to_nchw = (

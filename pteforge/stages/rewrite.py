@@ -27,7 +27,8 @@ def xnnpack_friendly(exported, late: bool = False):
     applied just before lowering: the XNNPACK quantizer annotates adaptive_avg_pool2d by
     its source module and refuses any other op there, and a normalisation written out
     before quantization would compute its variance from int8 squares (DeiT-tiny int8:
-    6.4 dB against eager); after it, those ops stay fp32 inside the XNNPACK program.
+    6.4 dB against eager); after it, those ops stay fp32 inside the XNNPACK program. So do
+    LSTMs and GRUs, as their steps (``_recurrent_as_steps``).
 
     Static shapes only: the rewrites read sizes (slice bounds, scales, reshapes), and
     XNNPACK takes no symbolic reshape anyway. A program with symbolic sizes (a .pt2
