@@ -179,6 +179,7 @@ def test_a_precision_a_language_model_is_not_exported_at_brings_no_fp32_referenc
     assert [t.name for t in _targets_of(build_catalog().get("mobilenet_v3_small"), plan)] == ["xnnpack:int8", "xnnpack"]
 
 
+@pytest.mark.slow  # three language models exported and decoded (~45 s)
 def test_architectures_that_refuse_sdpa_or_route_to_experts_export_and_decode_as_eager(capsys, tmp_path):
     """Gemma 2 refuses attention through scaled_dot_product_attention (it was CAPTURE_FAILED),
     and transformers computes a mixture of experts with a CPU custom operator that no
@@ -333,6 +334,7 @@ def tiny_gemma4(directory: Path) -> Path:
     return directory
 
 
+@pytest.mark.slow  # three programs through the CLI, each proven by decoding (~2 min)
 def test_gemma4_the_apps_chat_model_exports_decodes_as_eager_and_ships_a_tokenizer_the_app_reads(tmp_path):
     """Through the real command line: XNNPACK fp32 and 8da4w and MLX (what the app's models
     repo ships for its chat) lowered, fp32 decoding eager's greedy tokens, the runner's constant methods
