@@ -44,7 +44,7 @@ def fused(exported):
             if match is None:
                 continue
             with graph.inserting_before(node):
-                new = build(graph, match, exported)
+                new = build(graph, match)
             new.meta = dict(node.meta)
             node.replace_all_uses_with(new)
             break
@@ -72,7 +72,7 @@ def _call(graph, target, *args):
     return node
 
 
-def _hardswish(graph, x, exported):
+def _hardswish(graph, x):
     import torch
 
     return graph.call_function(torch.ops.aten.hardswish.default, (x,))
@@ -256,7 +256,7 @@ def _constant(arg, values: _Constants):
     return values.tensors.get(arg.name) if isinstance(arg, Node) and arg.op == "placeholder" else None
 
 
-def _lookup(graph, match, exported):
+def _lookup(graph, match):
     """``W[i]`` where ``i`` is in ``0..N-1``, zeros elsewhere."""
     import torch
 
