@@ -25,6 +25,7 @@ def main() -> int:
     ap.add_argument("--weights", default="none")
     ap.add_argument("--out", default="/tmp/cuda-check")
     ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--debug", action="store_true", help="pass --debug to pteforge export (tracebacks)")
     args = ap.parse_args()
 
     from pteforge.backends import default_registry
@@ -39,9 +40,18 @@ def main() -> int:
 
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "pteforge", "export", "--mobilenet", "--backends", "cuda",
-                    "--weights", args.weights, "--out", args.out], check=False)
+                    "--weights", args.weights, "--out", args.out, *(["--debug"] if args.debug else [])], check=False)
     export_s = time.perf_counter() - t0
-    [entry] = [e for e in json.loads((Path(args.out) / "index.json").read_text())["models"] if e["target"] == "cuda"]
+    out = Path(args.out)
+    # index.json lists exported targets only; a failed one is in report.json's last_run_failures
+    entries = [e for e in json.loads((out / "index.json").read_text())["models"] if e["target"] == "cuda"]
+    if not entries and (out / "report.json").is_file():
+        entries = [e for e in json.loads((out / "report.json").read_text()).get("last_run_failures", [])
+                   if e.get("target") == "cuda"]
+    if not entries:
+        print("cuda: the export left no record of the cuda target (see its output above)")
+        return 1
+    entry = entries[0]
     report = {"device": torch.cuda.get_device_name(0), "status": entry["status"], "reason": entry.get("reason"),
               "export_s": round(export_s, 1), "delegated_percent": entry.get("delegation", {}).get("percent"),
               "sqnr_db": (entry.get("verification") or {}).get("sqnr_db")}

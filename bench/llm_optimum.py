@@ -45,9 +45,9 @@ def checkpoint(directory: Path, config: str) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from pteforge.llm import CATALOG
+    from pteforge.families import family
 
-    entry = dict(CATALOG["gemma-3-270m"]["config"])
+    entry = dict(family("gemma").checkpoints["gemma-3-270m"]["config"])
     if config == "tiny":
         entry.update(num_hidden_layers=2, hidden_size=128, intermediate_size=256, num_attention_heads=2,
                      head_dim=64, query_pre_attn_scalar=64)

@@ -428,7 +428,7 @@ def _ray_resources(job) -> dict:
     when the cluster has such nodes; captures run anywhere."""
     import ray
 
-    target = job.args[2] if job.fn.endswith(":export_target") else None
+    target = getattr(job, "target", None)  # a TargetJob's; captures run anywhere
     have = ray.cluster_resources() if target is not None else {}
     wanted = {default_registry().get(b).ray_resource for b in getattr(target, "backends", ())}
     return {r: 0.001 for r in wanted if r and have.get(r)}
@@ -481,7 +481,7 @@ class _Run:
 
     def _captures(self, pending) -> dict:
         """Each model captured once, in parallel: {model name: Capture}."""
-        from .workers import Job
+        from .jobs import CaptureJob
 
         jobs = {}
         for spec, todo, _ in pending:
@@ -489,8 +489,8 @@ class _Run:
             self.names[key] = (spec.name, None)
             self.reporter.stage(spec.name, None, Stage.CAPTURE)
             fam = family(spec.family)
-            jobs[key] = (Job(key, fam.capture_job, (spec, self.config, self.work / spec.name),
-                             {"variants": fam.capture_variants(todo)}, timeout=self.config.timeout), spec, todo)
+            jobs[key] = (CaptureJob(key=key, spec=spec, config=self.config.for_jobs(), work_dir=self.work / spec.name,
+                                    variants=fam.capture_variants(todo), timeout=self.config.timeout), spec, todo)
         captures, failed, refused = {}, [], []
         for outcome in self.capture_pool.run([job for job, _, _ in jobs.values()]):
             _, spec, todo = jobs[outcome.job.key]
@@ -517,8 +517,7 @@ class _Run:
 
     def _targets(self, work) -> None:
         from . import schedule
-        from .workers import Job
-
+        from .jobs import TargetJob, steps_of
         from .pipeline import lowering_key, same_program
 
         jobs, same = {}, {}  # job key -> the targets whose program that job's lowering makes too
@@ -527,14 +526,14 @@ class _Run:
             if sum(t.precision.quantized for t in todo) > 1:
                 cap = dataclasses.replace(cap, share_quantized=True)  # what one quantizes, the others may load
             for target in todo:
-                lowering = (lowering_key(target), family(spec.family).target_job)
+                lowering = (lowering_key(target), steps_of(spec))
                 if lowering in leaders:
                     same[leaders[lowering]].append((target, keys.get(target.name)))
                     continue
                 key = leaders[lowering] = f"{spec.name}/{target.name}"
                 self.names[key], same[key] = (spec.name, target.name), []
-                jobs[key] = (Job(key, family(spec.family).target_job, (cap, spec, target, self.config),
-                                 timeout=self.config.timeout, group=_memo_group(spec, target)),
+                jobs[key] = (TargetJob(key=key, capture=cap, spec=spec, target=target, config=self.config.for_jobs(),
+                                       timeout=self.config.timeout, group=_memo_group(spec, target)),
                              spec, cap, target, keys.get(target.name))
         ordered = schedule.order([(spec.name, target, cap.pt2_path, job) for job, spec, cap, target, _ in jobs.values()])
         for outcome in self.pool.run([job for *_, job in ordered]):
@@ -709,14 +708,14 @@ def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config:
 
 def _time(records: list[Record], needed: list[Record], config: ExportConfig, reporter, pool, seconds: float) -> None:
     """p50 after warm-up of what runs here, in one worker while no other job runs."""
-    from .speed import timing_plan
-    from .workers import Job
+    from .speed import time_artifacts, timing_plan
+    from .workers import Call
 
     items = timing_plan(records, needed, seconds, config.bench_runs)
     if not items:
         return
     reporter.stage("*", None, Stage.TIMING)
-    job = Job("*/timing", "pteforge.speed:time_artifacts", ([(r.artifact.path, n) for r, n in items],), timeout=config.timeout)
+    job = Call(key="*/timing", fn=time_artifacts, args=([(r.artifact.path, n) for r, n in items],), timeout=config.timeout)
     [outcome] = list(pool.run([job]))
     for rec, _ in items:
         if outcome.ok:
@@ -821,3 +820,123 @@ def _row(spec: ModelSpec, target: Target, status: Status, reason: str, fix: str 
         status=status, reason=reason, fix=fix,
         input_shapes=[list(i.shape) for i in spec.fed], target_spec=target,
     )
+
+
+# -- the other commands: each one function the CLI calls, then renders ----------------------
+@dataclass
+class ValidationRun:
+    root: Path  # the export's directory
+    results: list
+    output: Path  # validation_report.json
+    report_html: bool  # report.html was rewritten with this validation
+
+
+def validate_dir(directory: str | None, models_dir: str | None, images_dir: str | None, timeout: float,
+                 draw: str | None, output_file: str | None, on_file=None, warn=None) -> ValidationRun:
+    """``pteforge validate``: every artifact of an export's directory run on the photos (the
+    shipped ones, or ``images_dir``), decoded as the app would; the report written."""
+    from .report.summary import rewrite_html
+    from .validate import validate, write_report
+    from .vision import image_dir, shipped_images
+
+    if directory and models_dir and Path(directory).resolve() != Path(models_dir).resolve():
+        raise UsageError(f"two directories to validate: {directory} and --models-dir {models_dir}", fix="give one of them")
+    if not timeout > 0 or timeout == float("inf"):
+        raise UsageError(f"--timeout must be a positive number of seconds (got {timeout:g})",
+                         fix="give the seconds a file may take, e.g. --timeout 300")
+    root = Path(directory or models_dir or "models")
+    if not root.is_dir():
+        raise UsageError(f"{root} is not a directory", fix="export first, or give the directory of your artifacts")
+    images, note = image_dir(images_dir, "--images-dir") if images_dir else (shipped_images(), None)
+    if note and warn is not None:
+        warn(note)
+    drawn = None if draw is None else Path(draw or root / "validation")
+    results = validate(root, images, on_file=on_file, timeout=timeout, draw=drawn)
+    output = Path(output_file) if output_file else root / "validation_report.json"
+    write_report(output, results, images, root)
+    return ValidationRun(root, results, output, rewrite_html(root, output))
+
+
+def bench_files(path: str, runs: int, warmup: int, against_eager: bool) -> list:
+    """``pteforge bench``: p50 and peak memory of each artifact under ``path`` that runs here."""
+    from .bench import bench
+
+    if not Path(path).exists():
+        raise UsageError(f"{path}: no such file or directory", fix="give a directory of artifacts or a .pte")
+    if runs < 1 or warmup < 0:
+        raise UsageError("--runs must be >= 1 and --warmup >= 0", fix="give positive numbers")
+    return bench(Path(path), runs, warmup, against_eager)
+
+
+def select_best(names: list[str], manifest: str | None, platform: str | None):
+    """``pteforge select [MANIFEST] MODEL``: the artifact an app on ``platform`` loads."""
+    from .selection import select
+
+    if len(names) > 2:
+        raise UsageError(f"select takes a manifest and a model, not {len(names)} names",
+                         fix="pteforge select [models/index.json] MODEL")
+    *given, model = names
+    if given and manifest and Path(given[0]).resolve() != Path(manifest).resolve():
+        raise UsageError(f"two manifests: {given[0]} and --manifest {manifest}", fix="give one of them")
+    return select(given[0] if given else manifest or "models/index.json", model, platform)
+
+
+@dataclass
+class ManifestCheck:
+    path: Path
+    manifest: object  # report.manifest.Manifest
+    notes: list[str]
+
+
+def check_manifest(file: str) -> ManifestCheck:
+    """``pteforge manifest check``: the file (or an export's directory) against pteforge's
+    schema and what the executorch_flutter app's parsers (current and older) accept."""
+    import json
+
+    from .errors import ManifestError
+    from .report.app import notes, rejections
+    from .report.manifest import MANIFEST_NAME, load_manifest
+
+    path = Path(file) / MANIFEST_NAME if Path(file).is_dir() else Path(file)
+    try:
+        manifest = load_manifest(path)
+    except ManifestError as exc:  # its fix is the export's (move it away); here the file is the question
+        raise ManifestError(exc.args[0], fix="compare it with `pteforge manifest schema`, or export again to rebuild it") from None
+    if manifest is None:
+        raise UsageError(f"no such file: {path}", fix="give the path of an index.json, or of its directory")
+    raw = json.loads(path.read_text())
+    for older, which in ((False, "the executorch_flutter app"), (True, "the older executorch_flutter app")):
+        problems = rejections(raw, older)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise ManifestError(f"{which} would reject this: {problems[0]}{more}",
+                                fix="regenerate it with pteforge export, or add the field")
+    return ManifestCheck(path, manifest, notes(raw))
+
+
+def manifest_schema() -> dict:
+    from .report.manifest import Manifest
+
+    return Manifest.model_json_schema()
+
+
+def artifact_cache(clear: bool) -> tuple[Path, int, int]:
+    """``pteforge cache info|clear``: (its directory, artifacts, bytes) — held, or removed."""
+    from . import cache
+
+    entries, size = cache.clear() if clear else cache.info()
+    return cache.artifacts_dir(), entries, size
+
+
+def catalog() -> list[tuple[ModelSpec, str]]:
+    """``pteforge models``: every catalog model, with what its outputs are."""
+    from .models.catalog import build_catalog
+
+    return [(spec, family(spec.family).outputs) for spec in build_catalog()]
+
+
+def backend_plugin_errors() -> list[str]:
+    """The third-party backends that did not load, each in a line."""
+    from .backends import PLUGIN_ERRORS
+
+    return list(PLUGIN_ERRORS)

@@ -415,60 +415,33 @@ def _export_config(args, debug: bool):
 
 
 def _cmd_validate(args, ui) -> int:
-    from .vision import image_dir, shipped_images
-
-    if args.dir and args.models_dir and Path(args.dir).resolve() != Path(args.models_dir).resolve():
-        raise UsageError(f"two directories to validate: {args.dir} and --models-dir {args.models_dir}", fix="give one of them")
-    if not args.timeout > 0 or args.timeout == float("inf"):
-        raise UsageError(f"--timeout must be a positive number of seconds (got {args.timeout:g})",
-                         fix="give the seconds a file may take, e.g. --timeout 300")
-    models_dir = Path(args.dir or args.models_dir or "models")
-    if not models_dir.is_dir():
-        raise UsageError(f"{models_dir} is not a directory", fix="export first, or give the directory of your artifacts")
-    if args.images_dir:
-        images, note = image_dir(args.images_dir, "--images-dir")
-        if note:
-            ui.warn(note)
-    else:
-        images = shipped_images()
-    from .validate import validate, write_report
-
-    draw = None if args.draw is None else Path(args.draw or models_dir / "validation")
-    with ui.progress() as reporter:
-        results = validate(models_dir, images, on_file=reporter.file_done, timeout=args.timeout, draw=draw)
-    output = Path(args.output_file) if args.output_file else models_dir / "validation_report.json"
-    write_report(output, results, images, models_dir)
-    ui.validation_table(results, shown(output))
-    from .report.summary import rewrite_html
-
-    if rewrite_html(models_dir, output):
-        ui.out.print(f"Report: {shown(models_dir / 'report.html')} (with this validation{' and its drawings' if draw else ''})")
+    from .api import validate_dir
     from .result import Status, proof_counts
 
-    ui.final(f"validated {len(results)} file(s): {proof_counts(results) or 'none proven'}; report {shown(output)}")
+    with ui.progress() as reporter:
+        run = validate_dir(args.dir, args.models_dir, args.images_dir, args.timeout, args.draw, args.output_file,
+                           on_file=reporter.file_done, warn=ui.warn)
+    ui.validation_table(run.results, shown(run.output))
+    if run.report_html:
+        ui.out.print(f"Report: {shown(run.root / 'report.html')} (with this validation"
+                     f"{' and its drawings' if args.draw is not None else ''})")
+    ui.final(f"validated {len(run.results)} file(s): {proof_counts(run.results) or 'none proven'}; report {shown(run.output)}")
     if ui.json:
         import json
 
-        ui.document(json.loads(output.read_text()))
-
-    return int(ExitStatus.OK if all(Status(r.status).ok for r in results) else ExitStatus.TARGETS_FAILED)
+        ui.document(json.loads(run.output.read_text()))
+    return int(ExitStatus.OK if all(Status(r.status).ok for r in run.results) else ExitStatus.TARGETS_FAILED)
 
 
 def _cmd_bench(args, ui) -> int:
-    from .bench import bench
-
-    if not Path(args.path).exists():
-        raise UsageError(f"{args.path}: no such file or directory", fix="give a directory of artifacts or a .pte")
-    if args.runs < 1 or args.warmup < 0:
-        raise UsageError("--runs must be >= 1 and --warmup >= 0", fix="give positive numbers")
-    results = bench(Path(args.path), args.runs, args.warmup, args.compare == "eager")
-    ui.bench_table(results)
+    from .api import bench_files
     from .result import Status
 
+    results = bench_files(args.path, args.runs, args.warmup, args.compare == "eager")
+    ui.bench_table(results)
     timed = sum(r.status is None for r in results)
     ui.final(f"timed {timed} of {len(results)} file(s) on this host")
     ui.document({"files": [_bench_entry(r) for r in results]})
-
     return int(ExitStatus.OK if all(r.status in (None, Status.NOT_RUNNABLE_HERE) for r in results) else ExitStatus.TARGETS_FAILED)
 
 
@@ -479,16 +452,9 @@ def _bench_entry(r) -> dict:
 
 
 def _cmd_select(args, ui) -> int:
-    from .selection import select
+    from .api import select_best
 
-    if len(args.names) > 2:
-        raise UsageError(f"select takes a manifest and a model, not {len(args.names)} names",
-                         fix="pteforge select [models/index.json] MODEL")
-    *given, model = args.names
-    manifest = given[0] if given else args.manifest or "models/index.json"
-    if given and args.manifest and Path(given[0]).resolve() != Path(args.manifest).resolve():
-        raise UsageError(f"two manifests: {given[0]} and --manifest {args.manifest}", fix="give one of them")
-    selection = select(manifest, model, args.platform)
+    selection = select_best(args.names, args.manifest, args.platform)
     ui.selection(selection)
     ui.final(f"{selection.model}: {shown(selection.path)}" if selection.entry else f"{selection.model}: none")
     ui.document({"model": selection.model, "platform": selection.platform, "device": selection.device,
@@ -496,47 +462,29 @@ def _cmd_select(args, ui) -> int:
                  "selected": selection.entry.name if selection.entry else None,
                  "target": selection.entry.target if selection.entry else None,
                  "path": str(selection.path) if selection.entry else None})
-    from .errors import ExitStatus as E
-
-    return int(E.OK if selection.entry else E.TARGETS_FAILED)
+    return int(ExitStatus.OK if selection.entry else ExitStatus.TARGETS_FAILED)
 
 
 def _cmd_manifest(args, ui) -> int:
     import json
 
-    from .report.manifest import Manifest, load_manifest
+    from .api import check_manifest, manifest_schema
 
     if args.manifest_command == "schema":
-        print(json.dumps(Manifest.model_json_schema(), indent=2))
+        print(json.dumps(manifest_schema(), indent=2))
         return int(ExitStatus.OK)
-    from .errors import ManifestError
-    from .report.app import notes, rejections
-    from .report.manifest import MANIFEST_NAME
-
-    path = Path(args.file) / MANIFEST_NAME if Path(args.file).is_dir() else Path(args.file)  # an export's directory
-    try:
-        manifest = load_manifest(path)
-    except ManifestError as exc:  # its fix is the export's (move it away); here the file is the question
-        raise ManifestError(exc.args[0], fix="compare it with `pteforge manifest schema`, or export again to rebuild it") from None
-    if manifest is None:
-        raise UsageError(f"no such file: {path}", fix="give the path of an index.json, or of its directory")
-    raw = json.loads(path.read_text())
-    for older, which in ((False, "the executorch_flutter app"), (True, "the older executorch_flutter app")):
-        problems = rejections(raw, older)
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise ManifestError(f"{which} would reject this: {problems[0]}{more}",
-                                fix="regenerate it with pteforge export, or add the field")
-    line = (f"{shown(path)}: valid pteforge manifest (schema_version {manifest.schema_version}), read by the "
+    checked = check_manifest(args.file)
+    manifest = checked.manifest
+    line = (f"{shown(checked.path)}: valid pteforge manifest (schema_version {manifest.schema_version}), read by the "
             f"executorch_flutter app (current and older parser): {len(manifest.models)} artifact(s) for the app, "
             f"{len(manifest.references)} reference(s), {len(manifest.failed)} failed")
     ui.out.print(line)
-    for note in notes(raw):
+    for note in checked.notes:
         ui.out.print(f"  note: {note}")
     ui.final(line)
-    ui.document({"file": str(path), "valid": True, "schemaVersion": manifest.schema_version,
+    ui.document({"file": str(checked.path), "valid": True, "schemaVersion": manifest.schema_version,
                  "artifacts": len(manifest.models), "references": len(manifest.references),
-                 "failed": len(manifest.failed), "notes": notes(raw)})
+                 "failed": len(manifest.failed), "notes": checked.notes})
     return int(ExitStatus.OK)
 
 
@@ -558,8 +506,7 @@ def _publish(ui, out: Path, site: str, runtimes: list[str] | None, base_url: str
 
 
 def _cmd_backends(args, ui) -> int:
-    from .api import backends
-
+    from .api import backend_plugin_errors, backends
     from .system import os_name
 
     rows = backends(on=args.host)
@@ -572,40 +519,32 @@ def _cmd_backends(args, ui) -> int:
     ui.backends_table(rows, on)
     where = f"on {on}" if on else "here"
     ui.final(f"{sum(a.lower.ok for a in rows)} of {len(rows)} backends lower {where}, {sum(a.run.ok for a in rows)} run {where}")
-    from .backends import PLUGIN_ERRORS
-
-    for line in PLUGIN_ERRORS:
+    for line in backend_plugin_errors():
         ui.warn(f"backend plugin not loaded: {line}")
     return int(ExitStatus.OK)
 
 
 def _cmd_cache(args, ui) -> int:
-    from . import cache
+    from .api import artifact_cache
 
-    root = cache.artifacts_dir()
-    if args.cache_command == "clear":
-        entries, size = cache.clear()
-        line = f"removed {entries} cached artifact(s), {size / 2**20:.1f} MB, from {root}"
-    else:
-        entries, size = cache.info()
-        line = f"{root}: {entries} cached artifact(s), {size / 2**20:.1f} MB"
+    clear = args.cache_command == "clear"
+    root, entries, size = artifact_cache(clear)
+    line = (f"removed {entries} cached artifact(s), {size / 2**20:.1f} MB, from {root}" if clear
+            else f"{root}: {entries} cached artifact(s), {size / 2**20:.1f} MB")
     ui.out.print(line, highlight=False)
     ui.final(line)
-    ui.document({"directory": str(root), "removed" if args.cache_command == "clear" else "artifacts": entries,
-                 "bytes": size})
+    ui.document({"directory": str(root), "removed" if clear else "artifacts": entries, "bytes": size})
     return int(ExitStatus.OK)
 
 
 def _cmd_models(ui) -> int:
-    from .models.catalog import build_catalog
+    from .api import catalog
 
-    from .families import family
-
-    specs = list(build_catalog())
-    ui.models_table(specs)
-    ui.final(f"{len(specs)} catalog models")
+    models = catalog()
+    ui.models_table([spec for spec, _ in models])
+    ui.final(f"{len(models)} catalog models")
     ui.document([{"name": s.name, "category": s.family, "task": s.task, "inputs": [list(i.shape) for i in s.inputs],
-                  "outputs": family(s.family).outputs, "labels": s.labels} for s in specs])
+                  "outputs": outputs, "labels": s.labels} for s, outputs in models])
     return int(ExitStatus.OK)
 
 

@@ -22,7 +22,6 @@ is the program and its proof:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -31,7 +30,8 @@ from pathlib import Path
 
 from .backends import program_check
 from .errors import CaptureError, ModelError, UsageError, WeightsError, one_line
-from .result import Artifact, Record, Stage, Status
+from .pipeline import StageFailed, Steps, artifact_path
+from .result import Stage, Status
 from .spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig, InputSpec, ModelSpec, Precision, Target
 from .units import pct
 
@@ -41,35 +41,6 @@ DEFAULT_MAX_SEQ_LEN = 128
 PROMPT_TOKENS = 8  # the seeded prompt, after the bos token
 NEW_TOKENS = 16  # greedy steps the proof decodes
 PERPLEXITY_TEXT = Path(__file__).parent / "data" / "perplexity.txt"
-
-# Catalog models: the Hugging Face id and the architecture, so --weights none needs no download.
-CATALOG = {
-    "gemma-3-270m": {
-        "id": "google/gemma-3-270m",
-        "config": {
-            "model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 640, "intermediate_size": 2048,
-            "num_hidden_layers": 18, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
-            "max_position_embeddings": 32768, "sliding_window": 512, "query_pre_attn_scalar": 256,
-            "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
-            "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
-        },
-    },
-    # The executorch_flutter app's chat model: Gemma 4 E2B's text model. Its eos ids are the
-    # checkpoint's, [1, 106]: 106 ends a turn, which is where the chat stops.
-    "gemma-4-e2b-it": {
-        "id": "google/gemma-4-E2B-it",
-        "config": {
-            "model_type": "gemma4_text", "vocab_size": 262144, "hidden_size": 1536, "intermediate_size": 6144,
-            "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
-            "global_head_dim": 512, "attention_k_eq_v": False, "sliding_window": 512,
-            "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
-            "vocab_size_per_layer_input": 262144, "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 20,
-            "use_double_wide_mlp": True, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
-            "hidden_activation": "gelu_pytorch_tanh", "final_logit_softcapping": 30.0, "tie_word_embeddings": True,
-            "bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0,
-        },
-    },
-}
 
 # How each weight-quantized precision quantizes (the backends say which precisions they
 # export language models at: ``llm_precisions``); every other backend gets one
@@ -92,8 +63,10 @@ def llm_spec(ref: str, max_seq_len: int | None = None) -> ModelSpec:
     if length < PROMPT_TOKENS + NEW_TOKENS + 2:
         raise UsageError(f"--max-seq-len {length} is too short for the proof ({PROMPT_TOKENS + 1}-token prompt, "
                          f"{NEW_TOKENS} new tokens)", fix=f"give --max-seq-len {PROMPT_TOKENS + NEW_TOKENS + 2} or more")
-    if ref in CATALOG:
-        name, source, path = ref, "catalog", CATALOG[ref]["id"]
+    owners = _checkpoints()
+    category = CATEGORY  # a Hugging Face id or a directory: the app's category for text generation
+    if ref in owners:
+        name, source, (path, category) = ref, "catalog", owners[ref]
     elif Path(ref).is_dir():
         path = str(Path(ref).resolve())
         name, source = Path(path).name, "llm"
@@ -104,10 +77,25 @@ def llm_spec(ref: str, max_seq_len: int | None = None) -> ModelSpec:
         name, source, path = ref.rsplit("/", 1)[1], "llm", ref
     else:
         raise UsageError(f"--llm {ref}: not a catalog model, a local directory or a Hugging Face id",
-                         fix=f"give one of {', '.join(CATALOG)}, an id like google/gemma-3-270m, or a checkpoint dir")
+                         fix=f"give one of {', '.join(owners)}, an id like google/gemma-3-270m, or a checkpoint dir")
     inputs = (InputSpec((1, length), "int64"), InputSpec((length,), "int64"))
-    return ModelSpec(name=name, family=CATEGORY, task=TASK, inputs=inputs, factory="pteforge.llm:build",
+    return ModelSpec(name=name, family=category, task=TASK, inputs=inputs, factory="pteforge.llm:build",
                      source=source, path=path)
+
+
+def _checkpoints() -> dict[str, tuple[str, str]]:
+    """Every text-generation family's catalog models: name -> (Hugging Face id, category)."""
+    from .families import families
+
+    return {name: (entry["id"], fam.category) for fam in families()
+            for name, entry in getattr(fam, "checkpoints", {}).items()}
+
+
+def _architecture(spec: ModelSpec) -> dict:
+    """A catalog model's config fields (its family's ``checkpoints``)."""
+    from .families import family
+
+    return dict(family(spec.family).checkpoints[spec.name]["config"])
 
 
 def max_seq_len(spec: ModelSpec) -> int:
@@ -123,7 +111,7 @@ def load_config(spec: ModelSpec):
     from transformers import AutoConfig
 
     if spec.source == "catalog":
-        entry = dict(CATALOG[spec.name]["config"])
+        entry = _architecture(spec)
         return AutoConfig.for_model(entry.pop("model_type"), **entry)
     try:
         return AutoConfig.from_pretrained(spec.path)
@@ -515,66 +503,74 @@ def supported(target: Target) -> tuple[bool, str | None]:
     return True, None
 
 
-def export_target(capture, spec: ModelSpec, target: Target, config: ExportConfig, here=None, on_stage=None) -> Record:
-    """Lower one (language model, target), write it with its tokenizer, and prove it here."""
-    import torch
+class TextGeneration(Steps):
+    """The steps of one (language model, target), in the pipeline every model goes through
+    (:func:`pteforge.pipeline.export_target`): quantized before capture (the capture's
+    variant), lowered with the constant methods ExecuTorch's LLM runner reads, proven by
+    greedy decoding in a child process from the written program, shipped with its tokenizer."""
 
-    from .backends import default_registry
-    from .pipeline import artifact_path
+    capture = staticmethod(capture)
 
-    stage = on_stage or (lambda _name: None)
-    record = Record(model=spec.name, family=spec.family, task=spec.task, target=target.name,
-                    backends=list(target.backends), precision=target.precision.value, status=Status.UNAVAILABLE,
-                    input_shapes=[list(i.shape) for i in spec.inputs], target_spec=target,
-                    caution=default_registry().get(target.primary).caution(target.precision))
-    ok, why = supported(target)
-    if not ok:
-        record.reason, record.fix = why, f"use --backends {' '.join(_target_words())}"
-        return record
-    if here is None:
-        from .host import host
+    def unsupported(self) -> tuple[str, str] | None:
+        ok, why = supported(self.target)
+        return None if ok else (why, f"use --backends {' '.join(_target_words())}")
 
-        here = host()
+    def load(self):
+        import torch
 
-    def timed(name: Stage, fn):
-        stage(name)
-        t0 = time.perf_counter()
+        from .kvcache import load_ops
+        from .stages.capture import variant_key
+
+        load_ops()  # the capture may call llama:: ops: registered before it deserializes
+        self.reference = torch.load(self.capture.reference_path, weights_only=True)
+        precision = self.target.precision
+        pt2 = self.capture.variants.get(variant_key(self.primary.name, precision), self.capture.pt2_path)
         try:
-            return fn()
-        finally:
-            record.timings[name.value] = round(time.perf_counter() - t0, 3)
+            return self.timed(Stage.LOAD, lambda: torch.export.load(pt2)), None, None
+        except Exception as exc:  # noqa: BLE001 -- the row fails, the run goes on
+            raise StageFailed(Status.LOWER_FAILED, exc) from exc
 
-    reference = torch.load(capture.reference_path, weights_only=True)
-    record.status = Status.LOWER_FAILED
-    try:
-        data, delegation, io = _load_and_lower(capture, spec, target, reference, timed)
-    except Exception as exc:  # noqa: BLE001 -- the row fails, the run goes on
-        return _failed(record, Status.LOWER_FAILED, exc, config)
-    if target.precision in SCHEMES:
-        record.quantization = {"scheme": f"{target.primary} {target.precision.value}: {SCHEMES[target.precision][1]}",
-                                "recipe": f"executorch.extension.llm.export.quantize.quantize_model_("
-                                          f"qlinear_config={SCHEMES[target.precision][0]!r})"}
-    path = artifact_path(config.out_dir, spec, target)
-    from .io import write_atomic
+    def quantize(self, exported, plan, example):
+        """Quantized before capture, when the precision asks (``quantize_source``): says how."""
+        precision = self.target.precision
+        if precision in SCHEMES:
+            self.record.quantization = {
+                "scheme": f"{self.primary.name} {precision.value}: {SCHEMES[precision][1]}",
+                "recipe": f"executorch.extension.llm.export.quantize.quantize_model_(qlinear_config={SCHEMES[precision][0]!r})"}
+        return exported
 
-    timed(Stage.WRITE, lambda: write_atomic(path, data))
-    record.artifact = Artifact(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                               delegation=delegation, io=io)
-    record.generation = {"maxSeqLen": max_seq_len(spec), "vocabSize": reference["vocabSize"],
-                         "bosId": reference["bosId"], "eosIds": reference["eosIds"],
-                         "tokenizer": ship_tokenizer(reference, spec, path.parent)}
-    runnable = program_check(here, delegation.delegates_in_program, delegation.kernels)
-    if not runnable.ok:
-        record.status, record.reason, record.fix = Status.NOT_RUNNABLE_HERE, runnable.reason, runnable.fix
-    elif not config.verify:
-        record.status, record.reason = Status.NOT_VERIFIED, "verification skipped (--no-verify)"
-    else:
-        _prove(record, path, capture.reference_path, target, config, timed)
-    if record.status is Status.MISMATCH:  # a failed proof never keeps the artifact's name
-        failed = artifact_path(config.out_dir, spec, target, failed=True)
-        os.replace(path, failed)
-        record.artifact.path = str(failed)
-    return record
+    def lower(self, exported, plan):
+        try:
+            return _lower(exported, self.primary, self.target.precision, self.spec, self.reference, self.timed)
+        except Exception as exc:  # noqa: BLE001 -- the row fails, the run goes on
+            raise StageFailed(Status.LOWER_FAILED, exc) from exc
+
+    def prove(self, program, data: bytes, delegation, here) -> None:
+        """Greedy decoding in a child process, from the program written where it is proven."""
+        from .io import write_atomic
+
+        if self.unproven(program_check(here, delegation.delegates_in_program, delegation.kernels)):
+            return None
+        final = artifact_path(self.config.out_dir, self.spec, self.target)
+        self.staged = final.with_name(f".{final.stem}.unproven.pte")
+        self.timed(Stage.WRITE, lambda: write_atomic(self.staged, data))
+        self.proof = _generate(self.staged, self.capture.reference_path, self.primary, self.config.timeout, self.timed)
+        self.record.reason = judge(self.proof, self.target.precision, self.config.tolerance)
+        self.record.status = Status.MISMATCH if self.record.reason else Status.VERIFIED
+        if self.record.reason:
+            self.record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
+        return None
+
+    def write(self, program, data: bytes, delegation, reference) -> None:
+        """The program, and its tokenizer beside it as the app reads it."""
+        super().write(program, data, delegation, reference)
+        path = Path(self.record.artifact.path)
+        ref = self.reference
+        self.record.generation = {"maxSeqLen": max_seq_len(self.spec), "vocabSize": ref["vocabSize"],
+                                  "bosId": ref["bosId"], "eosIds": ref["eosIds"],
+                                  "tokenizer": ship_tokenizer(ref, self.spec, path.parent)}
+        if getattr(self, "proof", None) is not None:
+            self.record.generation["proof"] = self.proof
 
 
 def default_targets() -> tuple[list[str], list]:
@@ -595,27 +591,10 @@ def _target_words() -> list[str]:
     return [b.name if p is b.default_precision else f"{b.name}:{p.value}" for b in _llm_backends() for p in b.llm_precisions]
 
 
-def _load_and_lower(capture, spec: ModelSpec, target: Target, reference: dict, timed):
-    """The target's capture (its variant, or the main one), loaded and lowered."""
-    import torch
-
-    from .backends import default_registry
-    from .kvcache import load_ops
-    from .stages.capture import variant_key
-    from .stages.lower import fast_fx
-
-    load_ops()  # the capture may call llama:: ops: registered before it deserializes
-    pt2 = capture.variants.get(variant_key(target.primary, target.precision), capture.pt2_path)
-    exported = timed(Stage.LOAD, lambda: torch.export.load(pt2))
-    with fast_fx():
-        return _lower(exported, default_registry().get(target.primary), target.precision, spec, reference, timed)
-
-
 def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: dict, timed):
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
 
-    from .pte import program_io
     from .stages.lower import delegation_of, program_delegates, program_operators
 
     length = max_seq_len(spec)
@@ -639,7 +618,7 @@ def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: 
     program = timed(Stage.SERIALIZE, lambda: edge.to_executorch(config))
     delegation.delegates_in_program = program_delegates(program.executorch_program)
     delegation.kernels = sorted(set(program_operators(program.executorch_program)))
-    return bytes(program.buffer), delegation, program_io(program.executorch_program, program.exported_program())
+    return program, bytes(program.buffer), delegation
 
 
 def ship_tokenizer(reference: dict, spec: ModelSpec, dest: Path) -> dict | None:
@@ -691,35 +670,21 @@ def tokenizer_kind(folder: Path) -> dict:
     return {"model": kind, "appNote": f"tokenizer.json is {kind}: the app's chat reads BPE tokenizers only"}
 
 
-def _prove(record: Record, path: Path, reference_path: str, target: Target, config: ExportConfig, timed) -> None:
-    from .backends import default_registry
+def _generate(path: Path, reference_path: str, backend, timeout: float, timed) -> dict:
+    """The child's proof of the program at ``path``: a crash, or a program that does not load
+    or run, fails the row (RUN_FAILED, LOAD_FAILED)."""
     from .isolate import ChildCrashed, IsolatedRuntime
 
     try:
-        with IsolatedRuntime(timeout=config.timeout) as child:
+        with IsolatedRuntime(timeout=timeout) as child:
             reply = timed(Stage.VERIFY, lambda: child.request(
-                "generate", path=str(path), reference=reference_path,
-                dynamic=default_registry().get(target.primary).llm_dynamic_shapes))
+                "generate", path=str(path), reference=reference_path, dynamic=backend.llm_dynamic_shapes))
     except ChildCrashed as exc:
-        record.status, record.reason = Status.RUN_FAILED, f"the runtime crashed generating: {exc}"
-        return
+        raise StageFailed(Status.RUN_FAILED, RuntimeError(f"the runtime crashed generating: {exc}")) from exc
     if not reply["ok"]:
-        error = reply["error"]
-        record.status = Status.LOAD_FAILED if reply.get("stage") == "load" else Status.RUN_FAILED
-        record.reason = error
-        return
-    proof = {k: v for k, v in reply.items() if k != "ok"}
-    record.generation["proof"] = proof
-    record.reason = judge(proof, target.precision, config.tolerance)
-    record.status = Status.MISMATCH if record.reason else Status.VERIFIED
-    if record.reason:
-        record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
-
-
-def _failed(record: Record, status: Status, exc: BaseException, config: ExportConfig) -> Record:
-    from .pipeline import _failed as failed
-
-    return failed(record, status, exc, config)
+        raise StageFailed(Status.LOAD_FAILED if reply.get("stage") == "load" else Status.RUN_FAILED,
+                          RuntimeError(reply["error"]))
+    return {k: v for k, v in reply.items() if k != "ok"}
 
 
 # -- in the runtime child ---------------------------------------------------------------------

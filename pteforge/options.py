@@ -7,6 +7,8 @@ One ``Option`` gives the flag and its help (``cli``), the config-file key and it
   hashed into the artifact's cache key (``cache.py``);
 - ``RUN``: a field of ``ExportConfig`` that says how this run runs and where its results
   go, never in a cache key;
+  the worker jobs get a ``JobConfig`` (``spec.py``): the ``ARTIFACT`` options and the few
+  ``RUN`` ones marked ``jobs`` (where to write, the deadline of a child, --debug), nothing else;
 - ``REQUEST``: what to export (models, targets, publishing), read by the command line.
 
 ``ExportConfig`` (``spec.py``) is made from the ``ARTIFACT`` and ``RUN`` options, so a new
@@ -62,6 +64,7 @@ class Option:
     path: bool = False
     file: bool = True
     shape: str | None = None
+    jobs: bool = False  # a RUN option the worker jobs read too (JobConfig)
 
     @property
     def attr(self) -> str:
@@ -142,7 +145,7 @@ OPTIONS: tuple[Option, ...] = (
            "inputs used to calibrate quantized targets (default 16)", ARTIFACT, 16, type=int, metavar="N"),
     # output and proof
     Option("out", ("--out",), "output", "output directory (default: models)", RUN, "models", metavar="DIR",
-           field="out_dir", convert="path", required=True, path=True),
+           field="out_dir", convert="path", required=True, path=True, jobs=True),
     Option("weights", ("--weights",), "output",
            "pretrained (library download; a --model checkpoint: its own weights), none (seeded random init) or a local "
            "state dict (or an Ultralytics checkpoint of the same architecture)", ARTIFACT, "pretrained",
@@ -169,7 +172,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("base_url", ("--base-url",), "output", "make remoteUrl absolute under URL", RUN, metavar="URL"),
     Option("timeout", ("--timeout",), "output",
            "seconds per model capture and per target before its worker is killed (default 1200)", RUN, 1200.0,
-           type=float, metavar="S"),
+           type=float, metavar="S", jobs=True),
     Option("jobs", ("--jobs",), "output",
            "worker processes (default: one per core; with --executor ray: the local cluster's CPUs)", RUN, type=int,
            metavar="N"),
@@ -198,7 +201,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("publish_relative", ("--publish-relative",), "publishing",
            "publish without --publish-base-url: remoteUrl stays relative on purpose", REQUEST, None, "flag"),
     # not a flag of export: the global --debug
-    Option("debug", (), "output", "show tracebacks", RUN, False, "flag", file=False),
+    Option("debug", (), "output", "show tracebacks", RUN, False, "flag", file=False, jobs=True),
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from .errors import one_line
 from .pte import program_io
 from .result import Artifact, Record, Stage, Status
 from .spec import ExportConfig, ModelSpec, Target
-from .stages.capture import Capture
+from .stages.capture import Capture, capture
 from .stages.lower import chain_precisions, fast_fx
 
 StageCallback = Callable[[str], None]
@@ -30,7 +31,7 @@ def artifact_path(out_dir: Path, spec: ModelSpec, target: Target, failed: bool =
     return Path(out_dir) / spec.family / f"{spec.name}_{target.slug}{suffix}"
 
 
-class _StageFailed(Exception):
+class StageFailed(Exception):
     """A step failed: the row ends in ``status`` with ``cause`` as its reason."""
 
     def __init__(self, status: Status, cause: BaseException):
@@ -45,18 +46,25 @@ def export_target(
     config: ExportConfig,
     here=None,
     on_stage: StageCallback | None = None,
+    steps: "type[Steps] | None" = None,
 ) -> Record:
-    """Quantize (when the precision asks), lower, prove and write one (model, target)."""
+    """Quantize (when the precision asks), lower, prove and write one (model, target), with
+    ``steps`` (the model family's: :class:`Steps` unless its family has its own)."""
     if here is None:
         from .host import host
 
         here = host()
-    job = _Job(capture, spec, target, config, on_stage or (lambda _name: None))
+    job = (steps or Steps)(capture, spec, target, config, on_stage or (lambda _name: None))
     with fast_fx():
         return _export(job, here)
 
 
-def _export(job: "_Job", here) -> Record:
+def _export(job: "Steps", here) -> Record:
+    """The one sequence every (model, target) goes through; its row ends here or in ``_failed``."""
+    unsupported = job.unsupported()
+    if unsupported:
+        job.record.status, (job.record.reason, job.record.fix) = Status.UNAVAILABLE, unsupported
+        return job.record
     try:
         exported, plan, example = job.load()
         exported = job.quantize(exported, plan, example)
@@ -68,15 +76,18 @@ def _export(job: "_Job", here) -> Record:
                 job.record.fix = (f"the model computes in {job.half}, which {job.primary.name} took no part of: export it "
                                   "in fp32 (model.float(), --input-dtype float32), or try another backend; nothing was written")
             return job.record
-        reference = job.prove(program.executorch_program, data, delegation, here)
+        reference = job.prove(program, data, delegation, here)
         job.write(program, data, delegation, reference)
-    except _StageFailed as failed:
+    except StageFailed as failed:
         job.record.fix = _fix_for(job, failed) or job.record.fix
         return _failed(job.record, failed.status, failed.cause, job.config)
+    finally:
+        if job.staged is not None:
+            job.staged.unlink(missing_ok=True)  # proven from a file that did not take the artifact's name
     return job.record
 
 
-def _fix_for(job: "_Job", failed: "_StageFailed") -> str | None:
+def _fix_for(job: "Steps", failed: "StageFailed") -> str | None:
     """What to do about a failed stage, when pteforge can tell from what failed."""
     if failed.status is Status.RUN_FAILED and getattr(failed.cause, "plain", False):  # stages/simulate.py
         return (f"the program fails on {job.primary.simulated_on} as it stands: try another backend or precision; "
@@ -102,8 +113,12 @@ def _fix_for(job: "_Job", failed: "_StageFailed") -> str | None:
     return None
 
 
-class _Job:
-    """The steps of one (model, target), sharing its record and stage timer."""
+class Steps:
+    """The steps of one (model, target), sharing its record and stage timer: those of image,
+    audio and imported models. A family with steps of its own (text generation: ``llm.py``)
+    subclasses this and overrides the steps that differ; :func:`_export` runs them all."""
+
+    capture = staticmethod(capture)  # the model's one capture, in its own job
 
     def __init__(self, capture: Capture, spec: ModelSpec, target: Target, config: ExportConfig, stage):
         registry = default_registry()
@@ -112,12 +127,17 @@ class _Job:
         self.half = None  # the captured program's float dtype, when all of it is float16 or bfloat16
         self.quantized = None  # the quantized program, when the target quantizes
         self.primary = self.chain[0]
+        self.staged: Path | None = None  # where the program was written to be proven, until it takes its name
         self.record = Record(
             model=spec.name, family=spec.family, task=spec.task, target=target.name, backends=list(target.backends),
             precision=target.precision.value, status=Status.LOWER_FAILED,
             input_shapes=[list(i.shape) for i in spec.fed], target_spec=target,
             caution=self.primary.caution(target.precision),
         )
+
+    def unsupported(self) -> tuple[str, str] | None:
+        """(reason, fix) when the family does not export to this target at all (UNAVAILABLE)."""
+        return None
 
     def timed(self, name: Stage, fn):
         self.stage(name)
@@ -148,7 +168,7 @@ class _Job:
             plan = self.primary.plan(precision)
             exported = memo.tag(self.primary.prepare(exported, precision, example), memo.source_of(exported))
         except Exception as exc:
-            raise _StageFailed(Status.LOWER_FAILED, exc) from exc
+            raise StageFailed(Status.LOWER_FAILED, exc) from exc
         if pt2 != self.capture.pt2_path:
             self.record.quantization = {"scheme": f"{self.primary.name} {precision.value} (torchao, before capture)",
                                         "recipe": plan.recipe}
@@ -164,7 +184,7 @@ class _Job:
             batches, facts = calibration_set(self.spec, self.config)
             exported, key = self.timed(Stage.QUANTIZE, lambda: quantize_shared(exported, plan, batches, example, shared))
         except Exception as exc:
-            raise _StageFailed(Status.QUANTIZE_FAILED, exc) from exc
+            raise StageFailed(Status.QUANTIZE_FAILED, exc) from exc
         self.quantized = exported
         how = "NNCF quantize_pt2e" if plan.quantize else type(plan.quantizer).__name__
         self.record.quantization = {"scheme": f"{self.primary.name} PT2E {self.target.precision.value} ({how})",
@@ -186,7 +206,7 @@ class _Job:
             delegation.kernels = sorted(set(program_operators(program.executorch_program)))
             data = bytes(program.buffer)
         except Exception as exc:
-            raise _StageFailed(Status.LOWER_FAILED, exc) from exc
+            raise StageFailed(Status.LOWER_FAILED, exc) from exc
         if self.primary.runtime_name in delegation.delegates_in_program:
             from .stages.simulate import delegate_payloads
 
@@ -202,18 +222,28 @@ class _Job:
 
         from .stages.simulate import simulators_for
 
-        record, config = self.record, self.config
+        config = self.config
         runnable = program_check(here, delegation.delegates_in_program, delegation.kernels)
-        simulators = None if runnable.ok or not (config.verify and config.simulate) else simulators_for(self.chain, program)
+        simulators = (None if runnable.ok or not (config.verify and config.simulate)
+                      else simulators_for(self.chain, program.executorch_program))
         needs_reference = ((runnable.ok or simulators is not None) and config.verify) or config.bundle
         reference = torch.load(self.capture.reference_path, weights_only=True) if needs_reference else None
-        if not runnable.ok and simulators is None:
+        if self.unproven(runnable, simulators is not None):
+            return reference
+        self._verify(data, delegation, reference, simulators)
+        return reference
+
+    def unproven(self, runnable, simulated: bool = False) -> bool:
+        """The row's status when the program is not to be run: nothing here runs it (and no
+        simulator does), or --no-verify."""
+        record = self.record
+        if not runnable.ok and not simulated:
             record.status, record.reason, record.fix = Status.NOT_RUNNABLE_HERE, runnable.reason, runnable.fix
-        elif not config.verify:
+        elif not self.config.verify:
             record.status, record.reason = Status.NOT_VERIFIED, "verification skipped (--no-verify)"
         else:
-            self._verify(data, delegation, reference, simulators)
-        return reference
+            return False
+        return True
 
     def _run(self, data: bytes, reference: dict, simulators) -> tuple[list, str]:
         """The program's outputs on the verification inputs and photos, and what ran it."""
@@ -228,14 +258,14 @@ class _Job:
                     data, inputs, simulators, host().operators,  # this runtime's kernels, whatever ``here`` is
                     progress=lambda i, n: self.stage(f"{Stage.SIMULATE.value} input {i} of {n}"), runtime=load_runtime()))
             except Exception as exc:
-                raise _StageFailed(Status.RUN_FAILED, exc) from exc
+                raise StageFailed(Status.RUN_FAILED, exc) from exc
             return done.outputs, done.method
         try:
             actual = self.timed(Stage.VERIFY, lambda: run_program(
                 data, inputs, progress=lambda i, n: self.stage(f"{Stage.VERIFY.value} input {i} of {n}")))
         except Exception as exc:
             loading = getattr(exc, "stage", None) == "load"  # run_program says where it failed
-            raise _StageFailed(Status.LOAD_FAILED if loading else Status.RUN_FAILED, exc) from exc
+            raise StageFailed(Status.LOAD_FAILED if loading else Status.RUN_FAILED, exc) from exc
         return actual, f"this host's ExecuTorch runtime (executorch {_executorch_version()})"
 
     def _verify(self, data: bytes, delegation, reference: dict, simulators=None) -> None:
@@ -327,8 +357,12 @@ class _Job:
 
         record = self.record
         path = artifact_path(self.config.out_dir, self.spec, self.target, failed=record.status is Status.MISMATCH)
-        self.timed(Stage.WRITE, lambda: write_atomic(path, data))
-        if self.config.bundle and record.status is not Status.MISMATCH:
+        if self.staged is not None:  # proven from its file: that file takes the name the proof gives it
+            os.replace(self.staged, path)
+            self.staged = None
+        else:
+            self.timed(Stage.WRITE, lambda: write_atomic(path, data))
+        if self.config.bundle and reference is not None and record.status is not Status.MISMATCH:
             bpte = path.with_suffix(".bpte")
             self.timed(Stage.BUNDLE, lambda: write_atomic(bpte, bundled_program(program, reference)))
             record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}

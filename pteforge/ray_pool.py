@@ -38,10 +38,8 @@ INFRA_RETRIES = 3
 
 
 def _run_job(job: Job, board):
-    """The body of a Ray task: import the job's function and call it, as a worker does; its
-    stages go to ``board`` (progress, and the stage a crash happened in)."""
-    import importlib
-
+    """The body of a Ray task: call the job, as a worker does; its stages go to ``board``
+    (progress, and the stage a crash happened in)."""
     import ray
     import torch  # noqa: F401 - every job is torch work: its threads are set before it starts
 
@@ -50,9 +48,7 @@ def _run_job(job: Job, board):
     # the CPUs Ray gave this task, as a local worker gets its share of the cores
     # (torch would spin a thread per core in every task on the node)
     set_threads(max(1, int(ray.get_runtime_context().get_assigned_resources().get("CPU", 1))))
-    module, _, name = job.fn.partition(":")
-    fn = getattr(importlib.import_module(module), name)
-    return fn(*job.args, on_stage=lambda stage: board is not None and board.set.remote(job.key, stage), **job.kwargs)
+    return job(on_stage=lambda stage: board is not None and board.set.remote(job.key, stage))
 
 
 def _run_chain(jobs: list[Job], board):

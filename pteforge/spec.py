@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .errors import UsageError
@@ -226,6 +226,10 @@ class _Checked:
     def artifact_options(self) -> dict:
         return {name: getattr(self, name) for name in self.ARTIFACT_FIELDS}
 
+    def for_jobs(self) -> "JobConfig":
+        """What the worker jobs see: the artifact options, and the run options they read."""
+        return JobConfig(**{f.name: getattr(self, f.name) for f in fields(JobConfig)})
+
     @classmethod
     def from_options(cls, values: dict, **given) -> "ExportConfig":
         """The config from option values by option name (the parsed command line, config
@@ -289,6 +293,23 @@ def _export_config():
 
 
 ExportConfig = _export_config()
+
+
+def _job_config():
+    """``JobConfig``: what a worker job (a capture, a target) is given of the run's options:
+    every ``ARTIFACT`` option and the ``RUN`` options marked ``jobs`` (``options.py``). A run
+    option that could change a program cannot reach the code that makes it."""
+    from dataclasses import field, make_dataclass
+
+    from .options import ARTIFACT
+
+    held = [o for o in config_fields() if o.role == ARTIFACT or o.jobs]
+    fields_ = [(o.attr, object) if o.required else (o.attr, object, field(default=o.default)) for o in held]
+    return make_dataclass("JobConfig", fields_, frozen=True, namespace={"__doc__": _job_config.__doc__,
+                                                                         "__module__": __name__})
+
+
+JobConfig = _job_config()
 
 
 def check_base_url(url: str, flag: str) -> None:

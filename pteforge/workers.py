@@ -19,7 +19,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -27,16 +27,32 @@ from .isolate import describe_exit
 from .system import start_method
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Job:
+    """One piece of work for a worker: a typed callable. Its inputs are its fields (plain
+    data that pickles: specs, file paths, options); calling it with ``on_stage`` (which
+    reports the stage it is in) does the work in the worker and returns plain data. The
+    export's jobs are in :mod:`pteforge.jobs`; :class:`Call` makes one of a function."""
+
     key: str
-    fn: str  # "package.module:function"
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
     timeout: float = 1200.0
     # Jobs of one group run on one worker, one after another: the later ones reuse what
     # the first kept in that worker's memory (stages/memo.py).
     group: str | None = None
+
+    def __call__(self, on_stage: Callable[[str], None]) -> Any:
+        raise NotImplementedError
+
+
+@dataclass(kw_only=True)
+class Call(Job):
+    """A module-level function as a job: ``fn(*args, on_stage=on_stage)``."""
+
+    fn: Callable[..., Any]
+    args: tuple = ()
+
+    def __call__(self, on_stage: Callable[[str], None]) -> Any:
+        return self.fn(*self.args, on_stage=on_stage)
 
 
 CLUSTER_LOST = "the Ray cluster lost"  # how an Outcome's crash begins when the cluster, not the job, failed
@@ -87,14 +103,12 @@ def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
             return
         job, threads = job
         set_threads(threads)
-        module, _, name = job.fn.partition(":")
-        fn = getattr(importlib.import_module(module), name)
 
         def stage(stage_name: str, key=job.key) -> None:
             conn.send(("stage", key, stage_name))
 
         try:
-            value = fn(*job.args, on_stage=stage, **job.kwargs)
+            value = job(on_stage=stage)
             conn.send(("ok", job.key, value))
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
             tb = traceback.format_exc()
@@ -348,6 +362,11 @@ def _context(quiet: bool = True):
     process's first pool or ``start_fork_server`` starts it; later ones share it."""
     if start_method() != "forkserver":
         return mp.get_context("spawn")
+    # torchao, which ``executorch.exir`` imports, asks torch.cuda.is_available() at import: by
+    # default that initialises CUDA in the fork server, and every worker forked from it then
+    # fails "Cannot re-initialize CUDA in forked subprocess" (CUDA lowering compiles on the
+    # GPU). Asked through NVML instead, CUDA stays uninitialised until a worker uses it.
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload((["pteforge.silent"] if quiet else []) + PRELOAD)
     return ctx

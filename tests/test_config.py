@@ -299,3 +299,23 @@ def test_every_flag_of_export_is_declared_in_options():
                                 "--verbose", "--json"}
     assert {f.name for f in dataclasses.fields(ExportConfig)} == {
         o.attr for o in options.OPTIONS if o.role in (options.ARTIFACT, options.RUN)}
+
+
+def test_worker_jobs_get_the_artifact_options_and_only_the_run_options_they_read(monkeypatch, tmp_path):
+    """What travels into a worker job is a JobConfig: every artifact option, and of the run's
+    options only where to write, a child's deadline and --debug (options marked ``jobs``).
+    A new artifact option reaches the jobs by its declaration alone."""
+    import dataclasses
+
+    from pteforge import options, spec
+
+    config = spec.ExportConfig(out_dir=tmp_path, bench_runs=3, base_url="https://example.org/m", jobs=2, seed=7)
+    job = config.for_jobs()
+    held = {f.name for f in dataclasses.fields(job)}
+    assert held == set(spec.ExportConfig.ARTIFACT_FIELDS) | {"out_dir", "timeout", "debug"}
+    assert (job.seed, job.out_dir) == (7, tmp_path)
+    for run_only in ("bench_runs", "base_url", "jobs", "executor", "ray_address", "cache", "oplist", "accuracy_budget"):
+        assert not hasattr(job, run_only), run_only
+    new = options.Option("polish_level", ("--polish-level",), "output", "how much", options.ARTIFACT, 2, type=int)
+    monkeypatch.setattr(options, "OPTIONS", options.OPTIONS + (new,))
+    assert "polish_level" in {f.name for f in dataclasses.fields(spec._job_config())}

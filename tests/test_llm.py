@@ -381,3 +381,48 @@ def test_a_model_too_large_for_this_machine_is_refused_before_any_work_with_the_
     [line] = error_lines(err)
     assert f"{params / 1e9:.2f} B parameters" in line and f"about {need / 1e9:.0f} GB" in line
     assert "PTEFORGE_SKIP_MEMORY_CHECK" in line and not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_a_text_generation_family_is_one_file_through_the_same_pipeline(tmp_path):
+    """A text-generation family is one file: dropped into a copy of the package (a 2-layer
+    Llama, its architecture in the file, seeded weights), it is a flag and a catalog model,
+    and its program goes through the same jobs and runner as every other model: lowered,
+    decoding as eager does, under its own category, with no unproven file left behind."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import textwrap
+
+    from conftest import ROOT
+
+    shutil.copytree(ROOT / "pteforge", tmp_path / "pteforge", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "pteforge" / "families" / "story.py").write_text(textwrap.dedent('''
+        from .text import TextGenerationFamily
+
+
+        class Story(TextGenerationFamily):
+            word = "tinystory"
+            category = "story"
+            models = ("tiny-story",)
+            model_help = "a 2-layer Llama"
+            checkpoints = {"tiny-story": {"id": "example/tiny-story", "config": {
+                "model_type": "llama", "vocab_size": 320, "hidden_size": 64, "intermediate_size": 128,
+                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "max_position_embeddings": 256, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}}}
+    '''))
+    env, out = {**os.environ, "PYTHONPATH": str(tmp_path)}, tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "pteforge", "export", "--tinystory", "--weights", "none",
+                          "--max-seq-len", str(MAX_SEQ_LEN), "--backends", "xnnpack", "xnnpack:8da4w", "--out", str(out)],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+    entries = {e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]}
+    assert set(entries) == {"xnnpack", "xnnpack:8da4w"}
+    fp32 = entries["xnnpack"]
+    assert (fp32["category"], fp32["task"], fp32["modelName"]) == ("story", "text-generation", "tiny-story")
+    assert fp32["status"] == "VERIFIED" and fp32["generation"]["tokenAgreement"] == 1.0, fp32
+    assert (fp32["vocabSize"], fp32["maxSeqLen"], fp32["eosIds"]) == (320, MAX_SEQ_LEN, [2])
+    assert "8da4w" in entries["xnnpack:8da4w"]["quantization"]["scheme"]
+    assert all((out / e["file"]).is_file() for e in entries.values())
+    assert not [p.name for p in out.rglob("*") if "unproven" in p.name]

@@ -114,14 +114,17 @@ def test_worker_crashes_and_hangs_fail_their_rows_only(capsys, out):
 def test_workers_side_by_side_share_the_cores():
     """Jobs running side by side each get their share of torch's threads (both spinning on
     every core made calibration 2-5x slower); a job running alone gets every core."""
-    from pteforge.workers import Job, WorkerPool
+    import tiny_models
+
+    from pteforge.workers import Call, WorkerPool
 
     cores = os.cpu_count() or 1
     with WorkerPool(2) as pool:
         # each takes 0.5 s: instant jobs could leave the last one to start alone, when the
         # two before it had both finished (it then rightly gets every core)
-        together = [o.value for o in pool.run([Job(f"j{i}", "tiny_models:torch_threads", (0.5,)) for i in range(4)])]
-        alone = [o.value for o in pool.run([Job("alone", "tiny_models:torch_threads")])]
+        together = [o.value for o in pool.run([Call(key=f"j{i}", fn=tiny_models.torch_threads, args=(0.5,))
+                                               for i in range(4)])]
+        alone = [o.value for o in pool.run([Call(key="alone", fn=tiny_models.torch_threads)])]
     assert together == [max(1, cores // 2)] * 4 and alone == [cores]
 
 
@@ -129,10 +132,12 @@ def test_jobs_of_a_group_run_on_one_worker_and_no_core_idles():
     """Jobs of one group follow the worker that ran the first (what it kept in memory is
     reused) while other jobs take the other worker; when only jobs waiting for a busy
     worker are left, a free worker takes one rather than idle."""
-    from pteforge.workers import Job, WorkerPool
+    import tiny_models
+
+    from pteforge.workers import Call, WorkerPool
 
     def job(key, seconds, group=None):
-        return Job(key, "tiny_models:pid_after", (seconds,), group=group)
+        return Call(key=key, fn=tiny_models.pid_after, args=(seconds,), group=group)
 
     with WorkerPool(2) as pool:
         jobs = [job("a1", 0.3, "a"), job("a2", 0.2, "a"), job("a3", 0.2, "a"), *(job(f"x{i}", 1.0) for i in range(3))]

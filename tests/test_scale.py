@@ -118,13 +118,15 @@ def test_on_ray_a_group_runs_in_one_worker_and_a_crash_in_it_fails_one_job(monke
     fails alone, and the ones after it still run."""
     from conftest import TESTS
 
+    import tiny_models
+
     from pteforge.ray_pool import RayPool
-    from pteforge.workers import Job
+    from pteforge.workers import Call
 
     monkeypatch.setenv("PYTHONPATH", str(TESTS))  # tiny_models, for the cluster's workers
 
     def job(key, group=None, fn="pid_after", args=(0.2,)):
-        return Job(key, f"tiny_models:{fn}", args, group=group)
+        return Call(key=key, fn=getattr(tiny_models, fn), args=args, group=group)
 
     jobs = [job("a1", "a"), job("b1", "b"), job("a2", "a"), job("a3", "a", args=(3.0,)), job("b2", "b", "dies", ()),
             job("b3", "b")]
@@ -138,17 +140,17 @@ def test_on_ray_a_group_runs_in_one_worker_and_a_crash_in_it_fails_one_job(monke
 
 def test_jobs_route_to_the_nodes_with_their_sdk_when_the_cluster_has_them():
     from pteforge.api import _ray_resources
+    from pteforge.jobs import CaptureJob, TargetJob
     from pteforge.spec import ExportConfig
-    from pteforge.workers import Job
 
     def job(name):
-        return Job("m/t", "pteforge.pipeline:export_target", (None, None, target(name), ExportConfig(out_dir=".")))
+        return TargetJob(key="m/t", capture=None, spec=None, target=target(name), config=ExportConfig(out_dir="."))
 
     ray.init(num_cpus=1, resources={"macos": 1}, include_dashboard=False, configure_logging=False)
     try:
         assert _ray_resources(job("coreml")) == {"macos": 0.001}
         assert _ray_resources(job("vulkan+xnnpack")) == {}
-        assert _ray_resources(Job("m/capture", "pteforge.stages.capture:capture")) == {}
+        assert _ray_resources(CaptureJob(key="m/capture", spec=None, config=None, work_dir=".")) == {}
     finally:
         ray.shutdown()
     ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)

@@ -44,9 +44,13 @@ class Family:
     order: ClassVar[int] = 100
     everyday: ClassVar[bool] = True  # in the default run and --all (False: only when named)
     resizable: ClassVar[int] = 0  # its models take a square image of any multiple of this side (0: their own size only)
-    # the jobs of its models: one capture per model, one export per (model, target)
-    capture_job: ClassVar[str] = "pteforge.stages.capture:capture"
-    target_job: ClassVar[str] = "pteforge.pipeline:export_target"
+
+    # -- its steps -------------------------------------------------------------------
+    def export_steps(self):
+        """The steps its models go through, when they are not the pipeline's own (capture
+        with torch.export, quantize, lower, prove on eager's outputs, write): a subclass of
+        ``pteforge.pipeline.Steps`` (text generation: ``llm.TextGeneration``), or None."""
+        return None
 
     # -- the catalog ---------------------------------------------------------------
     def spec(self, name: str) -> ModelSpec:

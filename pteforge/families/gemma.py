@@ -1,46 +1,43 @@
-"""Text generation: decoder-only language models with a KV cache (Gemma 3 270M, Gemma 4 E2B
-the executorch_flutter app's chat runs, and any Hugging Face causal LM through ``--llm``).
-Built, captured, lowered and proven by :mod:`pteforge.llm`; the app's category for them is
-``gemma``."""
+"""Gemma: Gemma 3 270M, and Gemma 4 E2B, the text model the executorch_flutter app's chat runs;
+any Hugging Face causal LM given with ``--llm`` joins this category too, the app's word for
+text generation. Built, captured, lowered and proven by :mod:`pteforge.llm`."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from ..spec import ModelSpec
-from .base import Family
+from .text import TextGenerationFamily
 
 
-class GemmaFamily(Family):
+class GemmaFamily(TextGenerationFamily):
     word = "gemma"
     category = "gemma"
-    task = "text-generation"
     models = ("gemma-3-270m", "gemma-4-e2b-it")
     model_help = ("Gemma 3 270M (google/gemma-3-270m, the default), or gemma-4-e2b-it (google/gemma-4-E2B-it, "
                   "the app's chat model): text generation with a KV cache")
-    outputs = ("logits per call, the last position's [1, 1, vocab] on the CPU (every position's elsewhere); "
-               "the KV cache lives in the program")
     order = 60
-    everyday = False  # ~1 GB per fp32 program: exported when asked for, not by the default run or --all
-    capture_job: ClassVar[str] = "pteforge.llm:capture"
-    target_job: ClassVar[str] = "pteforge.llm:export_target"
-
-    def spec(self, name: str) -> ModelSpec:
-        from ..llm import llm_spec
-
-        return llm_spec(name)
-
-    def check(self, spec: ModelSpec, config) -> None:
-        from ..llm import check_memory
-
-        check_memory(spec)
-
-    def supports(self, target) -> bool:
-        from ..llm import supported
-
-        return supported(target)[0]
-
-    def capture_variants(self, targets) -> tuple:
-        from ..llm import capture_variants
-
-        return capture_variants(targets)
+    checkpoints = {
+        "gemma-3-270m": {
+            "id": "google/gemma-3-270m",
+            "config": {
+                "model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 640, "intermediate_size": 2048,
+                "num_hidden_layers": 18, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+                "max_position_embeddings": 32768, "sliding_window": 512, "query_pre_attn_scalar": 256,
+                "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+                "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+            },
+        },
+        # The executorch_flutter app's chat model: Gemma 4 E2B's text model. Its eos ids are the
+        # checkpoint's, [1, 106]: 106 ends a turn, which is where the chat stops.
+        "gemma-4-e2b-it": {
+            "id": "google/gemma-4-E2B-it",
+            "config": {
+                "model_type": "gemma4_text", "vocab_size": 262144, "hidden_size": 1536, "intermediate_size": 6144,
+                "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+                "global_head_dim": 512, "attention_k_eq_v": False, "sliding_window": 512,
+                "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
+                "vocab_size_per_layer_input": 262144, "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 20,
+                "use_double_wide_mlp": True, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+                "hidden_activation": "gelu_pytorch_tanh", "final_logit_softcapping": 30.0, "tie_word_embeddings": True,
+                "bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0,
+            },
+        },
+    }

@@ -1,0 +1,53 @@
+"""The jobs of an export run, as typed callables that a worker process (or a Ray task) runs:
+one capture per model, one export per (model, target). Their fields are plain data (the
+model's spec, the capture's files, the target, the options); each finds the model's
+family's steps (:class:`pteforge.pipeline.Steps`, or the family's own) when it runs, so a
+family with steps of its own (text generation) goes through the same runner as every other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .spec import JobConfig, ModelSpec, Target
+from .workers import Job
+
+
+def steps_of(spec: ModelSpec):
+    """The steps of ``spec``'s family: its own (``Family.export_steps``), or the pipeline's."""
+    from .families import family
+    from .pipeline import Steps
+
+    return family(spec.family).export_steps() or Steps
+
+
+@dataclass(kw_only=True)
+class CaptureJob(Job):
+    """Build ``spec``'s model once and capture it (and the variants its targets need)."""
+
+    spec: ModelSpec
+    config: JobConfig  # the artifact options, and the run options jobs read: nothing else
+    work_dir: Path
+    variants: tuple = ()
+
+    def __call__(self, on_stage) -> Any:
+        return steps_of(self.spec).capture(self.spec, self.config, self.work_dir, on_stage=on_stage,
+                                           variants=self.variants)
+
+
+@dataclass(kw_only=True)
+class TargetJob(Job):
+    """Lower, prove and write one (model, target) from the model's capture."""
+
+    capture: Any  # stages.capture.Capture: its files
+    spec: ModelSpec
+    target: Target
+    config: JobConfig  # the artifact options, and the run options jobs read: nothing else
+
+    def __call__(self, on_stage) -> Any:
+        from .pipeline import export_target
+
+        return export_target(self.capture, self.spec, self.target, self.config, on_stage=on_stage,
+                             steps=steps_of(self.spec))
