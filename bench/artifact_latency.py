@@ -42,7 +42,7 @@ def native_openvino(model, inputs, hint: str):
 def host_runners(model, inputs, openvino: bool = True) -> list[tuple[str, str, object]]:
     """(label, precision, callable) of every runtime timed in this process: eager PyTorch,
     ONNX Runtime and (``openvino``) native OpenVINO in f32 and bf16."""
-    from pteforge.bench import onnxruntime_runner
+    from pteforge.app.bench import onnxruntime_runner
 
     runners = [("eager PyTorch", "fp32", lambda: model(*inputs))]
     ort = onnxruntime_runner(model, inputs)
@@ -63,8 +63,8 @@ def timed_rounds(child, here, tmp: Path, ours, theirs, rounds: int, runs: int, w
     precision, path), timed in the ExecuTorch child) and every callable of ``theirs``
     ((label, precision, run), timed here), each in its own block, the blocks taking
     turns over ``rounds`` rounds."""
-    from pteforge.bench import measure_artifact
-    from pteforge.timing import measure
+    from pteforge.app.bench import measure_artifact
+    from pteforge.core.timing import measure
 
     samples: dict[tuple[str, str], list[dict]] = {}
     for _ in range(rounds):
@@ -89,8 +89,8 @@ def main() -> int:
 
     import torch
 
-    from pteforge.host import Host
-    from pteforge.isolate import IsolatedRuntime
+    from pteforge.runtime.host import Host
+    from pteforge.runtime.isolate import IsolatedRuntime
     from pteforge.models.catalog import build_catalog
     from pteforge.models.synthetic import make_inputs
     from pteforge.stages.capture import build_model

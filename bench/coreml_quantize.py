@@ -52,7 +52,7 @@ def main() -> None:
 
     from pteforge.backends import default_registry
     from pteforge.backends.base import Backend
-    from pteforge.spec import Precision
+    from pteforge.core.spec import Precision
     from pteforge.stages.quantize import quantize
 
     coreml = default_registry().get("coreml")

@@ -111,15 +111,15 @@ def originals(name: str, real: Path | None = None):
     built) and ONNX Runtime (the file itself, or the module exported to ONNX)."""
     import torch
 
-    from pteforge.bench import onnxruntime_runner
+    from pteforge.app.bench import onnxruntime_runner
     from pteforge.models.custom import custom_spec, reference_model
     from pteforge.models.synthetic import make_inputs
-    from pteforge.spec import InputSpec
+    from pteforge.core.spec import InputSpec
     from pteforge.stages.capture import build_model
 
     spec = custom_spec(reference(name), tuple(InputSpec.parse(s) for s in MODELS[name].shapes))
     if real is not None and real.is_dir():
-        from pteforge.samples import load, sample_files
+        from pteforge.core.samples import load, sample_files
 
         seeded = [list(load(p, spec)) for p in sample_files(real)[-VERIFY:]]
     else:
@@ -152,7 +152,7 @@ def outputs_of(pte: Path, seeded: list) -> list | None:
     """The artifact's outputs on ``seeded``: from this host's runtime, or from the reference
     simulator of the backend that made it (TOSA, Cortex-M); None where neither runs it."""
     from pteforge.backends import default_registry
-    from pteforge.host import host, load_runtime
+    from pteforge.runtime.host import host, load_runtime
     from pteforge.stages.simulate import deserialize, simulate, simulators_for
     from pteforge.stages.verify import run_program
 
@@ -202,9 +202,9 @@ def agreement(original, seeded: list, pte: Path, how: tuple) -> float | None:
 def judged(entry: dict) -> dict:
     """A row's facts (zoo.delegation), with, for a quantized one, what of its accuracy budget it
     misses and the eager module where it loses most (pteforge's own verdict, stages/accuracy.py)."""
-    from pteforge.result import accuracy_text
-    from pteforge.spec import AccuracyBudget
-    from pteforge.result import ONE_LAYER_DB
+    from pteforge.core.result import accuracy_text
+    from pteforge.core.spec import AccuracyBudget
+    from pteforge.core.result import ONE_LAYER_DB
 
     d = delegation(entry)
     acc, v = entry.get("accuracy"), entry.get("verification") or {}
@@ -347,9 +347,9 @@ def main() -> int:
 
     import torch
 
-    from pteforge import system
-    from pteforge.host import Host
-    from pteforge.isolate import IsolatedRuntime
+    from pteforge.core import system
+    from pteforge.runtime.host import Host
+    from pteforge.runtime.isolate import IsolatedRuntime
 
     out = args.out or Path(tempfile.mkdtemp(prefix="pteforge-elsewhere-"))
     cpu = system.cpu_name()

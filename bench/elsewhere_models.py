@@ -91,7 +91,7 @@ MODELS = {
 
 
 def cache_dir() -> Path:
-    from pteforge.cache import cache_root
+    from pteforge.run.cache import cache_root
 
     return cache_root() / "wheels"
 

@@ -25,8 +25,8 @@ def profile(path: Path, runs: int, warmup: int) -> tuple[dict[str, tuple[float, 
     from executorch.devtools import Inspector
     from executorch.extension.pybindings.portable_lib import _load_for_executorch
 
-    from pteforge.pte import DTYPES
-    from pteforge.validate import seeded_inputs
+    from pteforge.runtime.pte import DTYPES
+    from pteforge.app.validate import seeded_inputs
 
     torch.set_num_threads(1)  # torch only copies outputs here, as in pteforge's runtime child
     module = _load_for_executorch(str(path), enable_etdump=True)

@@ -148,7 +148,7 @@ def main() -> int:
 
 def simulation_part(base: list[str], targets: list[str], work: Path, start_pace: float) -> None:
     """The default run with its simulations and without (``--no-simulate``), alternating."""
-    from pteforge import system
+    from pteforge.core import system
 
     runs: dict[str, list[float]] = {"simulate": [], "no-simulate": []}
     stage, statuses = {}, {}

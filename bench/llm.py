@@ -61,7 +61,7 @@ def tokenizer(ckpt: Path, vocab_size: int) -> None:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from pteforge.llm import PERPLEXITY_TEXT
+    from pteforge.text.llm import PERPLEXITY_TEXT
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -80,7 +80,7 @@ def prompt_ids(ckpt: Path, n: int) -> list[int]:
     """<bos> and the text's first n-1 tokens (repeated if short)."""
     from transformers import AutoTokenizer
 
-    from pteforge.llm import PERPLEXITY_TEXT
+    from pteforge.text.llm import PERPLEXITY_TEXT
 
     ids = AutoTokenizer.from_pretrained(ckpt)(PERPLEXITY_TEXT.read_text(), add_special_tokens=False)["input_ids"]
     return [2] + (ids * (1 + n // max(len(ids), 1)))[: n - 1]
@@ -220,8 +220,8 @@ CHILD_PTE = r"""
 import json, sys, time
 import torch
 from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool
-from pteforge import system
-from pteforge.host import load_forward, load_runtime
+from pteforge.core import system
+from pteforge.runtime.host import load_forward, load_runtime
 path, prompt, decode, threads = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 torch.set_num_threads(1)
 _unsafe_reset_threadpool(threads)
@@ -248,7 +248,7 @@ CHILD_GGUF = r"""
 import json, sys, time
 import numpy as np
 import llama_cpp
-from pteforge import system
+from pteforge.core import system
 path, prompt, decode, threads = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 reset = system.reset_peak_rss()
 t0 = time.perf_counter()
@@ -334,7 +334,7 @@ from pathlib import Path
 import torch
 from executorch.devtools import Inspector
 from executorch.extension.pybindings.portable_lib import _load_for_executorch, _unsafe_reset_threadpool
-from pteforge.host import load_runtime
+from pteforge.runtime.host import load_runtime
 path, prompt, steps, threads = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 torch.set_num_threads(1)
 _unsafe_reset_threadpool(threads)
@@ -385,7 +385,7 @@ def main() -> int:  # noqa: C901 -- one bench, read top to bottom
     if args.bandwidth_only:
         print(json.dumps(bandwidth(args.threads)))
         return 0
-    from pteforge import system
+    from pteforge.core import system
 
     work = Path(args.work or tempfile.mkdtemp(prefix="pteforge-llm-bench-"))
     work.mkdir(parents=True, exist_ok=True)

@@ -81,7 +81,7 @@ import json, statistics, sys, time
 import torch
 from executorch.runtime import Verification
 import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  llama::custom_sdpa, update_cache (optimum)
-from pteforge.host import load_runtime
+from pteforge.runtime.host import load_runtime
 programs, prompt, decode, rounds = json.loads(sys.argv[1])
 runtime = load_runtime()  # with the quantized_decomposed:: kernels
 results = {name: {"decode": [], "prefill": [], "load": []} for name in programs}

@@ -81,7 +81,7 @@ def run(out: str, prompt: list[int], decode: int, threads: int) -> dict:
     from transformers.exporters import ExportedModel
     from transformers.exporters.exporter_dynamo import _iter_subclasses, register_pytree_node
 
-    from pteforge import system
+    from pteforge.core import system
 
     for kind in _iter_subclasses(Cache):  # what the exporter registers at export, for unflattening its outputs
         register_pytree_node(kind)

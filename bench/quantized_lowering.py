@@ -23,7 +23,7 @@ RUN = r"""
 import contextlib, hashlib, json, os, sys, time
 import torch, torchvision
 from pteforge.backends import default_registry
-from pteforge.spec import Precision
+from pteforge.core.spec import Precision
 from pteforge.stages import lower as L
 from pteforge.stages.quantize import quantize
 

@@ -42,10 +42,10 @@ def main() -> int:
 
     import psutil
 
-    from pteforge import system
+    from pteforge.core import system
     from pteforge.api import export, plan_targets
     from pteforge.models.custom import factory_spec
-    from pteforge.spec import ExportConfig, InputSpec
+    from pteforge.core.spec import ExportConfig, InputSpec
 
     me = psutil.Process()
     rows = [{"run": 0, **snapshot(me)}]

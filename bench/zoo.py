@@ -103,7 +103,7 @@ def eager_and_onnxruntime(name: str):
     """The eager model pteforge built (same factory, seed and weights) and its ONNX Runtime twin."""
     from pteforge.models.custom import custom_spec
     from pteforge.models.synthetic import make_inputs
-    from pteforge.spec import InputSpec
+    from pteforge.core.spec import InputSpec
     from pteforge.stages.capture import build_model
 
     _, ref, shapes, dtypes = ZOO[name]
@@ -205,8 +205,8 @@ def main() -> int:
 
     import torch
 
-    from pteforge.host import Host
-    from pteforge.isolate import IsolatedRuntime
+    from pteforge.runtime.host import Host
+    from pteforge.runtime.isolate import IsolatedRuntime
 
     out = args.out or Path(tempfile.mkdtemp(prefix="pteforge-zoo-"))
     print(f"threads: torch {torch.get_num_threads()} for eager, ONNX Runtime its default, 1 for torch in the "

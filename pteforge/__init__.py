@@ -16,8 +16,8 @@ __all__ = ["ExportConfig", "backends", "export", "load_best", "plan_targets", "p
            "__version__"]
 
 _WHERE = {
-    "export": "api", "plan_targets": "api", "backends": "api", "load_best": "selection", "select": "selection",
-    "select_models": "models", "ExportConfig": "spec", "publish": "publish",
+    "export": "api", "plan_targets": "api", "backends": "api", "load_best": "app.selection", "select": "app.selection",
+    "select_models": "models", "ExportConfig": "core.spec", "publish": "app.publish",
 }
 
 

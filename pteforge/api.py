@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Protocol
 
 from .backends import Availability, availability, default_registry
-from .errors import CaptureError, NoBackendError, PteforgeError, UsageError, one_line
+from .core.errors import CaptureError, NoBackendError, PteforgeError, UsageError, one_line
 from .families import family
-from .registry import Registry
-from .result import Record, Stage, Status, Unavailable  # noqa: F401 - part of the API
-from .spec import AccuracyBudget, ExportConfig, ModelSpec, Target, TargetRequest
+from .core.registry import Registry
+from .core.result import Record, Stage, Status, Unavailable  # noqa: F401 - part of the API
+from .core.spec import AccuracyBudget, ExportConfig, ModelSpec, Target, TargetRequest
 
 
 class Reporter(Protocol):
@@ -53,8 +53,8 @@ def backends(here=None, on: str | None = None) -> list[Availability]:
     """Every backend with its two answers: can it lower here, can it run here. ``on``
     (linux, macos, windows) answers for that host OS instead: its wheel's recorded runtime,
     and the backends' declared lowering hosts (this host's own answers when it is that OS)."""
-    from .host import Host, host
-    from .system import os_name
+    from .runtime.host import Host, host
+    from .core.system import os_name
 
     if on is None or on == os_name():
         return [availability(b, here or host()) for b in default_registry()]
@@ -76,21 +76,21 @@ def plan_targets(
     (``--target ios``) adds that platform's backends in priority order: when they
     cannot lower here they are listed, but do not fail the run. ``precision`` (``--precision``) is the precision
     of targets that name none, or ``auto``. Every reduced-precision target brings its
-    fp32 reference (see :mod:`pteforge.precision`).
+    fp32 reference (see :mod:`pteforge.app.precision`).
     """
-    from .precision import expand_auto, with_references
-    from .spec import Precision
+    from .app.precision import expand_auto, with_references
+    from .core.spec import Precision
 
     registry = registry or default_registry()
     implied: frozenset[str] = frozenset()
     if platform:
-        from .platforms import targets_for
+        from .app.platforms import targets_for
 
         implied = frozenset(targets_for(platform)) - set(requests or [])
         requests = [*targets_for(platform), *(requests or [])]
     plan = _plan(requests, registry, implied, None if precision in (None, "auto") else Precision.parse(precision))
     if precision == "auto":
-        from .host import host
+        from .runtime.host import host
 
         plan.targets, plan.auto, plan.auto_notes = expand_auto(plan.targets, here or host())
     plan.targets, plan.references = with_references(plan.targets)
@@ -113,15 +113,15 @@ def requested(values: dict) -> Request:
     command line and the config file give them."""
     models, notes = _selected_models(values), []
     if values.get("calibration"):
-        from .samples import holds_samples
-        from .vision import image_dir
+        from .core.samples import holds_samples
+        from .app.vision import image_dir
 
         if not holds_samples(values["calibration"]):
             _, note = image_dir(values["calibration"], "--calibration", values["calibration_samples"])
             notes += [note] if note else []
     requests, others = values.get("backends"), []
     if requests is None and values.get("target") is None and models and all(m.task == "text-generation" for m in models):
-        from .llm import default_targets
+        from .text.llm import default_targets
 
         requests, others = default_targets()  # every precision of the backends that export language models
     models, requests = _own_targets(models, requests, values)
@@ -169,11 +169,11 @@ def _own_targets(models: list, requests, values: dict) -> tuple[list, list | Non
 def check_surroundings(values: dict) -> list[str]:
     """Before any work: the site ``publish`` writes, refused when it cannot be; and a note
     when the cache directory cannot be written (the run goes on without it)."""
-    from .io import CACHE_ENV, unwritable
+    from .core.io import CACHE_ENV, unwritable
 
     if values.get("publish"):
-        from .publish import check_site, runtimes_for
-        from .spec import check_base_url
+        from .app.publish import check_site, runtimes_for
+        from .core.spec import check_base_url
 
         if values.get("publish_base_url") is not None:
             check_base_url(values["publish_base_url"], "--publish-base-url")
@@ -278,7 +278,7 @@ def export(
     Every finished row is merged into the manifest at once, so an interrupted or
     killed run keeps what finished.
     """
-    from .io import remove_run_temporaries, work_dir
+    from .core.io import remove_run_temporaries, work_dir
     from .report.entries import write_label_files
 
     reporter = reporter or SilentReporter()
@@ -288,7 +288,7 @@ def export(
     run = _Run(plan, config, reporter)
     run.look_up(models)
     if run.pending and config.executor == "local":
-        from .workers import start_fork_server
+        from .run.workers import start_fork_server
 
         start_fork_server(quiet=not config.debug)  # its imports (~4 s) overlap the labels' and the pool's start; not started when all came from the cache
     run_id, log = _start_run(config)
@@ -328,7 +328,7 @@ def _start_run(config: ExportConfig) -> tuple[str, Path | None]:
     """The run's id (the names of its temporary files; workers inherit it) and its log."""
     import uuid
 
-    from .io import RUN_ID_ENV
+    from .core.io import RUN_ID_ENV
 
     run_id = uuid.uuid4().hex[:12]
     os.environ[RUN_ID_ENV] = run_id
@@ -339,8 +339,8 @@ def _run_log(run_id: str, config: ExportConfig) -> Path | None:
     """Where what libraries print in this run's processes goes (``workers.silence``): a file
     of its own in the cache directory (the newest 20 runs' are kept); none with --debug,
     which shows it all on the terminal."""
-    from .io import cache_root
-    from .workers import RUN_LOG_ENV
+    from .core.io import cache_root
+    from .run.workers import RUN_LOG_ENV
 
     os.environ.pop(RUN_LOG_ENV, None)
     if config.debug:
@@ -359,7 +359,7 @@ def _run_log(run_id: str, config: ExportConfig) -> Path | None:
 
 def _kept_log(log: Path | None) -> Path | None:
     """The run's log when anything was written to it; an empty one is removed."""
-    from .workers import RUN_LOG_ENV
+    from .run.workers import RUN_LOG_ENV
 
     os.environ.pop(RUN_LOG_ENV, None)
     try:
@@ -383,7 +383,7 @@ def _label_files(models: list[ModelSpec], every: bool) -> dict[tuple[str, str], 
 def _checked_out(models: list[ModelSpec], config: ExportConfig, plan: TargetPlan) -> Path:
     """The output directory, once the run's options, the directory and the manifest already
     in it (a broken one is refused before any work) have been checked."""
-    from .io import check_output_dir, work_dir
+    from .core.io import check_output_dir, work_dir
     from .report.manifest import MANIFEST_NAME, load_manifest
 
     check_run(models, config, plan)
@@ -398,10 +398,10 @@ def _checked_out(models: list[ModelSpec], config: ExportConfig, plan: TargetPlan
 
 def _pool(config: ExportConfig, jobs: int, on_stage):
     """Where the jobs run: worker processes here, or Ray tasks (--executor ray)."""
-    from .workers import WorkerPool, default_size
+    from .run.workers import WorkerPool, default_size
 
     if config.executor == "ray":
-        from .ray_pool import RayPool
+        from .run.ray_pool import RayPool
 
         return RayPool(config.ray_address, size=config.jobs, quiet=not config.debug, on_stage=on_stage,
                        resources=_ray_resources, jobs=jobs)
@@ -415,7 +415,7 @@ def _capture_pool(config: ExportConfig, pool, captures: int, on_stage):
     ~1 s sooner on mobilenet_v3_small). When an earlier run in this process left the fork
     server ready, forked from it: a fresh interpreter's imports took ~6 s of a tiny model's
     7 s capture. On Ray, the pool's tasks."""
-    from .workers import WorkerPool, default_size, fork_server_ready
+    from .run.workers import WorkerPool, default_size, fork_server_ready
 
     if config.executor != "local":
         return contextlib.nullcontext(pool)
@@ -481,7 +481,7 @@ class _Run:
 
     def _captures(self, pending) -> dict:
         """Each model captured once, in parallel: {model name: Capture}."""
-        from .jobs import CaptureJob
+        from .run.jobs import CaptureJob
 
         jobs = {}
         for spec, todo, _ in pending:
@@ -516,9 +516,9 @@ class _Run:
         return captures
 
     def _targets(self, work) -> None:
-        from . import schedule
-        from .jobs import TargetJob, steps_of
-        from .pipeline import lowering_key, same_program
+        from .run import schedule
+        from .run.jobs import TargetJob, steps_of
+        from .run.pipeline import lowering_key, same_program
 
         jobs, same = {}, {}  # job key -> the targets whose program that job's lowering makes too
         for spec, cap, todo, keys in work:
@@ -553,7 +553,7 @@ class _Run:
         schedule.remember([rec for _, rec in self.fresh])
 
     def _finished(self, spec: ModelSpec, rec: Record, cache_key: str | None) -> None:
-        from . import cache
+        from .run import cache
 
         self.sink.merge([rec], spec)  # on disk before it is reported
         if cache_key and rec.artifact is not None:
@@ -585,8 +585,8 @@ def check_run(models: list[ModelSpec], config: ExportConfig, plan: TargetPlan | 
 def _check_calibration(models: list[ModelSpec], config: ExportConfig) -> None:
     """``--calibration DIR``: input files every model takes (each file read and checked
     against each model's inputs, where they are known), or photos for image models only."""
-    from . import samples
-    from .vision import image_dir, takes_images
+    from .core import samples
+    from .app.vision import image_dir, takes_images
 
     if samples.holds_samples(config.calibration_dir):
         files = [p for part in samples.split(config) for p in part]
@@ -635,7 +635,7 @@ def _targets_of(spec: ModelSpec, plan: TargetPlan) -> list[Target]:
     """The run's targets for ``spec``: an fp32 reference only where a target that needs it
     is one the model's family takes (a language model asked for xnnpack:int8, which it is
     not exported at, got an unasked xnnpack program)."""
-    from .precision import fp32_reference
+    from .app.precision import fp32_reference
 
     fam, references = family(spec.family), set(plan.references)
     asked = [t for t in plan.targets if t.name not in references and (spec.targets is None or t.name in spec.targets)]
@@ -645,8 +645,8 @@ def _targets_of(spec: ModelSpec, plan: TargetPlan) -> list[Target]:
 
 def _from_cache(spec: ModelSpec, targets: list[Target], config: ExportConfig):
     """(targets still to do, rows restored from the cache, cache key per target name)."""
-    from . import cache
-    from .pipeline import artifact_path
+    from .run import cache
+    from .run.pipeline import artifact_path
 
     keys, todo, restored = {}, [], []
     for t in targets:
@@ -664,7 +664,7 @@ def _from_cache(spec: ModelSpec, targets: list[Target], config: ExportConfig):
 
 
 def _store(fresh: list[tuple[str | None, Record]]) -> None:
-    from . import cache
+    from .run import cache
 
     for key, rec in fresh:
         if key:
@@ -675,7 +675,7 @@ def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config:
              seconds: float) -> list[dict]:
     """p50s of what runs here, reduced precisions against their fp32 reference, and
     --precision auto's choices; written into the manifest."""
-    from .precision import choose, reference_pairs, relate_latency
+    from .app.precision import choose, reference_pairs, relate_latency
     from .report.manifest import set_precision_choices, update_entries
 
     for group in plan.auto:
@@ -708,8 +708,8 @@ def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config:
 
 def _time(records: list[Record], needed: list[Record], config: ExportConfig, reporter, pool, seconds: float) -> None:
     """p50 after warm-up of what runs here, in one worker while no other job runs."""
-    from .speed import time_artifacts, timing_plan
-    from .workers import Call
+    from .run.speed import time_artifacts, timing_plan
+    from .run.workers import Call
 
     items = timing_plan(records, needed, seconds, config.bench_runs)
     if not items:
@@ -747,7 +747,7 @@ def write_run_reports(out: Path, records: list[Record], plan: TargetPlan, config
         lists = [artifact_oplist(Path(r.artifact.path)) for r in done]
         merged = merge_oplists(lists, out / MERGED_NAME)
         delegates = {d for r in done for d in r.artifact.delegation.delegates_in_program}
-        from .io import write_atomic
+        from .core.io import write_atomic
 
         kernels = {k for r in done for k in r.artifact.delegation.kernels}
         write_atomic(out / "executorch_link.cmake",
@@ -790,7 +790,7 @@ class _ManifestSink:
 def _failure_text(outcome, capture: bool = False) -> tuple[str, str | None]:
     """A failed job's reason and fix; ``capture``: the job was a model's capture, which no
     other backend would change."""
-    from .workers import CLUSTER_LOST, RESUME
+    from .run.workers import CLUSTER_LOST, RESUME
 
     if outcome.timed_out:
         return outcome.crash, "give a longer --timeout for a slow " + ("capture" if capture else "lowering, or try another backend")
@@ -836,8 +836,8 @@ def validate_dir(directory: str | None, models_dir: str | None, images_dir: str 
     """``pteforge validate``: every artifact of an export's directory run on the photos (the
     shipped ones, or ``images_dir``), decoded as the app would; the report written."""
     from .report.summary import rewrite_html
-    from .validate import validate, write_report
-    from .vision import image_dir, shipped_images
+    from .app.validate import validate, write_report
+    from .app.vision import image_dir, shipped_images
 
     if directory and models_dir and Path(directory).resolve() != Path(models_dir).resolve():
         raise UsageError(f"two directories to validate: {directory} and --models-dir {models_dir}", fix="give one of them")
@@ -859,7 +859,7 @@ def validate_dir(directory: str | None, models_dir: str | None, images_dir: str 
 
 def bench_files(path: str, runs: int, warmup: int, against_eager: bool) -> list:
     """``pteforge bench``: p50 and peak memory of each artifact under ``path`` that runs here."""
-    from .bench import bench
+    from .app.bench import bench
 
     if not Path(path).exists():
         raise UsageError(f"{path}: no such file or directory", fix="give a directory of artifacts or a .pte")
@@ -870,7 +870,7 @@ def bench_files(path: str, runs: int, warmup: int, against_eager: bool) -> list:
 
 def select_best(names: list[str], manifest: str | None, platform: str | None):
     """``pteforge select [MANIFEST] MODEL``: the artifact an app on ``platform`` loads."""
-    from .selection import select
+    from .app.selection import select
 
     if len(names) > 2:
         raise UsageError(f"select takes a manifest and a model, not {len(names)} names",
@@ -893,7 +893,7 @@ def check_manifest(file: str) -> ManifestCheck:
     schema and what the executorch_flutter app's parsers (current and older) accept."""
     import json
 
-    from .errors import ManifestError
+    from .core.errors import ManifestError
     from .report.app import notes, rejections
     from .report.manifest import MANIFEST_NAME, load_manifest
 
@@ -922,7 +922,7 @@ def manifest_schema() -> dict:
 
 def artifact_cache(clear: bool) -> tuple[Path, int, int]:
     """``pteforge cache info|clear``: (its directory, artifacts, bytes) — held, or removed."""
-    from . import cache
+    from .run import cache
 
     entries, size = cache.clear() if clear else cache.info()
     return cache.artifacts_dir(), entries, size

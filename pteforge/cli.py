@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-from .errors import ExitStatus, NoBackendError, PteforgeError, UsageError
+from .core.errors import ExitStatus, NoBackendError, PteforgeError, UsageError
 
 GLOBAL = ("--debug", "-q", "--quiet", "-v", "--verbose", "--json")
 COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "backends", "models", "docs", "cache")
@@ -63,7 +63,7 @@ def _export_options(ex) -> None:
     """The export's flags, from their one declaration each (``options.py``); each task
     family's flag leads the models (``--mobilenet``, ``--yolo``, ...)."""
     from .families import families
-    from .options import GROUPS, OPTIONS
+    from .core.options import GROUPS, OPTIONS
 
     groups = {key: ex.add_argument_group(title) for key, title in GROUPS.items()}
     for fam in families():
@@ -92,7 +92,7 @@ def _registry_words() -> dict:
     """What the options' help and choices name from the registries (``options.py``)."""
     from .backends import default_registry
     from .families import families
-    from .platforms import PLATFORMS, describe
+    from .app.platforms import PLATFORMS, describe
 
     return {"backends": ", ".join(default_registry().names()), "platforms": describe(),
             "labels_files": ", ".join(sorted({f.labels_file for f in families() if f.labels_file})),
@@ -102,7 +102,7 @@ def _registry_words() -> dict:
 
 def _inspection_commands(sub, common) -> None:
     """validate, bench and select: what an export's artifacts do."""
-    from .platforms import PLATFORMS
+    from .app.platforms import PLATFORMS
 
     va = sub.add_parser("validate", parents=[common], help="run every artifact on real images and compare with eager PyTorch")
     va.add_argument("dir", nargs="?", default=None, metavar="DIR", help="the same as --models-dir DIR (as pteforge bench DIR)")
@@ -170,7 +170,7 @@ def _file_commands(sub, common, inner) -> None:
 def _with_config(parser, given, argv: list[str]):
     """The command line again, with the config file's values as the export's defaults:
     a flag on the command line wins over the file (a repeated flag replaces its list)."""
-    from .config import load_config, locations
+    from .ui.config import load_config, locations
 
     values = load_config(Path(given.config), {a.dest: list(a.choices) for a in parser.export_parser._actions if a.choices})
     if values.get("model"):  # its package.module:factory references, from a subdirectory too
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.filterwarnings("ignore")
         logging.basicConfig(level=logging.WARNING)
         logging.getLogger().setLevel(logging.WARNING)
-    from .render import Renderer
+    from .ui.render import Renderer
 
     ui = Renderer(quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False),
                   json=getattr(args, "json", False))
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO)
     try:
         if args.command == "export" and args.config is None and not args.no_config:
-            from .config import discover
+            from .ui.config import discover
 
             found = discover(Path.cwd())
             if found is not None:
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: one line unless --debug
         if debug:
             ui.traceback()
-        from .errors import one_line
+        from .core.errors import one_line
 
         return _failed(ui, f"internal error: {one_line(exc)} (run with --debug for the traceback)", ExitStatus.INTERNAL)
 
@@ -300,9 +300,9 @@ def _run(args, ui, debug: bool) -> int:
 
 
 def _cmd_docs(args, ui) -> int:
-    from .host import host
-    from .io import write_atomic
-    from .docs import write_docs
+    from .runtime.host import host
+    from .core.io import write_atomic
+    from .ui.docs import write_docs
 
     for path in write_docs(Path(args.out) / "backends", host()):
         ui.out.print(f"wrote {path}")
@@ -330,12 +330,12 @@ def cli_reference() -> str:
 
 def _option_table() -> list[str]:
     """The export options' config-file keys and roles, from their declarations."""
-    from .options import ARTIFACT, OPTIONS, RUN
+    from .core.options import ARTIFACT, OPTIONS, RUN
 
     roles = {ARTIFACT: "artifact: in its cache key", RUN: "run: how this run runs, not in a cache key",
              "request": "request: what to export"}
     lines = ["## Export options in a config file", "",
-             "Each export option is declared once (`pteforge/options.py`): its flag, its key in a config file "
+             "Each export option is declared once (`pteforge/core/options.py`): its flag, its key in a config file "
              "([The config file](config.md)), and its role. An artifact option is part of every artifact's cache key.",
              "", "| flag | config-file key | role |", "|---|---|---|"]
     for o in OPTIONS:
@@ -381,7 +381,7 @@ def _export_said(ui, result, config) -> None:
     import json
 
     from .report.manifest import MANIFEST_NAME
-    from .result import proof_counts
+    from .core.result import proof_counts
 
     rows = [r for r in result.records if r.target not in result.references]
     good = [r for r in rows if r.status.ok]
@@ -409,14 +409,14 @@ def shown(path) -> str:
 
 def _export_config(args, debug: bool):
     """The export's options from the parsed command line (and config file)."""
-    from .spec import ExportConfig
+    from .core.spec import ExportConfig
 
     return ExportConfig.from_options(vars(args), debug=debug)
 
 
 def _cmd_validate(args, ui) -> int:
     from .api import validate_dir
-    from .result import Status, proof_counts
+    from .core.result import Status, proof_counts
 
     with ui.progress() as reporter:
         run = validate_dir(args.dir, args.models_dir, args.images_dir, args.timeout, args.draw, args.output_file,
@@ -435,7 +435,7 @@ def _cmd_validate(args, ui) -> int:
 
 def _cmd_bench(args, ui) -> int:
     from .api import bench_files
-    from .result import Status
+    from .core.result import Status
 
     results = bench_files(args.path, args.runs, args.warmup, args.compare == "eager")
     ui.bench_table(results)
@@ -494,7 +494,7 @@ def _cmd_publish(args, ui) -> int:
 
 
 def _publish(ui, out: Path, site: str, runtimes: list[str] | None, base_url: str | None, relative: bool | None) -> None:
-    from .publish import publish
+    from .app.publish import publish
 
     done = publish(Path(out), Path(site), runtimes, base_url, bool(relative))
     line = (f"published {done.files} file(s) made with ExecuTorch {done.made_with} for the runtimes "
@@ -507,7 +507,7 @@ def _publish(ui, out: Path, site: str, runtimes: list[str] | None, base_url: str
 
 def _cmd_backends(args, ui) -> int:
     from .api import backend_plugin_errors, backends
-    from .system import os_name
+    from .core.system import os_name
 
     rows = backends(on=args.host)
     on = args.host if args.host not in (None, os_name()) else None

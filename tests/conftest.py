@@ -30,7 +30,7 @@ def _the_app_reads_every_manifest_written(tmp_path_factory):
 
     from flutter_app import ModelVersions, assert_app_reads
 
-    from pteforge.errors import ManifestError
+    from pteforge.core.errors import ManifestError
     from pteforge.report.manifest import load_manifest
 
     root = tmp_path_factory.getbasetemp()
@@ -40,7 +40,7 @@ def _the_app_reads_every_manifest_written(tmp_path_factory):
         except ManifestError:
             continue  # a test broke it on purpose: pteforge refuses it too
         assert_app_reads(path)
-    from pteforge.publish import read_versions
+    from pteforge.app.publish import read_versions
 
     for path in sorted(root.rglob("versions.json")):
         try:

@@ -9,7 +9,7 @@ import pytest
 from flutter_app import CURRENT, OLD, CastError, ModelIndex, ModelVersions, assert_app_reads, build_models, parse_both
 from test_cli import TINY, cli, error_lines
 
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 
 TARGETS = ["xnnpack", "xnnpack:int8", "portable", "coreml", "ethos-u55", "ethos-u85", "tosa"]
 
@@ -168,8 +168,8 @@ def test_publish_refuses_a_runtime_the_policy_rules_out(capsys, run, tmp_path, r
 
 def test_the_runtimes_of_artifacts_made_with_a_build_that_is_not_a_release():
     """A nightly or a source build has no policy to apply: the runtimes must be named."""
-    from pteforge.errors import UsageError
-    from pteforge.publish import runtimes_for
+    from pteforge.core.errors import UsageError
+    from pteforge.app.publish import runtimes_for
 
     assert runtimes_for("1.5.1+cpu") == ["1.5.0", "1.5.1", "1.6.0"]
     assert runtimes_for("1.6.0.dev20261101", ["1.6.0", "1.5.1"]) == ["1.5.1", "1.6.0"]

@@ -9,7 +9,7 @@ import sys
 from conftest import ROOT
 
 from pteforge.cli import main
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 
 TINY = ["--model", "tiny_models:tiny", "--input-shape", "1,3,16,16", "--weights", "none", "--backends", "xnnpack"]
 
@@ -110,9 +110,9 @@ def test_every_option_either_defines_the_artifact_or_only_the_run(tmp_path):
     """Artifact options are hashed, all of them, into the cache key; run options never are."""
     import dataclasses
 
-    from pteforge.cache import key_for
+    from pteforge.run.cache import key_for
     from pteforge.models.custom import factory_spec
-    from pteforge.spec import ExportConfig, InputSpec, Precision, Target
+    from pteforge.core.spec import ExportConfig, InputSpec, Precision, Target
 
     names = {f.name for f in dataclasses.fields(ExportConfig)}
     assert names == set(ExportConfig.ARTIFACT_FIELDS) | set(ExportConfig.RUN_FIELDS), "classify every new option"

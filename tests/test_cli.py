@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT, run_cli
 
 from pteforge.cli import main
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 
 TINY = ["--model", "tiny_models:tiny", "--input-shape", "1,3,16,16", "--weights", "none"]
 
@@ -437,7 +437,7 @@ def test_a_model_that_returns_no_tensor_fails_its_capture_saying_so(capsys, out)
     ids=["verify-inputs", "not-a-mobilenet", "name-collision", "weights-file"],
 )
 def test_the_library_refuses_what_the_command_line_refuses(capsys, tmp_path, cli_args, api_call):
-    from pteforge.errors import UsageError
+    from pteforge.core.errors import UsageError
 
     code, _, err = cli(capsys, *cli_args, "--backends", "portable", "--out", tmp_path / "cli")
     assert code == ExitStatus.USAGE
@@ -490,7 +490,7 @@ def test_weights_saved_from_a_wrapped_model_load(tmp_path):
     import torch
 
     import tiny_models
-    from pteforge.errors import WeightsError
+    from pteforge.core.errors import WeightsError
     from pteforge.models.weights import load_state_dict_file
 
     torch.manual_seed(1)
@@ -520,11 +520,11 @@ def test_an_ultralytics_checkpoint_is_read_without_running_it(tmp_path):
     from ultralytics.nn.tasks import DetectionModel
 
     import tiny_models
-    from pteforge.errors import ModelError, UsageError, WeightsError
+    from pteforge.core.errors import ModelError, UsageError, WeightsError
     from pteforge.models import ultralytics_models
     from pteforge.models.custom import custom_spec
     from pteforge.models.weights import load_state_dict_file
-    from pteforge.spec import InputSpec
+    from pteforge.core.spec import InputSpec
 
     tiny_models.ultralytics_checkpoint(tmp_path / "pets.pt", imgsz=96)
     spec = custom_spec(str(tmp_path / "pets.pt"), ())
@@ -576,7 +576,7 @@ def test_a_catalog_model_at_another_size_is_built_and_validated_at_it():
     from pteforge.models import select_models
     from pteforge.report.manifest import ModelEntry
     from pteforge.stages.capture import build_model
-    from pteforge.validate import EagerCache
+    from pteforge.app.validate import EagerCache
 
     specs = {s.family: s for s in select_models(yolo=["yolov8n"], mobilenet=[], input_shapes=["1,3,64,64"])}
     yolo, mobilenet = specs["yolo"], specs["mobilenet"]

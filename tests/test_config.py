@@ -5,7 +5,7 @@ import json
 import pytest
 from test_cli import cli, error_lines
 
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 
 CONFIG = """\
 # the export's options, under the flags' names
@@ -70,7 +70,7 @@ def test_errors_name_the_key_and_the_line(capsys, tmp_path, text, needle):
 @pytest.mark.parametrize("shapes, expected", [('"1,3,8,8"', ["1,3,8,8"]), ("[1, 3, 8, 8]", ["1,3,8,8"]),
                                              ('[[2, 5], "1"]', ["2,5", "1"])])
 def test_input_shapes_may_be_toml_lists_of_integers(tmp_path, shapes, expected):
-    from pteforge.config import load_config
+    from pteforge.ui.config import load_config
 
     (tmp_path / "pteforge.toml").write_text(f"input-shape = {shapes}\n")
     assert load_config(tmp_path / "pteforge.toml") == {"input_shape": expected}
@@ -87,7 +87,7 @@ def test_a_wrong_value_a_flag_gave_is_not_blamed_on_the_file(capsys, tmp_path):
 def test_platform_is_the_targets_other_name(tmp_path):
     """A platform's backends are asked for with --target or --platform, target or platform."""
     from pteforge.cli import _parser
-    from pteforge.config import load_config
+    from pteforge.ui.config import load_config
 
     parse = _parser().parse_args
     assert parse(["export", "--platform", "web"]).target == parse(["export", "--target", "web"]).target == "web"
@@ -133,7 +133,7 @@ def test_paths_in_the_file_are_read_from_its_directory(capsys, tmp_path, monkeyp
 def test_a_home_directory_in_the_file_is_expanded(tmp_path, monkeypatch):
     """No shell expands ``~`` in a file: ``out = "~/built"`` made a directory named ``~``
     beside the file."""
-    from pteforge.config import load_config
+    from pteforge.ui.config import load_config
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "pteforge.toml").write_text('out = "~/built"\ncalibration = "~/photos"\nmodel = ["~/nets.py:tiny"]\n')
@@ -167,7 +167,7 @@ def test_a_package_the_file_names_is_imported_from_its_directory(tmp_path):
 def test_the_example_config_names_the_apps_whole_catalogue():
     from conftest import ROOT
 
-    from pteforge.config import load_config
+    from pteforge.ui.config import load_config
     from pteforge.models import select_models
     from pteforge.report.app import APP_CATEGORIES
 
@@ -206,7 +206,7 @@ def test_without_c_the_nearest_config_is_read_and_the_run_says_so(capsys, tmp_pa
 
 
 def test_the_search_stops_at_the_projects_root(tmp_path):
-    from pteforge.config import discover
+    from pteforge.ui.config import discover
 
     (tmp_path / "pteforge.toml").write_text("seed = 1\n")
     (tmp_path / "other" / "src").mkdir(parents=True)
@@ -226,7 +226,7 @@ def test_a_file_that_is_not_text_is_one_error_and_never_found(capsys, tmp_path):
     [line] = error_lines(err)
     assert "pteforge.toml: not valid TOML" in line, line
 
-    from pteforge.config import discover
+    from pteforge.ui.config import discover
 
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "pyproject.toml").write_bytes(b"[tool.pteforge]\nseed = \xff\n")
@@ -253,7 +253,7 @@ def test_an_error_in_pyproject_names_the_line_of_its_own_table(capsys, tmp_path)
 
 def test_a_single_value_where_a_list_goes_is_a_list_of_one(tmp_path):
     """``backends = "xnnpack"``, as the flag takes one value: not an error."""
-    from pteforge.config import load_config
+    from pteforge.ui.config import load_config
 
     (tmp_path / "pteforge.toml").write_text('backends = "xnnpack"\nmodel = "tiny_models:tiny"\nmobilenet = "mobilenet_v2"\n')
     values = load_config(tmp_path / "pteforge.toml")
@@ -264,7 +264,9 @@ def test_an_option_declared_once_is_a_flag_a_key_a_field_and_a_line_of_the_refer
     """options.py: one new ``Option`` line gives the export's flag and help, the config-file
     key with its type and other spelling, the ``ExportConfig`` field with its default and its
     place in (or out of) the cache key, and the CLI reference's row; nothing else is edited."""
-    from pteforge import cli, config, options, spec
+    from pteforge import cli
+    from pteforge.ui import config
+    from pteforge.core import options, spec
 
     new = options.Option("polish_level", ("--polish-level", "--shine"), "output", "how much to polish (default 2)",
                          options.ARTIFACT, 2, type=int, metavar="N")
@@ -288,9 +290,11 @@ def test_every_flag_of_export_is_declared_in_options():
     -c/--no-config; and ExportConfig's fields are the declared artifact and run options."""
     import dataclasses
 
-    from pteforge import cli, options
+    from pteforge import cli
+
+    from pteforge.core import options
     from pteforge.families import families
-    from pteforge.spec import ExportConfig
+    from pteforge.core.spec import ExportConfig
 
     ex = cli._parser().export_parser
     flags = {f for a in ex._actions for f in a.option_strings}
@@ -307,7 +311,7 @@ def test_worker_jobs_get_the_artifact_options_and_only_the_run_options_they_read
     A new artifact option reaches the jobs by its declaration alone."""
     import dataclasses
 
-    from pteforge import options, spec
+    from pteforge.core import options, spec
 
     config = spec.ExportConfig(out_dir=tmp_path, bench_runs=3, base_url="https://example.org/m", jobs=2, seed=7)
     job = config.for_jobs()

@@ -6,7 +6,7 @@ import json
 import torch
 from test_cli import cli
 
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 from pteforge.stages.verify import constant_outputs, degenerate
 
 

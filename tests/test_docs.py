@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from pteforge.backends import default_registry
-from pteforge.docs import write_docs
-from pteforge.host import host
+from pteforge.ui.docs import write_docs
+from pteforge.runtime.host import host
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "backends"
 TEMPLATE_SECTIONS = ["## Features", "## Target Requirements", "## Development Requirements", "## Using ",

@@ -14,14 +14,14 @@ import torch
 from conftest import ROOT
 
 from pteforge.families import families, family
-from pteforge.vision import Letterbox, shipped_images
+from pteforge.app.vision import Letterbox, shipped_images
 
 APP_CATEGORIES = {"mobilenet", "yolo", "yolo-pose", "yolo-face", "movenet", "blazeface"}
 
 
 def test_every_app_category_and_segmentation_is_a_family_with_its_flag_and_config_key():
     from pteforge.cli import _parser
-    from pteforge.config import export_file
+    from pteforge.ui.config import export_file
 
     found = {f.category: f for f in families()}
     assert APP_CATEGORIES | {"yolo-seg"} <= set(found)
@@ -59,7 +59,7 @@ def test_a_family_file_dropped_into_the_package_is_a_catalog_model_and_a_flag(tm
     """Adding a family touches nothing else: a copy of the package with one more file."""
     shutil.copytree(ROOT / "pteforge", tmp_path / "pteforge", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "pteforge" / "families" / "depth.py").write_text(
-        "from ..spec import Preprocessing\nfrom .base import Family\n\n\n"
+        "from ..core.spec import Preprocessing\nfrom .base import Family\n\n\n"
         "class Depth(Family):\n    word = 'midas'\n    category = 'depth'\n    task = 'depth'\n"
         "    models = ('midas_tiny',)\n    factory = 'x:y'\n    input_shape = (1, 3, 64, 64)\n"
         "    preprocessing = Preprocessing(size=64)\n")
@@ -155,7 +155,7 @@ def _threshold(out, nc: int, count: int = 20) -> float:
 @pytest.mark.slow
 def test_pose_decoding_agrees_with_ultralytics_predictor():
     from pteforge.models.ultralytics_models import to_export_mode
-    from pteforge.vision import box_iou
+    from pteforge.app.vision import box_iou
 
     yolo, spec = _seeded("yolo11n-pose.yaml")
     fam = type(family("yolo-pose"))()  # its own instance: the test lowers its threshold
@@ -186,7 +186,7 @@ def test_pose_decoding_agrees_with_ultralytics_predictor():
 def test_segmentation_masks_agree_with_ultralytics_predictor():
     from pteforge.families.segmentation import mask_iou
     from pteforge.models.ultralytics_models import to_export_mode
-    from pteforge.vision import box_iou
+    from pteforge.app.vision import box_iou
 
     yolo, spec = _seeded("yolo11n-seg.yaml")
     fam = type(family("yolo-seg"))()  # its own instance: the test lowers its threshold

@@ -86,7 +86,7 @@ def test_every_family_exports_and_verifies_on_photos_by_its_own_metric(families_
 def test_validate_decodes_every_family_on_real_photos_and_draws_them(families_run, tmp_path):
     from PIL import Image, ImageChops
 
-    from pteforge.vision import shipped_images
+    from pteforge.app.vision import shipped_images
 
     proc = run_cli("validate", "--models-dir", families_run, "--draw")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -174,7 +174,7 @@ def test_a_torchscript_file_is_converted_lowered_and_verified(capsys, tmp_path):
     a torch.save file of weights is refused, saying how to export it."""
     import torch
 
-    from pteforge.errors import ExitStatus
+    from pteforge.core.errors import ExitStatus
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_cli import cli, error_lines
 
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 
 
 def export(capsys, *args):
@@ -77,7 +77,7 @@ def test_folding_is_kept_only_where_onnx_runtime_gives_the_original_outputs(tmp_
 
     from pteforge.models.custom import onnx_spec
     from pteforge.models.onnx_graph import checked, fixed, folded, seeded_feeds
-    from pteforge.spec import InputSpec
+    from pteforge.core.spec import InputSpec
 
     path = yolo_style_onnx(tmp_path / "det.onnx")
     spec = onnx_spec(str(path), (InputSpec((1, 3, 64, 64), name="images"),))
@@ -195,7 +195,7 @@ def test_model_files_are_recognised_by_content_not_name(capsys, tmp_path):
     ("state=float16:2,1,128", ((2, 1, 128), "float16", "state", None)),
 ])
 def test_input_shapes_are_named_typed_or_valued(text, expected):
-    from pteforge.spec import InputSpec
+    from pteforge.core.spec import InputSpec
 
     i = InputSpec.parse(text)
     assert (i.shape, i.dtype, i.name, i.value) == expected
@@ -203,8 +203,8 @@ def test_input_shapes_are_named_typed_or_valued(text, expected):
 
 @pytest.mark.parametrize("text", ["=1,3", "x=", "x=complex64:1,3", "a,b", "1,-3"])
 def test_malformed_input_shapes_are_refused(text):
-    from pteforge.errors import UsageError
-    from pteforge.spec import InputSpec
+    from pteforge.core.errors import UsageError
+    from pteforge.core.spec import InputSpec
 
     with pytest.raises(UsageError):
         InputSpec.parse(text)

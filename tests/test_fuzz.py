@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pteforge.cli import main
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 
 CLEAN = {ExitStatus.OK, ExitStatus.TARGETS_FAILED, ExitStatus.USAGE, ExitStatus.NO_BACKEND, ExitStatus.MODEL,
          ExitStatus.WEIGHTS, ExitStatus.OUTPUT, ExitStatus.MANIFEST}
@@ -123,7 +123,7 @@ def test_manifests(capsys, quiet_dir, doc):
 @given(st.floats(min_value=0, max_value=1, allow_nan=False))
 def test_a_percentage_never_rounds_a_part_up_to_the_whole_or_a_little_down_to_nothing(fraction):
     """99.57 % delegated printed as "100 %" had said the whole model ran in the delegate."""
-    from pteforge.units import pct
+    from pteforge.core.units import pct
 
     text = pct(fraction)
     assert (text == "100") == (fraction == 1) and (text == "0") == (fraction == 0), (fraction, text)

@@ -4,8 +4,8 @@ import json
 
 from test_cli import TINY, cli
 
-from pteforge.errors import ExitStatus
-from pteforge.result import Status
+from pteforge.core.errors import ExitStatus
+from pteforge.core.result import Status
 from pteforge.backends import program_check
 
 KERNELS_MISSING = "the cortex_m:: kernels are not in this runtime"
@@ -31,7 +31,7 @@ def test_cortex_m_and_xnnpack_get_one_verdict_everywhere(capsys, tmp_path):
     assert files[entries["xnnpack"]["file"]]["status"] == Status.VERIFIED
 
     # bench: not timed here, for the same reason; nothing failed
-    from pteforge.bench import bench
+    from pteforge.app.bench import bench
 
     results = {r.file.rsplit("/", 1)[-1]: r for r in bench(out, runs=2)}
     assert results["tiny_cortex-m.pte"].status is Status.NOT_RUNNABLE_HERE
@@ -47,7 +47,7 @@ def test_cortex_m_and_xnnpack_get_one_verdict_everywhere(capsys, tmp_path):
     assert code == ExitStatus.OK
     assert f"skip tiny_cortex-m.pte: {KERNELS_MISSING}" in stdout and "→ tiny_xnnpack.pte" in stdout
 
-    from pteforge.selection import load_best
+    from pteforge.app.selection import load_best
 
     chosen = load_best(out / "index.json", "tiny", platform="all")
     assert chosen.entry.name == "tiny_xnnpack.pte" and chosen.program is not None
@@ -56,7 +56,7 @@ def test_cortex_m_and_xnnpack_get_one_verdict_everywhere(capsys, tmp_path):
 
 
 def test_host_knows_the_kernels_the_wheel_ships():
-    from pteforge.host import Host
+    from pteforge.runtime.host import Host
 
     here = Host.here()
     assert "XnnpackBackend" in here.backends and "aten::convolution.out" in here.operators
@@ -67,7 +67,7 @@ def test_host_knows_the_kernels_the_wheel_ships():
 
 
 def test_a_backends_own_kernels_are_named_first():
-    from pteforge.host import Host
+    from pteforge.runtime.host import Host
 
     here = Host(frozenset(), frozenset())
     check = program_check(here, [], ["aten::hardswish.out", "cortex_m::quantize_per_tensor.out"])

@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import run_cli
 
-from pteforge.pte import read_pte
+from pteforge.runtime.pte import read_pte
 
 pytestmark = pytest.mark.slow
 
@@ -177,7 +177,7 @@ def test_validate_on_real_images_catches_damaged_weights(mobilenet_run, tmp_path
     assert files["mobilenet/damaged.pte"]["status"] == "MISMATCH"
     good = files["mobilenet/mobilenet_v3_small_xnnpack.pte"]
     assert good["status"] == "VERIFIED" and good["agreement"] == 1.0
-    from pteforge.vision import shipped_images
+    from pteforge.app.vision import shipped_images
 
     assert [i["image"] for i in good["images"]] == [p.name for p in shipped_images()]
     assert {"bus.jpg", "zidane.jpg"} <= {i["image"] for i in good["images"]}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_cli import cli, error_lines
 
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 
 MAX_SEQ_LEN = 48
 
@@ -54,8 +54,8 @@ def test_fp32_program_decodes_what_eager_transformers_decodes(exported):
     greedy tokens for a prompt the proof never saw."""
     import torch
 
-    from pteforge.host import load_runtime
-    from pteforge.llm import build, llm_spec
+    from pteforge.runtime.host import load_runtime
+    from pteforge.text.llm import build, llm_spec
 
     _, ckpt, out, entries, _ = exported
     entry = entries["xnnpack"]
@@ -275,7 +275,7 @@ def test_a_tokenizer_that_gives_no_tokens_falls_back_to_bytes_and_says_so():
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
-    from pteforge.llm import text_ids
+    from pteforge.text.llm import text_ids
 
     empty = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE(vocab={}, merges=[])))
     assert empty("the lighthouse keeper")["input_ids"] == []
@@ -298,7 +298,7 @@ def test_fused_attention_only_where_it_computes_what_the_model_does():
     """A window shorter than the cache, or soft-capped logits, keeps transformers' attention."""
     from transformers import Gemma2Config, Gemma3TextConfig
 
-    from pteforge.kvcache import why_not
+    from pteforge.text.kvcache import why_not
 
     gemma3 = Gemma3TextConfig(num_hidden_layers=2, sliding_window=256, layer_types=["sliding_attention", "full_attention"])
     assert why_not(gemma3, 256) is None
@@ -314,7 +314,7 @@ def tiny_gemma4(directory: Path) -> Path:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Gemma4TextConfig, PreTrainedTokenizerFast
 
-    from pteforge.llm import PERPLEXITY_TEXT
+    from pteforge.text.llm import PERPLEXITY_TEXT
 
     directory.mkdir(parents=True, exist_ok=True)
     Gemma4TextConfig(
@@ -342,8 +342,8 @@ def test_gemma4_the_apps_chat_model_exports_decodes_as_eager_and_ships_a_tokeniz
     from tokenizers import Tokenizer
 
     from pteforge.cli import main
-    from pteforge.host import load_runtime
-    from pteforge.llm import PERPLEXITY_TEXT
+    from pteforge.runtime.host import load_runtime
+    from pteforge.text.llm import PERPLEXITY_TEXT
 
     ckpt, out = tiny_gemma4(tmp_path / "tiny-gemma4"), tmp_path / "out"
     code = main(["export", "--llm", str(ckpt), "--weights", "none", "--max-seq-len", str(MAX_SEQ_LEN),
@@ -370,7 +370,7 @@ def test_a_model_too_large_for_this_machine_is_refused_before_any_work_with_the_
     the estimate: one line with the figures, its own exit code, nothing written."""
     import psutil
 
-    from pteforge.llm import PEAK_PER_WEIGHT_BYTE, llm_spec, parameter_count
+    from pteforge.text.llm import PEAK_PER_WEIGHT_BYTE, llm_spec, parameter_count
 
     params = parameter_count(llm_spec("gemma-4-e2b-it"))
     need = params * 4 * PEAK_PER_WEIGHT_BYTE

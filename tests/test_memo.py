@@ -7,7 +7,7 @@ import pytest
 import torch
 from tiny_models import TinyNet
 
-from pteforge.spec import Precision
+from pteforge.core.spec import Precision
 from pteforge.stages import memo, patterns
 from pteforge.stages.lower import lower
 
@@ -123,7 +123,7 @@ def test_a_program_with_tensor_subclass_weights_is_not_shared_and_still_lowers()
     here, so not shared, and their lowering is not disturbed."""
     from tiny_models import weighty
 
-    from pteforge.spec import Precision
+    from pteforge.core.spec import Precision
     from pteforge.stages.capture import transformed_capture
 
     example = (torch.rand(1, 3, 16, 16),)
@@ -134,7 +134,7 @@ def test_a_program_with_tensor_subclass_weights_is_not_shared_and_still_lowers()
 
 
 def test_a_capture_file_is_read_once_per_worker_and_each_job_gets_its_own_copy(tmp_path):
-    from pteforge.pipeline import _file_identity
+    from pteforge.run.pipeline import _file_identity
 
     path = tmp_path / "capture.pt2"
     torch.export.save(exported(), path)
@@ -349,7 +349,7 @@ def test_each_copy_traces_in_a_shape_environment_of_its_own(tmp_path):
     from torch._guards import detect_fake_mode
 
     from pteforge.backends import default_registry
-    from pteforge.pipeline import _file_identity
+    from pteforge.run.pipeline import _file_identity
     from pteforge.stages.quantize import quantize
 
     def mode(program):

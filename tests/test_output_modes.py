@@ -10,7 +10,7 @@ import pytest
 
 from test_cli import cli, error_lines
 
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ("export", "--model", "tiny_models:tiny", "--input-shape", "1,3,32,32", "--bench-runs", "2")

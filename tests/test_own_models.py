@@ -9,7 +9,7 @@ import pytest
 from flutter_app import build_models, parse_both
 from test_cli import cli, error_lines
 
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 
 
 def entries(out) -> dict:

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from test_cli import TINY, cli, error_lines
 
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -133,6 +133,6 @@ def test_manifest_keeps_the_flutter_client_fields_strict(three):
         # one unit everywhere: MB of 10^6 bytes, as the reports print it (it was MiB: 5.23 where they said 5.48 MB)
         assert e["sizeMB"] == round(e["size"] / 1e6, 2)
     summary = (three / "EXPORT_SUMMARY.md").read_text()
-    from pteforge.units import size_text
+    from pteforge.core.units import size_text
 
     assert all(f"| {size_text(e['size'])} |" in summary for e in manifest["models"]), summary

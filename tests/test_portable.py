@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pteforge.system import file_name
+from pteforge.core.system import file_name
 from pteforge.backends import program_check
 
 TESTS = Path(__file__).resolve().parent
@@ -77,7 +77,7 @@ def test_the_portable_paths_export_verify_bench_and_publish(tmp_path):
 
 
 def test_the_rename_exchange_and_its_portable_path(tmp_path, monkeypatch):
-    from pteforge import publish
+    from pteforge.app import publish
 
     for portable in ("", "1"):
         monkeypatch.setenv("PTEFORGE_PORTABLE", portable)
@@ -93,7 +93,7 @@ def test_the_rename_exchange_and_its_portable_path(tmp_path, monkeypatch):
 
 
 def test_memory_and_threads_without_proc(monkeypatch):
-    from pteforge import system
+    from pteforge.core import system
 
     monkeypatch.setenv("PTEFORGE_PORTABLE", "1")
     assert system.start_method() == "spawn" and not system.reset_peak_rss()
@@ -115,7 +115,7 @@ def test_host_facts_of_a_recorded_macos_runtime():
     """On macOS the wheel registers Core ML and MLX: their programs run there and are proven,
     as XNNPACK's are here (no Mac runs here: its recorded registry stands in for its runtime)."""
     from pteforge.api import backends
-    from pteforge.host import Host
+    from pteforge.runtime.host import Host
 
     mac = Host.recorded("macos")
     assert program_check(mac, ["CoreMLBackend", "XnnpackBackend"], []).ok
@@ -134,11 +134,11 @@ def test_export_decides_to_prove_by_the_host_it_is_given(tmp_path):
     """The pipeline's one question, asked of a macOS runtime: a Core ML program is verified
     there (here it then fails to load, as this Linux wheel lacks Core ML), not set aside."""
     pytest.importorskip("coremltools")
-    from pteforge.host import Host, host
+    from pteforge.runtime.host import Host, host
     from pteforge.models.custom import factory_spec
-    from pteforge.pipeline import export_target
-    from pteforge.result import Status
-    from pteforge.spec import ExportConfig, InputSpec, Precision, Target
+    from pteforge.run.pipeline import export_target
+    from pteforge.core.result import Status
+    from pteforge.core.spec import ExportConfig, InputSpec, Precision, Target
     from pteforge.stages.capture import capture
 
     spec = factory_spec("tiny_models:tiny", (InputSpec((1, 3, 16, 16)),), name="tiny")

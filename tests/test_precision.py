@@ -7,7 +7,7 @@ import shutil
 import pytest
 from conftest import run_cli
 
-from pteforge.spec import AccuracyBudget, Precision
+from pteforge.core.spec import AccuracyBudget, Precision
 
 
 def _precisions(partitioner) -> set:
@@ -56,7 +56,7 @@ def test_accuracy_budget_parses(text, budget):
 @pytest.fixture(scope="module")
 def auto_run(tmp_path_factory):
     """mobilenet_v3_small, every XNNPACK precision, calibrated on a directory of photos."""
-    from pteforge.vision import shipped_images
+    from pteforge.app.vision import shipped_images
 
     photos = tmp_path_factory.mktemp("photos")
     for p in shipped_images()[:2]:
@@ -231,10 +231,10 @@ def test_targets_whose_quantizers_prepare_the_same_program_quantize_it_once(tmp_
 
     import torchao.quantization.pt2e.quantize_pt2e as pt2e
 
-    from pteforge.host import host
+    from pteforge.runtime.host import host
     from pteforge.models.custom import factory_spec
-    from pteforge.pipeline import export_target
-    from pteforge.spec import ExportConfig, InputSpec, Target
+    from pteforge.run.pipeline import export_target
+    from pteforge.core.spec import ExportConfig, InputSpec, Target
     from pteforge.stages import memo
     from pteforge.stages.capture import capture
 
@@ -301,7 +301,7 @@ def test_what_a_capture_and_a_quantization_compute_does_not_depend_on_the_thread
 
     from pteforge.backends import default_registry
     from pteforge.models.catalog import build_catalog
-    from pteforge.spec import ExportConfig
+    from pteforge.core.spec import ExportConfig
     from pteforge.stages.capture import capture
     from pteforge.stages.quantize import quantize
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from pteforge.backends import default_registry
 from pteforge.backends.base import Backend
-from pteforge.spec import Precision
+from pteforge.core.spec import Precision
 from pteforge.stages import patterns
 from pteforge.stages.quantize import quantize
 

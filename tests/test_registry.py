@@ -1,8 +1,8 @@
 import pytest
 
-from pteforge.errors import UnknownNameError, UsageError
-from pteforge.registry import Registry
-from pteforge.spec import InputSpec, Precision, Target, TargetRequest
+from pteforge.core.errors import UnknownNameError, UsageError
+from pteforge.core.registry import Registry
+from pteforge.core.spec import InputSpec, Precision, Target, TargetRequest
 
 
 def test_registry_refuses_duplicates_naming_both():

@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_cli import TINY, cli, error_lines
 
-from pteforge.errors import ExitStatus, ManifestError
-from pteforge.isolate import ChildCrashed, IsolatedRuntime
+from pteforge.core.errors import ExitStatus, ManifestError
+from pteforge.runtime.isolate import ChildCrashed, IsolatedRuntime
 from pteforge.report.manifest import load_manifest
 
 
@@ -116,7 +116,7 @@ def test_workers_side_by_side_share_the_cores():
     every core made calibration 2-5x slower); a job running alone gets every core."""
     import tiny_models
 
-    from pteforge.workers import Call, WorkerPool
+    from pteforge.run.workers import Call, WorkerPool
 
     cores = os.cpu_count() or 1
     with WorkerPool(2) as pool:
@@ -134,7 +134,7 @@ def test_jobs_of_a_group_run_on_one_worker_and_no_core_idles():
     worker are left, a free worker takes one rather than idle."""
     import tiny_models
 
-    from pteforge.workers import Call, WorkerPool
+    from pteforge.run.workers import Call, WorkerPool
 
     def job(key, seconds, group=None):
         return Call(key=key, fn=tiny_models.pid_after, args=(seconds,), group=group)
@@ -542,15 +542,15 @@ def test_a_delegate_that_refuses_its_program_at_load_time_is_named_with_the_fix(
     quantizes such paddings itself, so here its quantizer is ExecuTorch's alone). The row
     says which delegate refused, that the lowering is at fault, and what to try."""
     from pteforge.models.custom import factory_spec
-    from pteforge.spec import ExportConfig, InputSpec
+    from pteforge.core.spec import ExportConfig, InputSpec
     from pteforge.stages.capture import capture
 
     spec = factory_spec("tiny_models:residual_conv3d", (InputSpec((1, 3, 2, 8, 8)),), name="residual_conv3d")
     config = ExportConfig(out_dir=tmp_path / "out", weights="none", verify_inputs=1)
     job = tmp_path / "job.pkl"
     job.write_bytes(pickle.dumps((capture(spec, config, tmp_path / "work"), spec, config)))
-    code = ("import pickle; from pteforge.backends import xnnpack; from pteforge.pipeline import export_target; "
-            "from pteforge.spec import Target, Precision; "
+    code = ("import pickle; from pteforge.backends import xnnpack; from pteforge.run.pipeline import export_target; "
+            "from pteforge.core.spec import Target, Precision; "
             "xnnpack._with_quantized_pads = lambda quantizer: quantizer; "
             f"cap, spec, config = pickle.loads(open({str(job)!r}, 'rb').read()); "
             "r = export_target(cap, spec, Target(('xnnpack',), Precision.INT8), config); "
@@ -566,7 +566,7 @@ def test_what_every_first_load_logs_is_not_a_reason():
     """OpenVINO's delegate and cpuinfo log on the first load of a process, failure or not:
     the account of a failed run leaves them out (the lines are the runtime's own, recorded
     from a delegate that failed here)."""
-    from pteforge.native_log import account
+    from pteforge.core.native_log import account
 
     said = account(
         "[cpuinfo_utils.cpp:125] CPU info and manual query on # of cpus dont match.\n"
@@ -582,7 +582,7 @@ def test_a_failing_pass_is_named_with_what_it_raised():
     import torch
     from executorch.exir.pass_manager import ExportedProgramPassManager
 
-    from pteforge.errors import one_line
+    from pteforge.core.errors import one_line
 
     def refuses(graph_module):
         raise RuntimeError("cortex_m::dequantize_per_tensor() expected at most 6 argument(s)\nDeclaration: …")
@@ -648,14 +648,14 @@ def test_a_worker_that_did_not_capture_a_model_loads_its_custom_operators(tmp_pa
     (it said "We ran into an error when deserializing the saved file"), and the row then
     names the real obstacle, the operator's missing out variant, with the fix."""
     from pteforge.models.custom import factory_spec
-    from pteforge.spec import ExportConfig, InputSpec
+    from pteforge.core.spec import ExportConfig, InputSpec
     from pteforge.stages.capture import capture
 
     spec = factory_spec("tiny_models:custom_op", (InputSpec((1, 8)),), name="custom_op")
     config = ExportConfig(out_dir=tmp_path / "out", weights="none", verify_inputs=1)
     job = tmp_path / "job.pkl"
     job.write_bytes(pickle.dumps((capture(spec, config, tmp_path / "work"), spec, config)))
-    code = ("import pickle, sys; from pteforge.pipeline import export_target; from pteforge.spec import Target, Precision; "
+    code = ("import pickle, sys; from pteforge.run.pipeline import export_target; from pteforge.core.spec import Target, Precision; "
             f"cap, spec, config = pickle.loads(open({str(job)!r}, 'rb').read()); "
             "assert 'tiny_models' not in sys.modules; "
             "r = export_target(cap, spec, Target(('portable',), Precision.FP32), config); print(r.status.value, r.reason, '|', r.fix)")
@@ -714,8 +714,8 @@ def test_a_long_verification_says_how_far_it_is(monkeypatch):
     from rich.console import Console
 
     from pteforge.api import _Run
-    from pteforge.render import Reporter
-    from pteforge.result import Stage
+    from pteforge.ui.render import Reporter
+    from pteforge.core.result import Stage
     from pteforge.stages import verify
 
     data = to_edge(torch.export.export(torch.nn.Linear(4, 2), (torch.ones(1, 4),))).to_executorch().buffer

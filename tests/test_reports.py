@@ -11,8 +11,8 @@ import pytest
 import yaml
 from test_cli import TINY, cli
 
-from pteforge.errors import ExitStatus
-from pteforge.result import Status
+from pteforge.core.errors import ExitStatus
+from pteforge.core.result import Status
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_a_slow_program_gets_fewer_timed_runs_within_its_budget_and_says_so():
     fewer timed runs, never fewer than timing.MIN_RUNS, and ``runs`` is how many there were."""
     import time
 
-    from pteforge.timing import MIN_RUNS, measure
+    from pteforge.core.timing import MIN_RUNS, measure
 
     calls = []
     slow = measure(lambda: calls.append(time.sleep(0.03)), runs=10, warmup=2, budget_s=0.1)
@@ -300,7 +300,7 @@ def test_latency_chart_shows_only_measured_p50s(run):
 
 
 def test_bench_says_why_an_artifact_cannot_be_measured(run):
-    from pteforge.bench import bench
+    from pteforge.app.bench import bench
 
     [r] = bench(run / "custom" / "tiny_coreml.pte", runs=2)
     assert r.status is Status.NOT_RUNNABLE_HERE and r.reason == "CoreMLBackend is not registered in this runtime"

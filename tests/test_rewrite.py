@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pteforge.backends.openvino import _cpu_has_bf16
-from pteforge.spec import Precision
+from pteforge.core.spec import Precision
 from pteforge.stages.rewrite import xnnpack_friendly
 
 
@@ -715,7 +715,7 @@ def test_openvino_leaves_a_0_dim_output_outside_its_delegate():
     from executorch.exir.backend.compile_spec_schema import CompileSpec
 
     from pteforge.backends import default_registry
-    from pteforge.native_log import captured
+    from pteforge.core.native_log import captured
 
     class Peak(torch.nn.Module):
         def __init__(self):
@@ -937,7 +937,7 @@ def test_lazy_codegen_makes_the_same_tosa_program():
     import torch
 
     from pteforge.backends import default_registry
-    from pteforge.spec import Precision
+    from pteforge.core.spec import Precision
     from pteforge.stages.lower import fast_fx, shared_provenance
 
     backend = default_registry().get("tosa")
@@ -968,7 +968,7 @@ def test_quantize_and_dequantize_are_cached_on_fake_tensors_and_make_the_same_pr
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from pteforge.backends import default_registry
-    from pteforge.spec import Precision
+    from pteforge.core.spec import Precision
     from pteforge.stages.lower import cached_quant_ops, lower
     from pteforge.stages.quantize import quantize
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from test_cli import cli, error_lines
 
-from pteforge.errors import ExitStatus
+from pteforge.core.errors import ExitStatus
 
 
 def windows(folder, count, scale=1.0, shape=(1, 1, 256)):

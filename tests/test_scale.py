@@ -13,7 +13,7 @@ from test_cli import TINY
 from test_reliability import assert_manifest_matches_disk, popen_cli, wait_for_line
 
 from pteforge.backends import default_registry
-from pteforge.spec import Precision, Target
+from pteforge.core.spec import Precision, Target
 
 ray = pytest.importorskip("ray", reason="the Ray tests need pteforge[ray]")
 
@@ -28,7 +28,7 @@ def target(text: str) -> Target:
 
 
 def test_longest_jobs_start_first_measured_or_guessed():
-    from pteforge.schedule import order
+    from pteforge.run.schedule import order
 
     targets = [target(t) for t in ("portable", "xnnpack", "tosa", "openvino", "xnnpack:int8")]
     jobs = [("m", t, "/nonexistent", t.name) for t in targets]
@@ -120,8 +120,8 @@ def test_on_ray_a_group_runs_in_one_worker_and_a_crash_in_it_fails_one_job(monke
 
     import tiny_models
 
-    from pteforge.ray_pool import RayPool
-    from pteforge.workers import Call
+    from pteforge.run.ray_pool import RayPool
+    from pteforge.run.workers import Call
 
     monkeypatch.setenv("PYTHONPATH", str(TESTS))  # tiny_models, for the cluster's workers
 
@@ -140,8 +140,8 @@ def test_on_ray_a_group_runs_in_one_worker_and_a_crash_in_it_fails_one_job(monke
 
 def test_jobs_route_to_the_nodes_with_their_sdk_when_the_cluster_has_them():
     from pteforge.api import _ray_resources
-    from pteforge.jobs import CaptureJob, TargetJob
-    from pteforge.spec import ExportConfig
+    from pteforge.run.jobs import CaptureJob, TargetJob
+    from pteforge.core.spec import ExportConfig
 
     def job(name):
         return TargetJob(key="m/t", capture=None, spec=None, target=target(name), config=ExportConfig(out_dir="."))

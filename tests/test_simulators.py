@@ -14,7 +14,7 @@ import struct
 import pytest
 from conftest import TESTS, run_cli
 
-from pteforge.result import Status
+from pteforge.core.result import Status
 
 DOMINANT = f"{TESTS / 'tiny_models.py'}:dominant"
 TARGETS = ("tosa", "tosa:fp32", "ethos-u55", "ethos-u85", "cortex-m", "vulkan")
@@ -146,7 +146,7 @@ def test_a_broken_reference_model_fails_only_the_rows_that_need_it(exported, tmp
 
 
 def test_status_counts_keep_host_and_simulator_apart():
-    from pteforge.result import proof_counts
+    from pteforge.core.result import proof_counts
 
     class Row:
         def __init__(self, status):

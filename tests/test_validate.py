@@ -10,10 +10,10 @@ import pytest
 import torch
 from test_cli import TINY, cli
 
-from pteforge.errors import ExitStatus
-from pteforge.isolate import ChildCrashed, IsolatedRuntime
+from pteforge.core.errors import ExitStatus
+from pteforge.runtime.isolate import ChildCrashed, IsolatedRuntime
 from pteforge.families.detection import Detection, decode_yolo, matched_fraction
-from pteforge.vision import detection_input, shipped_images
+from pteforge.app.vision import detection_input, shipped_images
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +166,7 @@ NAN, INF = float("nan"), float("inf")
     ([1.0, 2.0, 3.0, -INF], [1.0, 2.0, 3.0, INF], "the model itself gives infinity on input 1 (output 0, index 3)"),
 ])
 def test_nan_and_infinity_are_never_a_match(eager, program, why):
-    from pteforge.precision import Precision
+    from pteforge.app.precision import Precision
     from pteforge.stages.verify import verify_outputs
 
     v = verify_outputs({"outputs": [[torch.tensor(eager)]]}, [[torch.tensor(program)]], Precision.FP32, None, "custom", None)
@@ -180,7 +180,7 @@ def test_integer_inputs_are_valid_ids_for_a_small_embedding(capsys, tmp_path):
     its capture fail with 'index out of range'), and validate reruns it."""
     from pteforge.models.synthetic import INTEGER_HIGH, make_inputs
     from pteforge.models.custom import factory_spec
-    from pteforge.spec import InputSpec
+    from pteforge.core.spec import InputSpec
 
     spec = factory_spec("tiny_models:embedding", (InputSpec((1, 6), "int64"),))
     assert all(int(make_inputs(spec, seed)[0].max()) < INTEGER_HIGH for seed in range(20))

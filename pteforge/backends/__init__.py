@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..registry import Registry, discover
+from ..core.registry import Registry, discover
 from .base import Availability, Backend, Check
 
 ENTRY_POINT_GROUP = "pteforge.backends"
@@ -45,7 +45,7 @@ def availability(backend: Backend, host, os_name: str | None = None) -> Availabi
     try:
         lower = backend.lower_check() if os_name is None else backend.lower_check_on(os_name)
     except Exception as exc:  # a broken SDK install must not break the table
-        from ..errors import one_line
+        from ..core.errors import one_line
 
         lower = Check(False, f"availability check failed: {one_line(exc)}")
     return Availability(backend.name, lower, backend.run_check(host))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ..spec import Precision
+from ..core.spec import Precision
 from .base import Backend, Docs, Requirement
 
 VELA = Requirement("ethosu", "uv pip install ethos-u-vela==5.1.0", package="ethos-u-vela")

@@ -44,13 +44,13 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..result import Check  # noqa: F401 - a backend's verdicts; backends import it from here
-from ..spec import Precision
+from ..core.result import Check  # noqa: F401 - a backend's verdicts; backends import it from here
+from ..core.spec import Precision
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch.export import ExportedProgram
 
-    from ..host import Host
+    from ..runtime.host import Host
 
 
 @contextlib.contextmanager
@@ -162,11 +162,11 @@ class Backend:
     # host OSes (linux, macos, windows) where its lowering cannot run, and why: what
     # `pteforge backends --host OS` says of a host other than this one
     lowers_not_on: ClassVar[dict[str, str]] = {}
-    # precisions it exports language models at (pteforge.llm), with llm_partitioners()
+    # precisions it exports language models at (pteforge.text.llm), with llm_partitioners()
     llm_precisions: ClassVar[tuple[Precision, ...]] = ()
     llm_dynamic_shapes: ClassVar[bool] = True  # False: the program takes one token per call
     # True: its runtime links ExecuTorch's llama:: kernels, so the KV cache is written in place
-    # and attention is one fused kernel (pteforge.kvcache); False: transformers' own attention
+    # and attention is one fused kernel (pteforge.text.kvcache); False: transformers' own attention
     llm_fused_attention: ClassVar[bool] = False
     # precisions whose source_transform() changes the eager model before capture
     source_transform_precisions: ClassVar[tuple[Precision, ...]] = ()
@@ -177,7 +177,7 @@ class Backend:
     ray_resource: ClassVar[str | None] = None
     # a job's time relative to XNNPACK's fp32 one on the same model (measured on
     # mobilenet_v3_small, two jobs side by side on 2 cores): the scheduler's guess for
-    # starting the longest jobs first, until a run has measured them (pteforge.schedule)
+    # starting the longest jobs first, until a run has measured them (pteforge.run.schedule)
     cost: ClassVar[float] = 1.0
     # Targets of one model and precision whose first backends name the same group run on
     # one worker, one after another: the later ones take the quantized and edge programs
@@ -204,7 +204,7 @@ class Backend:
     def lower_check_on(self, os_name: str) -> Check:
         """Can it lower on host OS ``os_name``? This host: :meth:`lower_check`; another: the
         declared ``lowers_not_on``."""
-        from ..system import os_name as this_os
+        from ..core.system import os_name as this_os
 
         if os_name == this_os():
             return self.lower_check()

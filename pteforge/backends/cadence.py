@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import sys
 
-from ..spec import Precision
+from ..core.spec import Precision
 from .base import Backend, Check, Docs
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import copy
 import functools
 
-from ..spec import Precision
+from ..core.spec import Precision
 from .base import Backend, Docs, Requirement, narrowed_support
 
 

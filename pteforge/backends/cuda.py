@@ -3,7 +3,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from ..spec import Precision
+from ..core.spec import Precision
 from .base import Backend, Check, Docs
 
 _FIX = "export on a Linux or Windows machine with an NVIDIA GPU and its driver (nvidia-smi lists it)"
@@ -32,6 +32,10 @@ class Cuda(Backend):
         target_requirements=("An NVIDIA GPU with its driver, Linux or Windows; ExecuTorch built with the CUDA backend.",),
         development_requirements=(
             "An NVIDIA GPU on the exporting machine: AOTInductor compiles and autotunes there (`nvidia-smi` must list it).",
+            "Lowering takes minutes: ExecuTorch has Inductor autotune every matrix product and convolution with "
+            "Triton on the GPU (MobileNet V3 small: over 6 minutes of it on an H200). It cannot be turned off: with "
+            "ExecuTorch 1.5.1's `max_autotune` compile spec off, Inductor has no choice left for a convolution "
+            "(NoValidChoicesError).",
             "bench/cuda_check.py lowers MobileNet V3 small, runs it on the GPU and compares it with eager on the same GPU.",
         ),
         cmake_targets=("aoti_cuda_backend",),

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..spec import Precision
+from ..core.spec import Precision
 from .base import Backend, Check, Docs
 
 _PACKAGE = "executorch.backends.mlx.serialization"
@@ -150,7 +150,7 @@ def serialization_importable() -> Path:
 
     from filelock import FileLock
 
-    from ..io import cache_root
+    from ..core.io import cache_root
 
     root = cache_root() / "mlx" / f"executorch-{metadata.version('executorch')}"
     made = root / "serialization"

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from ..spec import Precision
+from ..core.spec import Precision
 from .base import Backend, Docs, Requirement, narrowed_support
 
 
@@ -175,7 +175,7 @@ def _scalar_outputs(graph) -> set[str]:
 
 
 def _cpu_has_bf16() -> bool:
-    from ..system import cpu_flags
+    from ..core.system import cpu_flags
 
     flags = cpu_flags()
     return "avx512_bf16" in flags or "amx_bf16" in flags

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..spec import Precision
+from ..core.spec import Precision
 from .base import Backend, Check, Docs, env_dir_check
 
 _FIX = "install Qualcomm's QNN SDK (AI Engine Direct) and export QNN_SDK_ROOT=/path/to/qairt/<version>"

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..spec import Precision
+from ..core.spec import Precision
 from .base import Backend, Check, Docs, _module_exists
 
 _FIX = (

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..spec import Precision
+from ..core.spec import Precision
 from ._arm import TOSA_TOOLS, ArmBackend
 from .base import Docs
 

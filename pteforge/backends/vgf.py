@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from ..spec import Precision
+from ..core.spec import Precision
 from ._arm import TOSA_TOOLS, ArmBackend
 from .base import Check, Docs
 

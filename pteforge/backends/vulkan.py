@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ..spec import Precision
+from ..core.spec import Precision
 from .base import Backend, Docs
 
 

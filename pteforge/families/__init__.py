@@ -22,7 +22,7 @@ __all__ = ["Family", "Prepared", "families", "family", "catalog_specs", "labels_
 @lru_cache(maxsize=1)
 def families() -> tuple[Family, ...]:
     """The catalog's families (built-in and plugins), in ``order``."""
-    from ..registry import discover
+    from ..core.registry import discover
 
     return tuple(cls() for cls in discover(__name__, __path__, Family, "category", ENTRY_POINT_GROUP, PLUGIN_ERRORS))
 
@@ -48,8 +48,8 @@ def labels_for(category: str) -> list[str]:
     from (``labels_from``): reading them often imports torch or that library (~3 s)."""
     from importlib import metadata
 
-    from ..io import cache_root
-    from ..io import keep
+    from ..core.io import cache_root
+    from ..core.io import keep
 
     fam = family(category)
     source = fam.labels_from or "pteforge"

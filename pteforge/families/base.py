@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..spec import InputSpec, ModelSpec, Preprocessing
+from ..core.spec import InputSpec, ModelSpec, Preprocessing
 
 
 @dataclass
@@ -49,7 +49,7 @@ class Family:
     def export_steps(self):
         """The steps its models go through, when they are not the pipeline's own (capture
         with torch.export, quantize, lower, prove on eager's outputs, write): a subclass of
-        ``pteforge.pipeline.Steps`` (text generation: ``llm.TextGeneration``), or None."""
+        ``pteforge.run.pipeline.Steps`` (text generation: ``llm.TextGeneration``), or None."""
         return None
 
     # -- the catalog ---------------------------------------------------------------
@@ -74,7 +74,7 @@ class Family:
         preprocessing scaled with it; a usage error where the model takes no such shape."""
         from dataclasses import replace
 
-        from ..errors import UsageError
+        from ..core.errors import UsageError
 
         side = shape[-1]
         if not self.resizable:
@@ -116,7 +116,7 @@ class Family:
     # -- validation on photos ----------------------------------------------------------
     def prepare(self, image, spec: ModelSpec) -> Prepared:
         """A photo (path or PIL image) through the model's preprocessing, as the app does it."""
-        from ..vision import prepare_image
+        from ..app.vision import prepare_image
 
         tensor, meta = prepare_image(image, spec.preprocessing)
         return Prepared(tensor, meta)
@@ -132,7 +132,7 @@ class Family:
 
     def draw(self, image, decoded: list[dict], dest) -> None:
         """Write ``image`` annotated with ``decoded`` to ``dest`` (a .jpg)."""
-        from ..vision import draw_results
+        from ..app.vision import draw_results
 
         draw_results(image, decoded, dest)
 

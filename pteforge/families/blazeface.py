@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from ..spec import Preprocessing
-from ..vision import box_iou
+from ..core.spec import Preprocessing
+from ..app.vision import box_iou
 from .base import Family
 
 SIZE = 128
@@ -109,7 +109,7 @@ class BlazeFace(Family):
 def build(spec, weights: str, seed: int):
     import torch
 
-    from ..spec import WEIGHTS_PRETRAINED
+    from ..core.spec import WEIGHTS_PRETRAINED
 
     if weights == WEIGHTS_PRETRAINED:
         return from_pinto_zoo()
@@ -131,9 +131,9 @@ def from_pinto_zoo():
 
     import torch
 
-    from ..io import cache_root
-    from ..errors import WeightsError, one_line
-    from ..io import write_atomic
+    from ..core.io import cache_root
+    from ..core.errors import WeightsError, one_line
+    from ..core.io import write_atomic
     from ..models.custom import onnx_file_model
 
     path = cache_root() / "weights" / "face_detection_front_128x128_float32.onnx"

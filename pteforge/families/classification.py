@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..spec import Preprocessing
-from ..vision import installed
+from ..core.spec import Preprocessing
+from ..app.vision import installed
 from .base import Family
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..spec import Preprocessing
-from ..vision import Letterbox, box_iou, installed
+from ..core.spec import Preprocessing
+from ..app.vision import Letterbox, box_iou, installed
 from .base import Family
 
 

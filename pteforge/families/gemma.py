@@ -1,6 +1,6 @@
 """Gemma: Gemma 3 270M, and Gemma 4 E2B, the text model the executorch_flutter app's chat runs;
 any Hugging Face causal LM given with ``--llm`` joins this category too, the app's word for
-text generation. Built, captured, lowered and proven by :mod:`pteforge.llm`."""
+text generation. Built, captured, lowered and proven by :mod:`pteforge.text.llm`."""
 
 from __future__ import annotations
 

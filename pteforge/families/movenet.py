@@ -10,8 +10,8 @@ the TF Hub SavedModel, converted with tf2onnx and imported with onnx2torch.
 
 from __future__ import annotations
 
-from ..spec import Preprocessing
-from ..vision import COCO_KEYPOINTS, COCO_SIGMAS
+from ..core.spec import Preprocessing
+from ..app.vision import COCO_KEYPOINTS, COCO_SIGMAS
 from .base import Family
 
 SIZES = {"movenet_lightning": 192, "movenet_thunder": 256}
@@ -70,7 +70,7 @@ class MoveNet(Family):
 def build(spec, weights: str, seed: int):
     import torch
 
-    from ..spec import WEIGHTS_PRETRAINED
+    from ..core.spec import WEIGHTS_PRETRAINED
 
     if weights == WEIGHTS_PRETRAINED:
         return from_tf_hub(spec.name)
@@ -143,8 +143,8 @@ def from_tf_hub(name: str):
     """The seed's path: MoveNet's SavedModel from TF Hub, converted with tf2onnx (opset 13)
     and imported with onnx2torch, wrapped to take pteforge's float NHWC input (the SavedModel
     takes int32)."""
-    from ..io import cache_root
-    from ..errors import WeightsError, one_line
+    from ..core.io import cache_root
+    from ..core.errors import WeightsError, one_line
     from ..models.custom import onnx_file_model
 
     variant, size = name.removeprefix("movenet_"), SIZES[name]

@@ -1,7 +1,7 @@
 """What a text-generation family is: decoder-only language models with a KV cache, built
 from a Hugging Face config (``checkpoints``: each catalog name's Hugging Face id and
 architecture, so ``--weights none`` needs no download) and exported by the steps of
-:mod:`pteforge.llm` through the same pipeline as every other model. A text-generation
+:mod:`pteforge.text.llm` through the same pipeline as every other model. A text-generation
 family is one file: a subclass of :class:`TextGenerationFamily` with its word, category and
 checkpoints (``gemma.py``)."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..spec import ModelSpec
+from ..core.spec import ModelSpec
 from .base import Family
 
 
@@ -22,26 +22,26 @@ class TextGenerationFamily(Family):
     everyday = False  # ~1 GB per fp32 program: exported when asked for, not by the default run or --all
 
     def export_steps(self):
-        from ..llm import TextGeneration
+        from ..text.llm import TextGeneration
 
         return TextGeneration
 
     def spec(self, name: str) -> ModelSpec:
-        from ..llm import llm_spec
+        from ..text.llm import llm_spec
 
         return llm_spec(name)
 
     def check(self, spec: ModelSpec, config) -> None:
-        from ..llm import check_memory
+        from ..text.llm import check_memory
 
         check_memory(spec)
 
     def supports(self, target) -> bool:
-        from ..llm import supported
+        from ..text.llm import supported
 
         return supported(target)[0]
 
     def capture_variants(self, targets) -> tuple:
-        from ..llm import capture_variants
+        from ..text.llm import capture_variants
 
         return capture_variants(targets)

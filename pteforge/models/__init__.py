@@ -15,9 +15,9 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
     says what the custom models are for the app (``custom.as_task``). Nothing named (and not
     ``labels_only``) means every everyday catalog model, as the seed does (language models
     only when named)."""
-    from ..errors import UsageError
+    from ..core.errors import UsageError
     from ..families import families, family
-    from ..spec import InputSpec
+    from ..core.spec import InputSpec
     from .catalog import build_catalog
 
     words = {fam.word.replace("-", "_"): fam for fam in families()}
@@ -45,7 +45,7 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
         for i, shape in enumerate(input_shapes)
     )
     specs += _own_models(refs, inputs, dtypes, own)
-    from ..llm import TASK, llm_spec
+    from ..text.llm import TASK, llm_spec
 
     if max_seq_len is not None and not llms and not any(s.task == TASK for s in specs):
         raise UsageError("--max-seq-len applies to language models", fix="add --gemma or --llm ID_OR_DIR")
@@ -67,7 +67,7 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
 def _own_models(refs, inputs: tuple, dtypes: tuple, own: dict | None) -> list:
     """The ``--model``s and a config file's ``[[model]]`` tables, as the app shows them
     (``own``: --task, --name, --labels-file, --mean, --std, --fit)."""
-    from ..errors import UsageError
+    from ..core.errors import UsageError
     from .custom import as_task, custom_spec, from_table
 
     own = {k: v for k, v in (own or {}).items() if v}

@@ -3,8 +3,8 @@ needs to use it."""
 
 from __future__ import annotations
 
-from ..registry import Registry
-from ..spec import ModelSpec
+from ..core.registry import Registry
+from ..core.spec import ModelSpec
 
 
 def build_catalog() -> Registry[ModelSpec]:

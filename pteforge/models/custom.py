@@ -14,8 +14,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from ..errors import ModelError, UsageError, WeightsError, one_line
-from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, InputSpec, ModelSpec
+from ..core.errors import ModelError, UsageError, WeightsError, one_line
+from ..core.spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, InputSpec, ModelSpec
 
 
 _FACTORY_RE = re.compile(r"^\s*([A-Za-z_][\w.]*|[^:()]+?\.py):([A-Za-z_]\w*)\s*(\((.*)\))?\s*$", re.S)
@@ -1006,8 +1006,8 @@ def as_task(spec: ModelSpec, task: str | None = None, name: str | None = None, l
     from dataclasses import replace
 
     from ..families import families
-    from ..spec import Preprocessing
-    from ..system import file_name
+    from ..core.spec import Preprocessing
+    from ..core.system import file_name
 
     if name:
         spec = replace(spec, name=name, labels=f"{file_name(name)}_labels.txt" if spec.names else spec.labels)
@@ -1052,7 +1052,7 @@ def from_table(table: dict, inputs: tuple, dtypes: tuple, own: dict) -> ModelSpe
     (``ModelSpec.targets``; ``*:PRECISION``: the run's backends at that precision)."""
     from dataclasses import replace
 
-    from ..spec import InputSpec
+    from ..core.spec import InputSpec
 
     if table.get("input_dtype"):
         dtypes = tuple(InputSpec.check_dtype(d) for d in table["input_dtype"])

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..spec import InputSpec
+from ..core.spec import InputSpec
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..spec import ModelSpec
+from ..core.spec import ModelSpec
 
 
 # Seeded integer inputs are ids in [0, INTEGER_HIGH): a valid index into any embedding,
@@ -55,7 +55,7 @@ def statistics_batch(spec: ModelSpec, seed: int, batch: int) -> tuple:
     import torch
 
     from ..families import model_input
-    from ..vision import image_views, shipped_images, takes_images
+    from ..app.vision import image_views, shipped_images, takes_images
 
     photos = shipped_images() if takes_images(spec) else []
     if not photos:

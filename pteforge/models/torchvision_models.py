@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import WeightsError, one_line
-from ..spec import WEIGHTS_PRETRAINED, ModelSpec
+from ..core.errors import WeightsError, one_line
+from ..core.spec import WEIGHTS_PRETRAINED, ModelSpec
 from .weights import initialise
 
 

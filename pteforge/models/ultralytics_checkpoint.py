@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..errors import ModelError
+from ..core.errors import ModelError
 
 # The Ultralytics model classes pteforge exports, and the family each one is.
 FAMILIES = {"DetectionModel": "yolo", "SegmentationModel": "yolo-seg", "PoseModel": "yolo-pose"}
@@ -73,7 +73,7 @@ class Checkpoint:
         ``fuse()`` (no BatchNorm) loads into the fused model."""
         import torch
 
-        from ..errors import WeightsError, message_line
+        from ..core.errors import WeightsError, message_line
 
         if not any(".bn." in k for k in self.state) and any(".bn." in k for k in model.state_dict()):
             model.fuse(verbose=False)
@@ -151,9 +151,9 @@ def checkpoint_spec(path: str, inputs: tuple, dtypes: tuple[str, ...] = ()):
     """``--model best.pt``: the checkpoint's own family (``yolo``, ``yolo-seg``,
     ``yolo-pose``), classes (its labels file, ``<name>_labels.txt``) and input size (the
     size it was trained at, 640 if it does not say; ``--input-shape 1,3,S,S`` changes it)."""
-    from ..errors import UsageError
+    from ..core.errors import UsageError
     from ..families import family
-    from ..spec import InputSpec, ModelSpec
+    from ..core.spec import InputSpec, ModelSpec
 
     p = Path(path)
     found = read(p)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from ..errors import WeightsError
-from ..spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
+from ..core.errors import WeightsError
+from ..core.spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
 from .ultralytics_checkpoint import SOURCE, read
 from .synthetic import statistics_batch
 from .weights import load_state_dict_file, recalibrate_batchnorm
@@ -66,7 +66,7 @@ def _pretrained(checkpoint: str):
 
     try:
         if checkpoint.startswith(("https://", "http://")):
-            from ..io import cache_root
+            from ..core.io import cache_root
 
             path = cache_root() / "weights" / checkpoint.rsplit("/", 1)[-1]
             if not path.exists():

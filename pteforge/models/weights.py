@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import WeightsError, message_line
+from ..core.errors import WeightsError, message_line
 
 
 def load_state_dict_file(model, path: str) -> None:
@@ -68,7 +68,7 @@ def load_state_dict_file(model, path: str) -> None:
 
 def _checkpoint_state(path: Path) -> dict:
     """An Ultralytics checkpoint's weights, read without running it (a WeightsError if not)."""
-    from ..errors import ModelError
+    from ..core.errors import ModelError
     from .ultralytics_checkpoint import state_dict
 
     try:
@@ -156,7 +156,7 @@ def put_back(model, saved: dict) -> None:
 def initialise(model, spec, weights: str, seed: int, batch: int = 8):
     """Random weights made worth comparing (``--weights none``: BatchNorm statistics
     re-estimated on photo views and synthetic inputs), or a local state dict."""
-    from ..spec import WEIGHTS_NONE
+    from ..core.spec import WEIGHTS_NONE
     from .synthetic import statistics_batch
 
     if weights == WEIGHTS_NONE:

@@ -8,11 +8,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..backends import default_registry
-from ..io import write_atomic
+from ..core.io import write_atomic
 from ..families import family, labels_for
-from ..result import Record
-from ..spec import ExportConfig, ModelSpec, target_slug
-from ..units import size_mb
+from ..core.result import Record
+from ..core.spec import ExportConfig, ModelSpec, target_slug
+from ..core.units import size_mb
 from .manifest import LabelsEntry, ModelEntry, _url
 
 

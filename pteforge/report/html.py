@@ -14,9 +14,9 @@ from __future__ import annotations
 import html
 import re
 
-from ..platforms import host_platform
-from ..result import inputs_text
-from ..units import pct as pct_digits
+from ..app.platforms import host_platform
+from ..core.result import inputs_text
+from ..core.units import pct as pct_digits
 from .manifest import Manifest
 from .rows import (
     STAGES, _db, model_names, ms_text, one_line, p50, pct, per_image, recommendation, rows_for, size_text, status_kind,
@@ -206,7 +206,7 @@ def numerics_section(man: Manifest) -> str:
 def accuracy_section(man: Manifest) -> str:
     """Every quantized artifact against fp32, layer by layer: whether it is within its task's
     accuracy budget, the layers that lose most (by eager module), and what to try."""
-    from ..spec import AccuracyBudget
+    from ..core.spec import AccuracyBudget
 
     parts = []
     for e in man.artifacts():

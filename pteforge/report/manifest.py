@@ -17,8 +17,8 @@ from typing import Any
 from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import ManifestError
-from ..io import write_atomic
+from ..core.errors import ManifestError
+from ..core.io import write_atomic
 
 SCHEMA_VERSION = 2  # 2: labels in the app's shape, references, devices, model
 MANIFEST_NAME = "index.json"
@@ -94,10 +94,10 @@ class ModelEntry(BaseModel):
     # the target whose lowering made this very program: lowered once, copied under this name
     sameProgramAs: str | None = None
     # the target compiler's own estimates, not measurements (Vela: cycles and time at its
-    # clock, SRAM, flash); see pteforge.result.Record.estimates
+    # clock, SRAM, flash); see pteforge.core.result.Record.estimates
     estimates: dict[str, Any] | None = None
     # a quantized program against fp32, layer by layer: the layers that lose most and what to
-    # try (pteforge.result.Record.accuracy)
+    # try (pteforge.core.result.Record.accuracy)
     accuracy: dict[str, Any] | None = None
     # how to rebuild the eager reference (validate compares with it)
     source: str | None = None  # catalog | package.module:factory | /path/model.pt2
@@ -195,7 +195,7 @@ def check_paths(manifest: Manifest, path: Path) -> None:
 
 
 def fallback_table(models: list[ModelEntry]) -> dict[str, dict[str, list[str]]]:
-    from ..platforms import PLATFORMS, fallback_order, priorities
+    from ..app.platforms import PLATFORMS, fallback_order, priorities
 
     order = priorities()
 
@@ -236,7 +236,7 @@ def set_precision_choices(out_dir: Path, choices: list[dict], notes: list[str]) 
 
 
 def lock_for(out_dir: Path) -> FileLock:
-    from ..io import path_lock
+    from ..core.io import path_lock
 
     return path_lock(out_dir)
 

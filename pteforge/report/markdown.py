@@ -3,10 +3,10 @@ the run's failures; :mod:`.sections` lists them beside the HTML ones."""
 
 from __future__ import annotations
 
-from ..platforms import host_platform
-from ..result import inputs_text
-from ..units import pct as pct_digits
-from ..units import size_text
+from ..app.platforms import host_platform
+from ..core.result import inputs_text
+from ..core.units import pct as pct_digits
+from ..core.units import size_text
 from .manifest import Manifest
 from .rows import (
     _db, export_seconds, model_names, ms_text, p50, pct, per_image, recommendation, rows_for, status_kind, status_why,
@@ -23,7 +23,7 @@ def header_lines(man: Manifest, failures: list[dict]) -> list[str]:
 
 
 def artifact_lines(man: Manifest, failures: list[dict]) -> list[str]:
-    from ..result import proof_counts
+    from ..core.result import proof_counts
 
     lines = ["## Artifacts", "", f"Of {len(man.models)}: {proof_counts(man.models)}.", "",
              "| model | target | precision | status | why | size | delegated | export time | p50 (ms, after warm-up) |",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from ..io import write_atomic
+from ..core.io import write_atomic
 
 MERGED_NAME = "selected_operators.yaml"
 

@@ -3,10 +3,10 @@ words, the figures' formats, the recommendation per platform."""
 
 from __future__ import annotations
 
-from ..platforms import host_platform
-from ..result import Stage
-from ..units import pct as pct_digits
-from ..units import size_text  # noqa: F401 - the reports' size format
+from ..app.platforms import host_platform
+from ..core.result import Stage
+from ..core.units import pct as pct_digits
+from ..core.units import size_text  # noqa: F401 - the reports' size format
 from .manifest import Manifest
 
 
@@ -31,7 +31,7 @@ def status_kind(status: str) -> str:
 def status_why(status: str, reason, entry) -> str:
     """A row's why: its reason, else what ran a simulated one (verification.method), else
     what its status means; with its compiler's estimates where it has them."""
-    from ..result import estimate_text
+    from ..core.result import estimate_text
 
     method = ((entry.verification or {}).get("method") if entry is not None else None) if status == "SIMULATED" else None
     text = one_line(reason) or method or STATUS_NOTE.get(status, "")
@@ -41,8 +41,8 @@ def status_why(status: str, reason, entry) -> str:
 
 
 def one_line(text) -> str:
-    """A reason on one line (see :func:`pteforge.errors.message_line`)."""
-    from ..errors import message_line
+    """A reason on one line (see :func:`pteforge.core.errors.message_line`)."""
+    from ..core.errors import message_line
 
     return message_line(text) if text else ""
 

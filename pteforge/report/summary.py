@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..io import write_atomic
+from ..core.io import write_atomic
 from .manifest import Manifest
 from .rows import recommendation  # noqa: F401 - part of this module's API (tests, the CLI)
 from .sections import html_report, markdown

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..result import ONE_LAYER_DB
+from ..core.result import ONE_LAYER_DB
 
 # quantize/dequantize and shape-only operators: not layers, and matched by nothing
 _SKIP = ("quantize_per", "dequantize_per", "choose_qparams", "view", "reshape", "permute", "t.default", "transpose",

@@ -13,9 +13,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CaptureError, one_line
-from ..result import Stage
-from ..spec import ExportConfig, ModelSpec
+from ..core.errors import CaptureError, one_line
+from ..core.result import Stage
+from ..core.spec import ExportConfig, ModelSpec
 from ..models.synthetic import make_inputs
 
 
@@ -158,7 +158,7 @@ def reference_inputs(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple]
     inputs; with input files in ``--calibration DIR`` (``samples``), the files after those
     calibration uses, up to ``1 + verify_inputs`` of them, so the verdict is on real inputs
     calibration did not see."""
-    from .. import samples
+    from ..core import samples
 
     if samples.holds_samples(config.calibration_dir):
         _, held = samples.split(config)
@@ -175,7 +175,7 @@ def capture(
     ``variants`` are (backend, precision) pairs whose backend transforms the eager
     model before capture; each is captured once more, after its transform.
     """
-    from ..workers import one_thread
+    from ..run.workers import one_thread
 
     with one_thread():
         return _capture(spec, config, work_dir, model, variants)
@@ -184,7 +184,7 @@ def capture(
 def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, variants: tuple) -> Capture:
     import torch
 
-    from ..io import check_writable_tmp
+    from ..core.io import check_writable_tmp
     from ..models.custom import reference_model
 
     timings: dict[str, float] = {}
@@ -270,7 +270,7 @@ def export_model(model, example: tuple):
     The eager reference (``flatten_outputs``) is the same tensors in the same order."""
     import torch
 
-    from ..pte import output_names
+    from ..runtime.pte import output_names
 
     if isinstance(model, torch.jit.ScriptModule):
         return _converted(model, example)
@@ -403,7 +403,7 @@ def validation_images(spec: ModelSpec, model) -> dict:
     """Eager outputs on the photos our dependencies ship, for image models: the
     validation set precisions are compared on."""
     from ..families import model_input
-    from ..vision import shipped_images, takes_images
+    from ..app.vision import shipped_images, takes_images
 
     if not takes_images(spec):
         return {}
@@ -418,7 +418,7 @@ def validation_images(spec: ModelSpec, model) -> dict:
 def _check_labels(spec: ModelSpec, outputs: list) -> None:
     """A model of one's own given a task (``--task``): its output scores as many classes as
     its labels name (``--labels-file``, or its family's)."""
-    from ..errors import ModelError
+    from ..core.errors import ModelError
     from ..families import family
 
     fam = family(spec.family)

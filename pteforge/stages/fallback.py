@@ -17,7 +17,7 @@ import functools
 import logging
 from dataclasses import dataclass, field
 
-from ..errors import one_line
+from ..core.errors import one_line
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import functools
 import re
 from collections import Counter
 
-from ..result import Delegation, OpCount
+from ..core.result import Delegation, OpCount
 
 
 @contextlib.contextmanager

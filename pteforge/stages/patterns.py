@@ -80,7 +80,7 @@ def needed(module, build: Callable[[], list], name: str = "") -> list[frozenset[
             return [frozenset(o) for o in ops]
     # none kept or shipped for these versions, or a damaged file: learned again from the graphs
     ops = [sorted(op_names(graph)) for graph in build()]
-    from ..io import keep
+    from ..core.io import keep
 
     keep(path, json.dumps(ops))  # or, in a cache that cannot be written, built again next time
     return [frozenset(o) for o in ops]
@@ -103,7 +103,7 @@ def _path(module, name: str) -> Path:
 
     import torch
 
-    from ..io import cache_root
+    from ..core.io import cache_root
 
     source = Path(module.__file__).read_bytes()
     version = installed("executorch")
@@ -269,7 +269,7 @@ def _keyed(table) -> dict[str, list[str]]:
 def _learn(path: Path, learned: dict[str, list[str]]) -> None:
     from filelock import FileLock
 
-    from ..io import keep
+    from ..core.io import keep
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..models.synthetic import make_inputs
 from ..models.weights import own_buffers, put_back
-from ..spec import ExportConfig, ModelSpec
+from ..core.spec import ExportConfig, ModelSpec
 from . import memo
 from .describe import Unstable, describe
 
@@ -23,9 +23,9 @@ def calibration_set(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple],
     far from the verification inputs'. Input files in ``--calibration DIR`` (``samples``:
     ``.npy``/``.npz``, any model) are taken as they are, and alone (``samples.split``).
     """
-    from .. import samples
+    from ..core import samples
     from ..families import model_input
-    from ..vision import image_views, images_in, shipped_images, takes_images
+    from ..app.vision import image_views, images_in, shipped_images, takes_images
 
     n = max(config.calibration_samples, 1)
     batches: list[tuple] = []
@@ -73,7 +73,7 @@ def quantize_shared(exported, plan, batches: list[tuple], example: tuple, shared
     ``module(check_guards=False)``: under torch 2.13 the Arm quantizer fails on the
     guard nodes that ``module()`` inserts.
     """
-    from ..workers import one_thread
+    from ..run.workers import one_thread
 
     with one_thread():  # the calibration's numbers, whatever this job's share of the cores
         return _quantize_shared(exported, plan, batches, example, shared)
@@ -116,7 +116,7 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
     if path is not None:
         from filelock import FileLock, Timeout
 
-        from ..io import write_atomic
+        from ..core.io import write_atomic
 
         path.parent.mkdir(parents=True, exist_ok=True)
         try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ..result import Verification
-from ..spec import Precision
+from ..core.result import Verification
+from ..core.spec import Precision
 
 # Minimum SQNR (dB) against fp32 eager, per precision the program computes in.
 # fp32 programs differ from eager only by kernel rounding (measured > 60 dB);
@@ -132,8 +132,8 @@ def run_program(data: bytes, inputs: list[list], progress=None) -> list[list]:
     each further input."""
     import time
 
-    from ..host import load_forward
-    from ..native_log import captured
+    from ..runtime.host import load_forward
+    from ..core.native_log import captured
     from .capture import tensor_outputs
 
     t0, outputs = time.perf_counter(), []
@@ -197,7 +197,7 @@ def image_agreement(reference: dict, actual: list[list], spec) -> dict:
     boxes at the same anchors, keypoint similarity, mask IoU, ...) and, for classifiers,
     the fraction of photos with the same top-1."""
     from ..families import family
-    from ..vision import shipped_images
+    from ..app.vision import shipped_images
 
     fam = family(spec.family)
     names = reference.get("image_names", [])

@@ -10,11 +10,11 @@ from conftest import marker_name
 
 from pteforge.api import plan_targets
 from pteforge.backends import backend_classes, default_registry
-from pteforge.errors import NoBackendError
-from pteforge.pte import read_pte
-from pteforge.result import Status
-from pteforge.host import host
-from pteforge.spec import ExportConfig, InputSpec, Target
+from pteforge.core.errors import NoBackendError
+from pteforge.runtime.pte import read_pte
+from pteforge.core.result import Status
+from pteforge.runtime.host import host
+from pteforge.core.spec import ExportConfig, InputSpec, Target
 
 BACKENDS = [pytest.param(cls.name, marks=getattr(pytest.mark, marker_name(cls.name)), id=cls.name) for cls in backend_classes()]
 
@@ -70,7 +70,7 @@ _records: dict[str, object] = {}
 
 def _export(target, weighty_capture):
     """Each target of the weighty model is lowered once per session (fp32 references are shared)."""
-    from pteforge.pipeline import export_target
+    from pteforge.run.pipeline import export_target
 
     if target.name not in _records:
         spec, cap, config = weighty_capture
@@ -85,8 +85,8 @@ def test_each_precision_lowers_with_its_delegate_and_shows_in_the_artifact(name,
     is here (else says which runtime is missing), and whose graphs show the precision:
     quantize/dequantize nodes for integer precisions, fp16 nodes or a smaller file for
     fp16; reduced precisions are smaller than the fp32 artifact."""
-    from pteforge.precision import fp32_reference
-    from pteforge.spec import Precision
+    from pteforge.app.precision import fp32_reference
+    from pteforge.core.spec import Precision
 
     backend = default_registry().get(name)
     if not backend.lower_check().ok:
@@ -139,8 +139,8 @@ def test_a_model_in_half_precision_lowers_to_core_ml(tmp_path):
     from executorch.backends.apple.coreml.compiler import CoreMLBackend
 
     from pteforge.models.custom import factory_spec
-    from pteforge.pipeline import export_target
-    from pteforge.spec import Precision
+    from pteforge.run.pipeline import export_target
+    from pteforge.core.spec import Precision
     from pteforge.stages.capture import capture
 
     coreml = default_registry().get("coreml")
@@ -170,7 +170,7 @@ def test_a_camera_frame_model_lowers_to_core_ml_around_its_uint8_nodes():
     the float rest of the graph."""
     import torch
 
-    from pteforge.spec import Precision
+    from pteforge.core.spec import Precision
     from pteforge.stages.lower import delegation_of, lower
 
     coreml = default_registry().get("coreml")
@@ -226,7 +226,7 @@ def test_vulkan_programs_are_made_as_phones_proved_them(name, weighty_capture):
     executorch_flutter models repo's device fixes); fp32 on request, with its caution."""
     from executorch.exir._serialize._program import deserialize_pte_binary
 
-    from pteforge.spec import Precision
+    from pteforge.core.spec import Precision
 
     def specs(target):
         record = _export(target, weighty_capture)

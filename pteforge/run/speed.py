@@ -3,7 +3,7 @@
 Every latency pteforge shows (terminal summary, EXPORT_SUMMARY.md, report.html) is one
 of these numbers or one from ``pteforge bench``: measured in a process that runs
 artifacts (here a worker of the run's pool, forked with ExecuTorch's runtime already
-imported, torch on one thread as in :mod:`pteforge.child`), after warm-up runs, one
+imported, torch on one thread as in :mod:`pteforge.runtime.child`), after warm-up runs, one
 artifact at a time while no other job runs. Nothing else is shown as a latency. A
 program slower than ``SECONDS_PER_RUN`` gets fewer timed runs (at least
 ``timing.MIN_RUNS``); its ``runs`` says how many.
@@ -19,8 +19,8 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from .backends import program_check
-from .result import Record, Status
+from ..backends import program_check
+from ..core.result import Record, Status
 
 DEFAULT_RUNS = 10  # timed runs per artifact in an export (pteforge bench: 20)
 WARMUP = 3
@@ -56,7 +56,7 @@ def timing_plan(records: list[Record], needed: list[Record], export_seconds: flo
 def estimated_seconds(rec: Record, runs: int) -> float:
     """What timing ``rec`` will cost: its verification's time per inference × the first
     run, the warm-up and the timed runs (within their budget, ``SECONDS_PER_RUN``)."""
-    from .timing import MIN_RUNS
+    from ..core.timing import MIN_RUNS
 
     v = rec.verification
     if v is None or "verify" not in rec.timings:
@@ -71,9 +71,9 @@ def time_artifacts(items: list[tuple[str, int]], warmup: int = WARMUP, on_stage=
     peak RSS, threads; ``{"skipped": why}`` for a file that cannot be timed here."""
     import torch
 
-    from .child import _bench, _inspect
-    from .host import Host
-    from .validate import seeded_inputs
+    from ..runtime.child import _bench, _inspect
+    from ..runtime.host import Host
+    from ..app.validate import seeded_inputs
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in the child: torch only copies outputs (see child.py)

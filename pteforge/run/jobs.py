@@ -1,7 +1,7 @@
 """The jobs of an export run, as typed callables that a worker process (or a Ray task) runs:
 one capture per model, one export per (model, target). Their fields are plain data (the
 model's spec, the capture's files, the target, the options); each finds the model's
-family's steps (:class:`pteforge.pipeline.Steps`, or the family's own) when it runs, so a
+family's steps (:class:`pteforge.run.pipeline.Steps`, or the family's own) when it runs, so a
 family with steps of its own (text generation) goes through the same runner as every other.
 """
 
@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .spec import JobConfig, ModelSpec, Target
+from ..core.spec import JobConfig, ModelSpec, Target
 from .workers import Job
 
 
 def steps_of(spec: ModelSpec):
     """The steps of ``spec``'s family: its own (``Family.export_steps``), or the pipeline's."""
-    from .families import family
+    from ..families import family
     from .pipeline import Steps
 
     return family(spec.family).export_steps() or Steps

@@ -91,7 +91,7 @@ def image_dir(directory, flag: str, need: int | None = None) -> tuple[list[Path]
     """The readable images of a user's ``flag DIR`` (the first ``need`` decoded whole) and
     a one-line note naming the files that are not; a usage error when there is no
     readable image at all."""
-    from .errors import UsageError
+    from ..core.errors import UsageError
 
     directory = Path(directory)
     if not directory.is_dir():

@@ -25,9 +25,9 @@ from dataclasses import asdict
 from functools import lru_cache
 from pathlib import Path
 
-from .io import CACHE_ENV, cache_root, link_or_copy, path_lock, unwritable  # noqa: F401 - the cache's own places
-from .result import Artifact, Delegation, OpCount, Record, Status, Verification
-from .spec import ExportConfig, ModelSpec, Precision, Target
+from ..core.io import CACHE_ENV, cache_root, link_or_copy, path_lock, unwritable  # noqa: F401 - the cache's own places
+from ..core.result import Artifact, Delegation, OpCount, Record, Status, Verification
+from ..core.spec import ExportConfig, ModelSpec, Precision, Target
 
 FORMAT = 1
 
@@ -55,7 +55,7 @@ def _sha_of(path: str, mtime_ns: int, size: int) -> str:
 @lru_cache(maxsize=1)
 def code_hash() -> str:
     """sha256 over pteforge's own source: a code change invalidates every entry."""
-    root = Path(__file__).parent
+    root = Path(__file__).parents[1]  # the package, not this folder
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         h.update(path.relative_to(root).as_posix().encode())
@@ -67,8 +67,8 @@ def plugin_code(backends, category: str | None) -> dict[str, str]:
     """sha256 over the source of each third-party plugin among ``backends`` and the
     family of ``category`` (those entry points load): its whole package, so that an edit
     anywhere in it makes a new key, as an edit of pteforge's own source does (``code_hash``)."""
-    from .backends import default_registry
-    from .families import family
+    from ..backends import default_registry
+    from ..families import family
 
     registry = default_registry()
     objects = [registry.get(b) for b in backends if b in registry] + [family(category)]
@@ -100,7 +100,7 @@ def model_identity(spec: ModelSpec, weights: str, seed: int) -> dict:
     if spec.source in ("pt2", "onnx", "torchscript", "ultralytics") and spec.path:
         ident[spec.source] = _file_sha(spec.path)
     elif spec.source == "factory":
-        from .models.custom import factory_code, parse_factory
+        from ..models.custom import factory_code, parse_factory
 
         code = factory_code(parse_factory(spec.factory)[0])
         if code is not None:
@@ -117,8 +117,8 @@ def model_identity(spec: ModelSpec, weights: str, seed: int) -> dict:
 def key_for(spec: ModelSpec, target: Target, config: ExportConfig, versions: dict[str, str]) -> str:
     calibration = None
     if config.calibration_dir:
-        from . import samples
-        from .vision import images_in
+        from ..core import samples
+        from ..app.vision import images_in
 
         files = sum(samples.split(config), []) if samples.holds_samples(config.calibration_dir) \
             else images_in(Path(config.calibration_dir), config.calibration_samples)
@@ -147,7 +147,7 @@ def store(key: str, record: Record, update: bool = False) -> None:
     final = artifacts_dir() / key
     if final.exists():
         if update:
-            from .io import keep
+            from ..core.io import keep
 
             try:
                 created = json.loads((final / "record.json").read_text())["created"]
@@ -171,7 +171,7 @@ def store(key: str, record: Record, update: bool = False) -> None:
 
 def restore(key: str, path: Path) -> Record | None:
     """The cached row for ``key`` with its program written to ``path``; None on a miss."""
-    from .io import write_atomic
+    from ..core.io import write_atomic
 
     entry = artifacts_dir() / key
     try:
@@ -214,7 +214,7 @@ def clear() -> tuple[int, int]:
 
 def _place(src: Path, dst: Path, data: bytes) -> None:
     """``dst`` becomes a hard link of the cache's file (renamed into place), or a copy."""
-    from .io import write_atomic
+    from ..core.io import write_atomic
 
     tmp = dst.with_name(f".{dst.name}.{os.getpid()}.link")
     try:

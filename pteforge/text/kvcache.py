@@ -43,18 +43,28 @@ def why_not(config, max_seq_len: int) -> str | None:
 def _attention(module, query, key, value, attention_mask, position_ids=None, scaling=None, **kwargs):
     """transformers' attention-function signature: query [B, Hq, S, D]; key and value the
     cache's [B, Hkv, max, D] views of [B, max, Hkv, D] buffers; ``attention_mask`` the
-    additive [1, 1, S, max] bias of :func:`_mask`. Plain matmuls and a softmax, which
-    XNNPACK runs: the query heads that share a key head are rows of one product, so the
-    cache is read as it is, not repeated per head."""
+    additive [1, 1, S, max] bias of :func:`_mask`. Two batched matrix products and a
+    softmax, all inside XNNPACK:
+
+    - the query heads that share a key head are rows of one product, so the cache is read
+      as it is, not repeated per head;
+    - the products are ``bmm`` over (batch x key heads), not ``matmul``, which ExecuTorch
+      decomposes into ``expand_copy`` + ``bmm``: the expands ran on the portable kernels and
+      split each layer's XNNPACK program;
+    - the bias is added to the scores seen by head group, [B, Hkv, G, S, max], broadcast
+      rather than repeated per head (a repeat, also on the portable kernels)."""
     import torch
 
     batch, heads, length, dim = query.shape
-    groups = heads // key.shape[1]
-    rows = query.reshape(batch, key.shape[1], groups * length, dim)  # heads h*groups..: key head h
-    scores = torch.matmul(rows, key.transpose(-1, -2)) * (scaling if scaling is not None else dim ** -0.5)
-    bias = attention_mask.repeat(1, 1, groups, 1) if groups > 1 else attention_mask
-    out = torch.matmul(torch.softmax(scores + bias, dim=-1), value)
-    return out.reshape(batch, heads, length, dim).transpose(1, 2), None
+    kv_heads, slots = key.shape[1], key.shape[2]
+    groups = heads // kv_heads
+    rows = query.reshape(batch * kv_heads, groups * length, dim)  # heads h*groups..: key head h
+    keys = key.transpose(-1, -2).reshape(batch * kv_heads, dim, slots)
+    scores = torch.bmm(rows, keys) * (scaling if scaling is not None else dim ** -0.5)
+    by_group = scores.view(batch, kv_heads, groups, length, slots) + attention_mask.unsqueeze(2)
+    probs = torch.softmax(by_group, dim=-1).view(batch * kv_heads, groups * length, slots)
+    out = torch.bmm(probs, value.reshape(batch * kv_heads, slots, dim))
+    return out.view(batch, heads, length, dim).transpose(1, 2), None
 
 
 def _mask(batch_size, q_length, kv_length, q_offset=0, kv_offset=0, **kwargs):
@@ -94,6 +104,9 @@ def _in_place_layer():
             torch._check(start < self.max_cache_len)
             torch.ops.llama.update_cache(key_states.transpose(1, 2), self.keys, start)
             torch.ops.llama.update_cache(value_states.transpose(1, 2), self.values, start)
+            if self.num_heads == 1:  # [B, max, 1, D] is [B, 1, max, D] in memory: a view, not a transpose
+                shape = (self.batch_size, 1, self.max_cache_len, -1)
+                return self.keys.view(shape), self.values.view(shape)
             return self.keys.transpose(1, 2), self.values.transpose(1, 2)
 
     return InPlaceLayer

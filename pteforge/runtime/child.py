@@ -13,8 +13,8 @@ import os
 import sys
 import time
 
-from .errors import one_line
-from .native_log import captured
+from ..core.errors import one_line
+from ..core.native_log import captured
 from .pte import DTYPES
 
 
@@ -27,7 +27,7 @@ def _load(path: str):
 def _inspect(req: dict) -> dict:
     from executorch.exir._serialize._program import deserialize_pte_binary
 
-    from .stages.lower import program_delegates, program_operators
+    from ..stages.lower import program_delegates, program_operators
 
     with open(req["path"], "rb") as f:
         data = f.read()
@@ -75,9 +75,9 @@ def _simulate(req: dict) -> dict:
     it (stages/simulate.py); ``{"simulated": False}`` when they have none that takes it."""
     import torch
 
-    from .backends import default_registry
+    from ..backends import default_registry
     from .host import Host, load_runtime
-    from .stages.simulate import deserialize, simulate, simulators_for
+    from ..stages.simulate import deserialize, simulate, simulators_for
 
     with open(req["path"], "rb") as f:
         data = f.read()
@@ -113,8 +113,8 @@ def _run_bundled(req: dict) -> dict:
 def _bench(req: dict) -> dict:
     import torch
 
-    from . import system
-    from .timing import measure
+    from ..core import system
+    from ..core.timing import measure
 
     inputs = list(torch.load(req["inputs"], weights_only=True)[0])
     reset = system.reset_peak_rss()  # the peak RSS of this artifact alone, where the OS can say it
@@ -146,7 +146,7 @@ def _host(req: dict) -> dict:
 
 
 def _generate(req: dict) -> dict:
-    from .llm import generate
+    from ..text.llm import generate
 
     return generate(req)
 

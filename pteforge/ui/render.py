@@ -16,13 +16,13 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from .result import Record, Stage, Status, accuracy_text, budget_missed, estimate_text, proof_counts
-from .units import pct, size_text
+from ..core.result import Record, Stage, Status, accuracy_text, budget_missed, estimate_text, proof_counts
+from ..core.units import pct, size_text
 
 def _generation_proof(r: Record, proof: str) -> str:
     """A language model's clause: what its proof and speed say, and what its tokenizer is."""
     if r.status is Status.VERIFIED:
-        from .llm import describe
+        from ..text.llm import describe
 
         proof = f"verified: {describe(r.generation)}"
     tokenizer = r.generation.get("tokenizer")
@@ -225,7 +225,7 @@ class Renderer:
 
     def plan(self, models, plan, config) -> None:
         """``--dry-run``: what the run would do, and nothing done."""
-        from .spec import WEIGHTS_PRETRAINED
+        from ..core.spec import WEIGHTS_PRETRAINED
 
         targets = [t.name + (" (fp32 reference)" if t.name in plan.references else "") for t in plan.targets]
         self.out.print(f"Plan: {len(models)} model(s) × {len(plan.targets)} target(s) = {len(models) * len(plan.targets)} "
@@ -297,7 +297,7 @@ class Renderer:
             self.out.print("\nNo manifest written: no target produced an artifact (the reasons are above)")
         if result.log and any(not r.status.ok for r in result.records):
             self.out.print(f"What libraries printed in this run (warnings, native logs): {result.log}")
-        from .workers import CLUSTER_LOST, RESUME
+        from ..run.workers import CLUSTER_LOST, RESUME
 
         lost = [r for r in result.records if r.reason and r.reason.startswith(CLUSTER_LOST)]
         if lost:
@@ -377,7 +377,7 @@ class Renderer:
         )
 
     def backends_table(self, rows, on: str | None = None) -> None:
-        from .backends import default_registry
+        from ..backends import default_registry
 
         registry = default_registry()
         where = f"on {on}" if on else "here"
@@ -396,7 +396,7 @@ class Renderer:
         self.out.print("* default precision")
 
     def models_table(self, specs) -> None:
-        from .families import family
+        from ..families import family
 
         rows = [{"model": s.name, "category": s.family, "task": s.task, "input": "x".join(map(str, s.inputs[0].shape)),
                  "outputs": family(s.family).outputs, "labels": s.labels or ""} for s in specs]

@@ -16,13 +16,13 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .backends import program_check
-from .errors import one_line
-from .host import Host
-from .isolate import ChildCrashed, IsolatedRuntime
-from .report.manifest import MANIFEST_NAME, ModelEntry, load_manifest
-from .result import Status
-from .units import pct
+from ..backends import program_check
+from ..core.errors import one_line
+from ..runtime.host import Host
+from ..runtime.isolate import ChildCrashed, IsolatedRuntime
+from ..report.manifest import MANIFEST_NAME, ModelEntry, load_manifest
+from ..core.result import Status
+from ..core.units import pct
 
 FP_PRECISIONS = {"fp32", "fp16", "bf16"}
 
@@ -87,16 +87,16 @@ class EagerCache:
 
     @staticmethod
     def _build(entry: ModelEntry):
-        from .models.catalog import build_catalog
-        from .models.custom import custom_spec, reference_model
-        from .spec import InputSpec
-        from .stages.capture import build_model
+        from ..models.catalog import build_catalog
+        from ..models.custom import custom_spec, reference_model
+        from ..core.spec import InputSpec
+        from ..stages.capture import build_model
 
         if entry.source in (None, "catalog"):
             spec = build_catalog().get(entry.base_model)
             shape = tuple(entry.inputShapes[0]) if entry.inputShapes else spec.inputs[0].shape
             if shape != spec.inputs[0].shape:  # exported at another size (--input-shape)
-                from .families import family
+                from ..families import family
 
                 spec = family(spec.family).resized(spec, shape)
         else:
@@ -185,7 +185,7 @@ def inspect_runnable(child, path, here, res, simulated: bool = False) -> dict | 
 def _chain(entry, info) -> list[str]:
     """The backends that made a program: its manifest entry's, or those whose delegates and
     kernels it calls."""
-    from .backends import default_registry
+    from ..backends import default_registry
 
     if entry is not None and entry.backends:
         return list(entry.backends)
@@ -222,7 +222,7 @@ def _outputs(child, path, info, entry, batches, tmp, res) -> tuple[list, list] |
 
 def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, res, draw=None) -> None:
 
-    from .families import family
+    from ..families import family
 
     info = inspect_runnable(child, path, here, res, simulated=True)
     if info is None:
@@ -243,7 +243,7 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
         res.status = Status.NOT_VERIFIED
         res.reason = res.reason or "no manifest entry: ran on this host; no eager reference to compare with"
         return
-    from .stages.verify import degenerate
+    from ..stages.verify import degenerate
 
     broken = degenerate(reference, outputs, [img.image for img in res.images])
     if broken:  # no SQNR judges it: the model's NaN, or the program's NaN or constant output
@@ -257,7 +257,7 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
 
 def _photo_spec(entry):
     """The entry's model spec when its input is a photo through a known preprocessing."""
-    from .spec import InputSpec, ModelSpec, Preprocessing
+    from ..core.spec import InputSpec, ModelSpec, Preprocessing
 
     if entry is None or not entry.preprocessing or len(entry.inputShapes or []) != 1 or len(entry.inputShapes[0]) != 4:
         return None
@@ -272,7 +272,7 @@ def _photo_spec(entry):
 def _reference(entry, eager, batches, res) -> list | None:
     import torch
 
-    from .stages.capture import flatten_outputs
+    from ..stages.capture import flatten_outputs
 
     try:
         model = eager.get(entry)
@@ -285,7 +285,7 @@ def _reference(entry, eager, batches, res) -> list | None:
 
 def _per_input(fam, outputs, reference, prepared, names, photos, times_ms, res, draw) -> tuple[list, list]:
     """Decode each output as an app would, compare with eager; (agreements, SQNRs)."""
-    from .stages.verify import compare
+    from ..stages.verify import compare
 
     agreements, sqnrs = [], []
     for i, out in enumerate(outputs):
@@ -312,7 +312,7 @@ def _per_input(fam, outputs, reference, prepared, names, photos, times_ms, res, 
 
 
 def _judge(res, entry, fam, agreements: list, sqnrs: list, n: int, photos: bool) -> None:
-    from .stages.verify import DEFAULT_MIN_SQNR_DB
+    from ..stages.verify import DEFAULT_MIN_SQNR_DB
 
     res.agreement = sum(agreements) / len(agreements) if agreements else None
     worst = min(sqnrs)
@@ -334,7 +334,7 @@ def _judge(res, entry, fam, agreements: list, sqnrs: list, n: int, photos: bool)
 def seeded_inputs(specs: list[dict], seed: int) -> list:
     import torch
 
-    from .models.synthetic import INTEGER_HIGH
+    from ..models.synthetic import INTEGER_HIGH
 
     gen = torch.Generator().manual_seed(seed)
     out = []
@@ -348,8 +348,8 @@ def seeded_inputs(specs: list[dict], seed: int) -> list:
 
 
 def write_report(path: Path, results: list[FileResult], images: list[Path], models_dir: Path) -> None:
-    from .io import write_atomic
-    from .report.manifest import now
+    from ..core.io import write_atomic
+    from ..report.manifest import now
 
     report = {
         "generated": now(),
@@ -366,9 +366,9 @@ def _validate_language_model(child, path: Path, entry, here, tmp: Path, res) -> 
     model rebuilt from the entry (source, weights, seed, maxSeqLen)."""
     import torch
 
-    from .backends import default_registry
-    from .llm import build, judge, llm_spec, proof_reference, tokenizer_of
-    from .spec import WEIGHTS_PRETRAINED, Precision
+    from ..backends import default_registry
+    from ..text.llm import build, judge, llm_spec, proof_reference, tokenizer_of
+    from ..core.spec import WEIGHTS_PRETRAINED, Precision
 
     if inspect_runnable(child, path, here, res) is None:
         return

@@ -28,7 +28,7 @@ class PteFacts:
 def read_pte(path_or_bytes) -> PteFacts:
     from executorch.exir._serialize._program import deserialize_pte_binary
 
-    from .stages.lower import program_delegates, program_operators
+    from ..stages.lower import program_delegates, program_operators
 
     data = Path(path_or_bytes).read_bytes() if not isinstance(path_or_bytes, (bytes, bytearray)) else bytes(path_or_bytes)
     pte = deserialize_pte_binary(data)

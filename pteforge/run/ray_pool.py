@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from .errors import UsageError
+from ..core.errors import UsageError
 from .workers import CLUSTER_LOST, Job, Outcome
 
 INFRA_RETRIES = 3

@@ -11,16 +11,17 @@ import math
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from .backends import program_check
-from .backends import default_registry
-from .errors import one_line
-from .pte import program_io
-from .result import Artifact, Record, Stage, Status
-from .spec import ExportConfig, ModelSpec, Target
-from .stages.capture import Capture, capture
-from .stages.lower import chain_precisions, fast_fx
+from ..backends import program_check
+from ..backends import default_registry
+from ..core.errors import one_line
+from ..runtime.pte import program_io
+from ..core.result import Artifact, Record, Stage, Status
+from ..core.spec import ExportConfig, ModelSpec, Target
+from ..stages.capture import Capture, capture
+from ..stages.lower import chain_precisions, fast_fx
 
 StageCallback = Callable[[str], None]
 
@@ -29,6 +30,20 @@ def artifact_path(out_dir: Path, spec: ModelSpec, target: Target, failed: bool =
     """``<out>/<category>/<model>_<target>.pte``; a failed proof never takes that name."""
     suffix = ".mismatch.pte" if failed else ".pte"
     return Path(out_dir) / spec.family / f"{spec.name}_{target.slug}{suffix}"
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a row ends: its status, and for any but a proven artifact why and what to do;
+    ``cause``, the exception a step failed with (its traceback with --debug)."""
+
+    status: Status
+    reason: str | None = None
+    fix: str | None = None
+    cause: BaseException | None = None
+
+
+MISMATCH_FIX = "kept as a .mismatch.pte for inspection; try another precision or backend"
 
 
 class StageFailed(Exception):
@@ -51,7 +66,7 @@ def export_target(
     """Quantize (when the precision asks), lower, prove and write one (model, target), with
     ``steps`` (the model family's: :class:`Steps` unless its family has its own)."""
     if here is None:
-        from .host import host
+        from ..runtime.host import host
 
         here = host()
     job = (steps or Steps)(capture, spec, target, config, on_stage or (lambda _name: None))
@@ -60,31 +75,37 @@ def export_target(
 
 
 def _export(job: "Steps", here) -> Record:
-    """The one sequence every (model, target) goes through; its row ends here or in ``_failed``."""
-    unsupported = job.unsupported()
-    if unsupported:
-        job.record.status, (job.record.reason, job.record.fix) = Status.UNAVAILABLE, unsupported
-        return job.record
+    """The one sequence every (model, target) goes through, and the one place its row ends."""
     try:
-        exported, plan, example = job.load()
-        exported = job.quantize(exported, plan, example)
-        program, data, delegation = job.lower(exported, plan)
-        missing = _missing_delegate(job.chain, delegation.delegates_in_program, delegation.kernels)
-        if missing:
-            job.record.reason, job.record.fix = missing, "try another backend for this model; nothing was written"
-            if job.half:
-                job.record.fix = (f"the model computes in {job.half}, which {job.primary.name} took no part of: export it "
-                                  "in fp32 (model.float(), --input-dtype float32), or try another backend; nothing was written")
-            return job.record
-        reference = job.prove(program, data, delegation, here)
-        job.write(program, data, delegation, reference)
+        ending = _steps(job, here)
     except StageFailed as failed:
-        job.record.fix = _fix_for(job, failed) or job.record.fix
-        return _failed(job.record, failed.status, failed.cause, job.config)
+        ending = Ending(failed.status, one_line(failed.cause), _fix_for(job, failed), failed.cause)
     finally:
         if job.staged is not None:
             job.staged.unlink(missing_ok=True)  # proven from a file that did not take the artifact's name
+    if job.config.debug and ending.cause is not None:
+        import traceback
+
+        traceback.print_exception(ending.cause)
+    job.record.status, job.record.reason, job.record.fix = ending.status, ending.reason, ending.fix
     return job.record
+
+
+def _steps(job: "Steps", here) -> "Ending":
+    unsupported = job.unsupported()
+    if unsupported:
+        return Ending(Status.UNAVAILABLE, *unsupported)
+    exported, plan, example = job.load()
+    exported = job.quantize(exported, plan, example)
+    program, data, delegation = job.lower(exported, plan)
+    missing = _missing_delegate(job.chain, delegation.delegates_in_program, delegation.kernels)
+    if missing:
+        return Ending(Status.LOWER_FAILED, missing, "try another backend for this model; nothing was written" if not job.half
+                      else f"the model computes in {job.half}, which {job.primary.name} took no part of: export it in "
+                           "fp32 (model.float(), --input-dtype float32), or try another backend; nothing was written")
+    ending, reference = job.prove(program, data, delegation, here)
+    job.write(program, data, delegation, reference, failed=ending.status is Status.MISMATCH)
+    return ending
 
 
 def _fix_for(job: "Steps", failed: "StageFailed") -> str | None:
@@ -150,10 +171,10 @@ class Steps:
     def load(self):
         import torch
 
-        from .stages import memo
-        from .stages.capture import variant_key
+        from ..stages import memo
+        from ..stages.capture import variant_key
 
-        from .models.custom import import_for_capture
+        from ..models.custom import import_for_capture
 
         precision = self.target.precision
         pt2 = self.capture.variants.get(variant_key(self.primary.name, precision), self.capture.pt2_path)
@@ -175,7 +196,7 @@ class Steps:
         return exported, plan, example
 
     def quantize(self, exported, plan, example):
-        from .stages.quantize import calibration_set, quantize_shared
+        from ..stages.quantize import calibration_set, quantize_shared
 
         if plan.quantizer is None and plan.quantize is None:
             return exported
@@ -194,7 +215,7 @@ class Steps:
         return exported
 
     def lower(self, exported, plan):
-        from .stages.lower import delegation_of, lower, program_delegates, program_operators
+        from ..stages.lower import delegation_of, lower, program_delegates, program_operators
 
         try:
             edge = self.timed(Stage.LOWER, lambda: lower(exported, self.chain, self.target.precision, plan, self.config.fallback))
@@ -208,19 +229,19 @@ class Steps:
         except Exception as exc:
             raise StageFailed(Status.LOWER_FAILED, exc) from exc
         if self.primary.runtime_name in delegation.delegates_in_program:
-            from .stages.simulate import delegate_payloads
+            from ..stages.simulate import delegate_payloads
 
             self.record.estimates = self.primary.estimates(delegate_payloads(program.executorch_program,
                                                                               self.primary.runtime_name))
         return program, data, delegation
 
-    def prove(self, program, data: bytes, delegation, here) -> dict | None:
+    def prove(self, program, data: bytes, delegation, here) -> tuple[Ending, dict | None]:
         """Run on this host when every delegate and kernel the program calls is here, or
         else on the target's reference simulator when it has one, and compare with eager;
-        returns the eager reference when it was loaded."""
+        returns how the row ends, and the eager reference when it was loaded."""
         import torch
 
-        from .stages.simulate import simulators_for
+        from ..stages.simulate import simulators_for
 
         config = self.config
         runnable = program_check(here, delegation.delegates_in_program, delegation.kernels)
@@ -228,28 +249,23 @@ class Steps:
                       else simulators_for(self.chain, program.executorch_program))
         needs_reference = ((runnable.ok or simulators is not None) and config.verify) or config.bundle
         reference = torch.load(self.capture.reference_path, weights_only=True) if needs_reference else None
-        if self.unproven(runnable, simulators is not None):
-            return reference
-        self._verify(data, delegation, reference, simulators)
-        return reference
+        return self.unproven(runnable, simulators is not None) or self._verify(data, delegation, reference,
+                                                                                 simulators), reference
 
-    def unproven(self, runnable, simulated: bool = False) -> bool:
-        """The row's status when the program is not to be run: nothing here runs it (and no
+    def unproven(self, runnable, simulated: bool = False) -> Ending | None:
+        """How the row ends when the program is not to be run: nothing here runs it (and no
         simulator does), or --no-verify."""
-        record = self.record
         if not runnable.ok and not simulated:
-            record.status, record.reason, record.fix = Status.NOT_RUNNABLE_HERE, runnable.reason, runnable.fix
-        elif not self.config.verify:
-            record.status, record.reason = Status.NOT_VERIFIED, "verification skipped (--no-verify)"
-        else:
-            return False
-        return True
+            return Ending(Status.NOT_RUNNABLE_HERE, runnable.reason, runnable.fix)
+        if not self.config.verify:
+            return Ending(Status.NOT_VERIFIED, "verification skipped (--no-verify)")
+        return None
 
     def _run(self, data: bytes, reference: dict, simulators) -> tuple[list, str]:
         """The program's outputs on the verification inputs and photos, and what ran it."""
-        from .host import host, load_runtime
-        from .stages.simulate import simulate
-        from .stages.verify import run_program
+        from ..runtime.host import host, load_runtime
+        from ..stages.simulate import simulate
+        from ..stages.verify import run_program
 
         inputs = reference["inputs"] + reference.get("images", [])
         if simulators is not None:
@@ -268,8 +284,8 @@ class Steps:
             raise StageFailed(Status.LOAD_FAILED if loading else Status.RUN_FAILED, exc) from exc
         return actual, f"this host's ExecuTorch runtime (executorch {_executorch_version()})"
 
-    def _verify(self, data: bytes, delegation, reference: dict, simulators=None) -> None:
-        from .stages.verify import degenerate, image_agreement, verify_outputs
+    def _verify(self, data: bytes, delegation, reference: dict, simulators=None) -> Ending:
+        from ..stages.verify import degenerate, image_agreement, verify_outputs
 
         actual, method = self._run(data, reference, simulators)
         n = len(reference["inputs"])
@@ -289,38 +305,38 @@ class Steps:
         if self.quantized is not None:
             self.record.accuracy = self._layers(reference)
         if v.passed:
-            self.record.status = Status.VERIFIED if simulators is None else Status.SIMULATED
-            return
-        self.record.status = Status.MISMATCH
-        self.record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
+            return Ending(Status.VERIFIED if simulators is None else Status.SIMULATED)
+        return self._mismatch(v, reference)
+
+    def _mismatch(self, v, reference: dict) -> Ending:
+        """Why the program's outputs are not eager's, and what to do."""
         if v.degenerate:
-            self.record.reason = v.degenerate
-            if v.model_fault:
-                self.record.fix = ("check the model on these inputs (NaN in its weights, a log or division of 0, an "
-                                   "overflow): no lowering can be judged against it; the program is kept as a .mismatch.pte")
-            return
+            return Ending(Status.MISMATCH, v.degenerate, MISMATCH_FIX if not v.model_fault else (
+                "check the model on these inputs (NaN in its weights, a log or division of 0, an overflow): no "
+                "lowering can be judged against it; the program is kept as a .mismatch.pte"))
         original = "ONNX Runtime on the file" if self.spec.source == "onnx" else "eager PyTorch"
-        self.record.reason = (f"output differs from {original}: NaN or infinity in one of them where the other has a number"
-                              if math.isinf(v.max_abs_error) else
-                              f"output differs from {original}: its output is all zeros where the program's is not "
-                              f"(max abs {v.max_abs_error:.3g})" if v.sqnr_db is None else
-                              f"output differs from {original}: SQNR {v.sqnr_db:.1f} dB < "
-                              f"{v.threshold_sqnr_db:.1f} dB (max abs {v.max_abs_error:.3g})")
+        reason = (f"output differs from {original}: NaN or infinity in one of them where the other has a number"
+                  if math.isinf(v.max_abs_error) else
+                  f"output differs from {original}: its output is all zeros where the program's is not "
+                  f"(max abs {v.max_abs_error:.3g})" if v.sqnr_db is None else
+                  f"output differs from {original}: SQNR {v.sqnr_db:.1f} dB < "
+                  f"{v.threshold_sqnr_db:.1f} dB (max abs {v.max_abs_error:.3g})")
         in_pytorch = self._quantized_in_pytorch(reference) if self.quantized is not None else None
         if in_pytorch is not None and in_pytorch < v.threshold_sqnr_db:
-            self.record.reason += (f"; the quantized program run by PyTorch is {in_pytorch:.1f} dB from eager too: "
-                                   "quantizing loses it, not the backend")
-            self.record.fix = ("kept as a .mismatch.pte for inspection; calibrate on real inputs (--calibration DIR, "
-                               "more --calibration-samples) or choose a higher precision")
-        elif in_pytorch is not None:
-            self.record.reason += (f"; the quantized program run by PyTorch is {in_pytorch:.1f} dB from eager: "
-                                   "the backend's lowering or kernels lose the rest")
+            return Ending(Status.MISMATCH, reason + f"; the quantized program run by PyTorch is {in_pytorch:.1f} dB "
+                          "from eager too: quantizing loses it, not the backend",
+                          "kept as a .mismatch.pte for inspection; calibrate on real inputs (--calibration DIR, "
+                          "more --calibration-samples) or choose a higher precision")
+        if in_pytorch is not None:
+            reason += (f"; the quantized program run by PyTorch is {in_pytorch:.1f} dB from eager: "
+                       "the backend's lowering or kernels lose the rest")
+        return Ending(Status.MISMATCH, reason, MISMATCH_FIX)
 
     def _layers(self, reference: dict) -> dict:
         """Where the quantized program loses against fp32, layer by layer, on the photos (or
         the verification inputs): the layers that lose most, by eager module, and what to
         try (stages/accuracy.py). A diagnosis only: when it fails, it says why."""
-        from .stages.accuracy import per_layer, what_to_try, where_it_breaks
+        from ..stages.accuracy import per_layer, what_to_try, where_it_breaks
 
         photos = reference.get("images") or []
         inputs = [tuple(x) for x in (photos or reference["inputs"])][:2]  # two: the order of the layers is clear by then
@@ -341,7 +357,7 @@ class Steps:
         (maxvit_t at int8 on random weights: 3.5 dB in PyTorch, 3.6 dB on XNNPACK)."""
         import torch
 
-        from .stages.verify import compare
+        from ..stages.verify import compare
 
         try:
             module = self.quantized.module()
@@ -352,17 +368,18 @@ class Steps:
         except Exception:  # noqa: BLE001 - a diagnosis only: the row stands without it
             return None
 
-    def write(self, program, data: bytes, delegation, reference: dict | None) -> None:
-        from .io import write_atomic
+    def write(self, program, data: bytes, delegation, reference: dict | None, failed: bool = False) -> None:
+        """The program under its name (``failed``: its proof did not pass), and its bundle."""
+        from ..core.io import write_atomic
 
         record = self.record
-        path = artifact_path(self.config.out_dir, self.spec, self.target, failed=record.status is Status.MISMATCH)
+        path = artifact_path(self.config.out_dir, self.spec, self.target, failed=failed)
         if self.staged is not None:  # proven from its file: that file takes the name the proof gives it
             os.replace(self.staged, path)
             self.staged = None
         else:
             self.timed(Stage.WRITE, lambda: write_atomic(path, data))
-        if self.config.bundle and reference is not None and record.status is not Status.MISMATCH:
+        if self.config.bundle and reference is not None and not failed:
             bpte = path.with_suffix(".bpte")
             self.timed(Stage.BUNDLE, lambda: write_atomic(bpte, bundled_program(program, reference)))
             record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}
@@ -395,7 +412,7 @@ def same_program(record: Record, spec: ModelSpec, target: Target, config: Export
     and its bundle, are copied under ``target``'s name instead of lowered again."""
     import copy
 
-    from .io import write_atomic
+    from ..core.io import write_atomic
 
     rec = copy.deepcopy(record)
     rec.target, rec.backends, rec.target_spec = target.name, list(target.backends), target
@@ -454,13 +471,3 @@ def _half_floats(exported) -> str | None:
               *(n.meta.get("val") for n in exported.graph.nodes if n.op == "placeholder")]
     floats = {v.dtype for v in values if isinstance(v, torch.Tensor) and v.dtype.is_floating_point}
     return str(floats.pop()).replace("torch.", "") if floats in ({torch.float16}, {torch.bfloat16}) else None
-
-
-def _failed(record: Record, status: Status, exc: BaseException, config: ExportConfig) -> Record:
-    if config.debug:
-        import traceback
-
-        traceback.print_exception(exc)
-    record.status = status
-    record.reason = one_line(exc)
-    return record

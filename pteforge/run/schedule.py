@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import os
 
-from .result import Record, Stage
-from .spec import Target
+from ..core.result import Record, Stage
+from ..core.spec import Target
 
 JOB_STAGES = (Stage.LOAD, Stage.QUANTIZE, Stage.LOWER, Stage.SERIALIZE, Stage.VERIFY, Stage.WRITE, Stage.BUNDLE)
 
 
 def _path():
-    from .io import cache_root
+    from ..core.io import cache_root
 
     return cache_root() / "durations.json"
 
@@ -40,7 +40,7 @@ def estimate(model: str, target: Target, capture_bytes: int, known: dict[str, fl
     """Seconds the job is expected to take (measured, or guessed from the backends' cost)."""
     if _key(model, target.name) in known:
         return known[_key(model, target.name)]
-    from .backends import default_registry
+    from ..backends import default_registry
 
     registry = default_registry()
     cost = max(registry.get(b).cost for b in target.backends)
@@ -65,7 +65,7 @@ def remember(records: list[Record]) -> None:
     """Keep how long each finished job took, for the next run's order."""
     from filelock import FileLock
 
-    from .io import keep
+    from ..core.io import keep
 
     done = {_key(r.model, r.target): round(sum(r.timings.get(s.value, 0.0) for s in JOB_STAGES), 2)
             for r in records if r.artifact is not None and not r.cache and not r.same_program_as}

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
-from .isolate import describe_exit
-from .system import start_method
+from ..runtime.isolate import describe_exit
+from ..core.system import start_method
 
 
 @dataclass(kw_only=True)
@@ -32,7 +32,7 @@ class Job:
     """One piece of work for a worker: a typed callable. Its inputs are its fields (plain
     data that pickles: specs, file paths, options); calling it with ``on_stage`` (which
     reports the stage it is in) does the work in the worker and returns plain data. The
-    export's jobs are in :mod:`pteforge.jobs`; :class:`Call` makes one of a function."""
+    export's jobs are in :mod:`pteforge.run.jobs`; :class:`Call` makes one of a function."""
 
     key: str
     timeout: float = 1200.0
@@ -346,7 +346,7 @@ class WorkerPool:
 # in each worker otherwise).
 # Set by ExecuTorch's pybindings at import so its OpenVINO backend finds libopenvino_c.
 PRELOAD_ENV = ("OPENVINO_LIB_PATH",)
-PRELOAD = ["torch", "executorch.exir", "executorch.runtime", "executorch.devtools.backend_debug", "pteforge.pipeline",
+PRELOAD = ["torch", "executorch.exir", "executorch.runtime", "executorch.devtools.backend_debug", "pteforge.run.pipeline",
            "pteforge.stages.capture"]
 
 
@@ -368,7 +368,7 @@ def _context(quiet: bool = True):
     # GPU). Asked through NVML instead, CUDA stays uninitialised until a worker uses it.
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload((["pteforge.silent"] if quiet else []) + PRELOAD)
+    ctx.set_forkserver_preload((["pteforge.runtime.silent"] if quiet else []) + PRELOAD)
     return ctx
 
 

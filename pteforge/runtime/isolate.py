@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 
-from .native_log import account, noted
+from ..core.native_log import account, noted
 
 
 class ChildCrashed(Exception):
@@ -53,7 +53,7 @@ class IsolatedRuntime:
     def _start(self) -> subprocess.Popen:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PTEFORGE_RUNTIME_LOG": self._log}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pteforge.child"],
+            [sys.executable, "-m", "pteforge.runtime.child"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -13,11 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .backends import program_check
-from .errors import UsageError
+from ..backends import program_check
+from ..core.errors import UsageError
 from .platforms import fallback_order, host_platform, parse_platform
-from .registry import unknown_name_message
-from .report.manifest import MANIFEST_NAME, Manifest, ModelEntry, load_manifest
+from ..core.registry import unknown_name_message
+from ..report.manifest import MANIFEST_NAME, Manifest, ModelEntry, load_manifest
 
 Loader = Callable[[Path], object]
 
@@ -37,7 +37,7 @@ class Selection:
 
 def _manifest(manifest) -> tuple[Manifest, Path]:
     if isinstance(manifest, Manifest):
-        from .report.manifest import check_paths
+        from ..report.manifest import check_paths
 
         check_paths(manifest, Path(".") / MANIFEST_NAME)
         return manifest, Path(".")
@@ -53,10 +53,10 @@ def _manifest(manifest) -> tuple[Manifest, Path]:
 def choose(manifest, model: str, platform: str | None, here, load: Loader, device: bool = False) -> Selection:
     """The first artifact of ``model`` in ``platform``'s fallback order (this host's
     platform's when None; any platform's for ``all``) that can run on ``here`` (a
-    :class:`pteforge.host.Host`) and that ``load`` loads. ``device``: answer for a device
+    :class:`pteforge.runtime.host.Host`) and that ``load`` loads. ``device``: answer for a device
     of ``platform`` instead, which has its own delegates: the first artifact of its order
     whose file is intact (the device falls back along ``order`` when one does not load)."""
-    from .errors import one_line
+    from ..core.errors import one_line
 
     man, base = _manifest(manifest)
     if platform is not None and platform != "all":
@@ -105,8 +105,8 @@ def select(manifest, model: str, platform: str | None = None) -> Selection:
     delegates: nothing is loaded here), or without ``platform`` the decision of
     :func:`load_best` on this host, with every file opened in a child process (a damaged
     file cannot take this process down); nothing stays loaded."""
-    from .host import Host
-    from .isolate import IsolatedRuntime
+    from ..runtime.host import Host
+    from ..runtime.isolate import IsolatedRuntime
 
     with IsolatedRuntime() as child:
         here = Host.from_dict(child.request("host"))
@@ -127,7 +127,7 @@ def load_best(manifest, model: str, platform: str | None = None) -> Selection:
     """
     from executorch.runtime import Verification
 
-    from .host import Host, load_runtime
+    from ..runtime.host import Host, load_runtime
 
     runtime = load_runtime()
 

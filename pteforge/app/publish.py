@@ -22,11 +22,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .io import path_lock
-from .errors import ManifestError, UsageError
-from .io import link_or_copy, write_atomic
-from .report.manifest import MANIFEST_NAME, Manifest, load_manifest, now
-from .spec import check_base_url
+from ..core.io import path_lock
+from ..core.errors import ManifestError, UsageError
+from ..core.io import link_or_copy, write_atomic
+from ..report.manifest import MANIFEST_NAME, Manifest, load_manifest, now
+from ..core.spec import check_base_url
 
 VERSIONS_NAME = "versions.json"
 _RELEASE_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
@@ -187,16 +187,16 @@ def _site_index(manifest: Manifest, current: Manifest | None, base: str | None) 
         "labels": [labels[c] for c in sorted(labels, key=str)],
         "backends": {**(current.backends if current else {}), **manifest.backends},
     })
-    from .report.manifest import fallback_table
+    from ..report.manifest import fallback_table
 
     merged.fallback = fallback_table(merged.models)
     return merged
 
 
 def _swap(staging: Path, target: Path) -> None:
-    """``staging`` becomes ``target`` in one step where the OS can (pteforge.system); elsewhere
+    """``staging`` becomes ``target`` in one step where the OS can (pteforge.core.system); elsewhere
     two renames. The old contents end in ``staging`` and are removed by the caller."""
-    from .system import rename_exchange
+    from ..core.system import rename_exchange
 
     if not target.exists():
         os.rename(staging, target)

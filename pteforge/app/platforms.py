@@ -6,8 +6,8 @@ are computed from the registry, so a new backend places itself.
 
 from __future__ import annotations
 
-from .errors import UsageError
-from .registry import unknown_name_message
+from ..core.errors import UsageError
+from ..core.registry import unknown_name_message
 
 PLATFORMS = ("ios", "android", "desktop", "embedded", "web")
 # What a manifest entry's `devices` must hold for the entry to serve a platform.
@@ -23,7 +23,7 @@ PLATFORM_OS = {
 def priorities() -> dict[str, tuple[str, ...]]:
     """Platform -> backends in the order an app should try them (accelerators first, the
     CPU fallbacks, which work everywhere, last); from each backend's ``priority``."""
-    from .backends import default_registry
+    from ..backends import default_registry
 
     backends = list(default_registry())
     return {
@@ -35,7 +35,7 @@ def priorities() -> dict[str, tuple[str, ...]]:
 def cpu_last() -> tuple[str, ...]:
     """The CPU backends every platform falls back to, in the order apps try them, last
     (each backend's ``cpu_fallback``)."""
-    from .backends import default_registry
+    from ..backends import default_registry
 
     return tuple(b.name for b in sorted((b for b in default_registry() if b.cpu_fallback), key=lambda b: b.cpu_fallback))
 

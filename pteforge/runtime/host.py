@@ -17,7 +17,7 @@ from functools import lru_cache
 
 
 # kernel libraries beside the portable ones: quantized_decomposed:: (quantized programs) and
-# llama:: (a language model's in-place KV cache and fused attention, pteforge.kvcache)
+# llama:: (a language model's in-place KV cache and fused attention, pteforge.text.kvcache)
 KERNEL_LIBRARIES = ("executorch.kernels.quantized", "executorch.extension.llm.custom_ops.custom_ops")
 
 
@@ -73,7 +73,7 @@ class Host:
         build the same portable, optimized and quantized kernel libraries)."""
         hosts = recorded_runtimes()["hosts"]
         if os_name not in hosts:
-            from .errors import UsageError
+            from ..core.errors import UsageError
 
             raise UsageError(f"no runtime record for host {os_name!r}", fix=f"use one of: {', '.join(hosts)}")
         return cls(frozenset(hosts[os_name]["backends"]), frozenset(operators), f"the {os_name} wheel's runtime")
@@ -91,7 +91,7 @@ def recorded_runtimes() -> dict:
     import json
     from pathlib import Path
 
-    return json.loads((Path(__file__).parent / "data" / "runtimes.json").read_text())
+    return json.loads((Path(__file__).parents[1] / "data" / "runtimes.json").read_text())
 
 
 @lru_cache(maxsize=1)
@@ -100,8 +100,8 @@ def host() -> Host:
     ``import executorch.runtime``, ~10 s, and pulls in the whole compiler)."""
     import json
 
-    from .io import cache_root
-    from .io import keep
+    from ..core.io import cache_root
+    from ..core.io import keep
     path = _cache_path(cache_root())
     if path is not None:
         try:

@@ -9,7 +9,7 @@ is the program and its proof:
   (prefill) or 1 (decode), the cache a mutable buffer inside the program; the logits are the
   last position's ``[1, 1, vocab]`` where the cache is pteforge's (prefill runs the output
   matrix once), every position's ``[1, S, vocab]`` otherwise. For
-  the CPU, the cache written in place and attention one kernel (``pteforge.kvcache``,
+  the CPU, the cache written in place and attention one kernel (``pteforge.text.kvcache``,
   ExecuTorch's ``llama::`` kernels); for other backends Hugging Face's
   ``TorchExportableModuleForDecoderOnlyLM``; and the constant methods
   ExecuTorch's LLM runner reads (``get_max_seq_len``, ``get_bos_id``, ``get_eos_ids``,
@@ -28,19 +28,19 @@ import os
 import time
 from pathlib import Path
 
-from .backends import program_check
-from .errors import CaptureError, ModelError, UsageError, WeightsError, one_line
-from .pipeline import StageFailed, Steps, artifact_path
-from .result import Stage, Status
-from .spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig, InputSpec, ModelSpec, Precision, Target
-from .units import pct
+from ..backends import program_check
+from ..core.errors import CaptureError, ModelError, UsageError, WeightsError, one_line
+from ..run.pipeline import MISMATCH_FIX, Ending, StageFailed, Steps, artifact_path
+from ..core.result import Stage, Status
+from ..core.spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig, InputSpec, ModelSpec, Precision, Target
+from ..core.units import pct
 
 CATEGORY = "gemma"  # the executorch_flutter app's word for its text-generation model
 TASK = "text-generation"
 DEFAULT_MAX_SEQ_LEN = 128
 PROMPT_TOKENS = 8  # the seeded prompt, after the bos token
 NEW_TOKENS = 16  # greedy steps the proof decodes
-PERPLEXITY_TEXT = Path(__file__).parent / "data" / "perplexity.txt"
+PERPLEXITY_TEXT = Path(__file__).parents[1] / "data" / "perplexity.txt"
 
 # How each weight-quantized precision quantizes (the backends say which precisions they
 # export language models at: ``llm_precisions``); every other backend gets one
@@ -79,13 +79,13 @@ def llm_spec(ref: str, max_seq_len: int | None = None) -> ModelSpec:
         raise UsageError(f"--llm {ref}: not a catalog model, a local directory or a Hugging Face id",
                          fix=f"give one of {', '.join(owners)}, an id like google/gemma-3-270m, or a checkpoint dir")
     inputs = (InputSpec((1, length), "int64"), InputSpec((length,), "int64"))
-    return ModelSpec(name=name, family=category, task=TASK, inputs=inputs, factory="pteforge.llm:build",
+    return ModelSpec(name=name, family=category, task=TASK, inputs=inputs, factory="pteforge.text.llm:build",
                      source=source, path=path)
 
 
 def _checkpoints() -> dict[str, tuple[str, str]]:
     """Every text-generation family's catalog models: name -> (Hugging Face id, category)."""
-    from .families import families
+    from ..families import families
 
     return {name: (entry["id"], fam.category) for fam in families()
             for name, entry in getattr(fam, "checkpoints", {}).items()}
@@ -93,7 +93,7 @@ def _checkpoints() -> dict[str, tuple[str, str]]:
 
 def _architecture(spec: ModelSpec) -> dict:
     """A catalog model's config fields (its family's ``checkpoints``)."""
-    from .families import family
+    from ..families import family
 
     return dict(family(spec.family).checkpoints[spec.name]["config"])
 
@@ -220,7 +220,7 @@ def check_memory(spec: ModelSpec) -> None:
         return
     import psutil
 
-    from .errors import ResourceError
+    from ..core.errors import ResourceError
 
     params = parameter_count(spec)
     weights = params * 4
@@ -279,7 +279,7 @@ def text_ids(tokenizer, vocab: int, limit: int) -> tuple[list[int], str]:
 def exportable(model, spec: ModelSpec, dynamic: bool = True, fused: bool = False):
     """torch.export of the model behind a static KV cache, sequence length dynamic (or one
     token per call, for backends that take no symbolic shapes). ``fused``: the cache written
-    in place and attention one kernel (pteforge.kvcache), when ``fused_attention`` allows."""
+    in place and attention one kernel (pteforge.text.kvcache), when ``fused_attention`` allows."""
     import torch
     from transformers import GenerationConfig
     from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
@@ -303,7 +303,7 @@ def exportable(model, spec: ModelSpec, dynamic: bool = True, fused: bool = False
 
 
 def fused_attention(model, spec: ModelSpec) -> bool:
-    """Whether pteforge.kvcache computes what this model's own attention computes."""
+    """Whether pteforge.text.kvcache computes what this model's own attention computes."""
     from . import kvcache
 
     return kvcache.why_not(model.config.get_text_config(), max_seq_len(spec)) is None
@@ -393,7 +393,7 @@ def proof_reference(model, spec: ModelSpec, seed: int, tokenizer) -> dict:
 def judge(proof: dict, precision: Precision, tolerance: float | None) -> str | None:
     """Why a generation proof fails (None: it passes): fp32 must give every one of eager's
     tokens; every precision must reach its logits SQNR."""
-    from .stages.verify import threshold_for
+    from ..stages.verify import threshold_for
 
     threshold = threshold_for(precision.value, tolerance)
     proof["thresholdSqnrDb"] = threshold
@@ -408,9 +408,9 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
     """Build once; capture fp32 and each weight-quantized variant; save eager's proof."""
     import torch
 
-    from .backends import default_registry
-    from .io import check_writable_tmp
-    from .stages.capture import Capture, summarize_export_error, variant_key
+    from ..backends import default_registry
+    from ..core.io import check_writable_tmp
+    from ..stages.capture import Capture, summarize_export_error, variant_key
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -463,7 +463,7 @@ def capture_variants(targets: list[Target]) -> tuple:
     """(backend, precision) of the targets that may need a capture of their own: weights
     quantized before capture, one token per call (no dynamic shapes), or transformers' own
     attention (the main capture has the fused one when the model allows)."""
-    from .backends import default_registry
+    from ..backends import default_registry
 
     registry = default_registry()
     return tuple(sorted({(t.primary, t.precision) for t in targets if supported(t)[0] and (
@@ -483,13 +483,13 @@ def perplexity(logits, ids: list[int]) -> float:
 
 # -- one target -----------------------------------------------------------------------------
 def _llm_backends() -> list:
-    from .backends import default_registry
+    from ..backends import default_registry
 
     return [b for b in default_registry() if b.llm_precisions]
 
 
 def supported(target: Target) -> tuple[bool, str | None]:
-    from .backends import default_registry
+    from ..backends import default_registry
 
     precisions = default_registry().get(target.primary).llm_precisions
     if not precisions:
@@ -505,11 +505,13 @@ def supported(target: Target) -> tuple[bool, str | None]:
 
 class TextGeneration(Steps):
     """The steps of one (language model, target), in the pipeline every model goes through
-    (:func:`pteforge.pipeline.export_target`): quantized before capture (the capture's
+    (:func:`pteforge.run.pipeline.export_target`): quantized before capture (the capture's
     variant), lowered with the constant methods ExecuTorch's LLM runner reads, proven by
     greedy decoding in a child process from the written program, shipped with its tokenizer."""
 
     capture = staticmethod(capture)
+    reference: dict | None = None  # eager's proof data (vocabulary, special ids, tokenizer), once loaded
+    proof: dict | None = None  # the child's greedy-decoding proof, once run
 
     def unsupported(self) -> tuple[str, str] | None:
         ok, why = supported(self.target)
@@ -519,7 +521,7 @@ class TextGeneration(Steps):
         import torch
 
         from .kvcache import load_ops
-        from .stages.capture import variant_key
+        from ..stages.capture import variant_key
 
         load_ops()  # the capture may call llama:: ops: registered before it deserializes
         self.reference = torch.load(self.capture.reference_path, weights_only=True)
@@ -545,31 +547,29 @@ class TextGeneration(Steps):
         except Exception as exc:  # noqa: BLE001 -- the row fails, the run goes on
             raise StageFailed(Status.LOWER_FAILED, exc) from exc
 
-    def prove(self, program, data: bytes, delegation, here) -> None:
+    def prove(self, program, data: bytes, delegation, here) -> tuple[Ending, None]:
         """Greedy decoding in a child process, from the program written where it is proven."""
-        from .io import write_atomic
+        from ..core.io import write_atomic
 
-        if self.unproven(program_check(here, delegation.delegates_in_program, delegation.kernels)):
-            return None
+        unproven = self.unproven(program_check(here, delegation.delegates_in_program, delegation.kernels))
+        if unproven:
+            return unproven, None
         final = artifact_path(self.config.out_dir, self.spec, self.target)
         self.staged = final.with_name(f".{final.stem}.unproven.pte")
         self.timed(Stage.WRITE, lambda: write_atomic(self.staged, data))
         self.proof = _generate(self.staged, self.capture.reference_path, self.primary, self.config.timeout, self.timed)
-        self.record.reason = judge(self.proof, self.target.precision, self.config.tolerance)
-        self.record.status = Status.MISMATCH if self.record.reason else Status.VERIFIED
-        if self.record.reason:
-            self.record.fix = "kept as a .mismatch.pte for inspection; try another precision or backend"
-        return None
+        reason = judge(self.proof, self.target.precision, self.config.tolerance)
+        return (Ending(Status.MISMATCH, reason, MISMATCH_FIX) if reason else Ending(Status.VERIFIED)), None
 
-    def write(self, program, data: bytes, delegation, reference) -> None:
+    def write(self, program, data: bytes, delegation, reference, failed: bool = False) -> None:
         """The program, and its tokenizer beside it as the app reads it."""
-        super().write(program, data, delegation, reference)
+        super().write(program, data, delegation, reference, failed)
         path = Path(self.record.artifact.path)
         ref = self.reference
         self.record.generation = {"maxSeqLen": max_seq_len(self.spec), "vocabSize": ref["vocabSize"],
                                   "bosId": ref["bosId"], "eosIds": ref["eosIds"],
                                   "tokenizer": ship_tokenizer(ref, self.spec, path.parent)}
-        if getattr(self, "proof", None) is not None:
+        if self.proof is not None:
             self.record.generation["proof"] = self.proof
 
 
@@ -577,8 +577,8 @@ def default_targets() -> tuple[list[str], list]:
     """What ``--gemma``/``--llm`` export with no --backends: every language-model precision
     of the backends that lower here; and one UNAVAILABLE line (not requested, so it does not
     fail the run) for every other backend, saying why."""
-    from .backends import default_registry
-    from .result import Check, Unavailable
+    from ..backends import default_registry
+    from ..core.result import Check, Unavailable
 
     lowerable = {b.name for b in default_registry() if b.lower_check().ok}
     others = [Unavailable(b.name, Check(False, supported(Target((b.name,), b.default_precision))[1]), requested=False)
@@ -595,7 +595,7 @@ def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: 
     from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes import MemoryPlanningPass
 
-    from .stages.lower import delegation_of, program_delegates, program_operators
+    from ..stages.lower import delegation_of, program_delegates, program_operators
 
     length = max_seq_len(spec)
     methods = {
@@ -627,7 +627,7 @@ def ship_tokenizer(reference: dict, spec: ModelSpec, dest: Path) -> dict | None:
     (``<model>_vocab.json``, ``<model>_tokenizer_config.json``); paths relative to the manifest."""
     import shutil
 
-    from .io import write_atomic
+    from ..core.io import write_atomic
 
     source = reference.get("tokenizer")
     if not source:
@@ -673,7 +673,7 @@ def tokenizer_kind(folder: Path) -> dict:
 def _generate(path: Path, reference_path: str, backend, timeout: float, timed) -> dict:
     """The child's proof of the program at ``path``: a crash, or a program that does not load
     or run, fails the row (RUN_FAILED, LOAD_FAILED)."""
-    from .isolate import ChildCrashed, IsolatedRuntime
+    from ..runtime.isolate import ChildCrashed, IsolatedRuntime
 
     try:
         with IsolatedRuntime(timeout=timeout) as child:
@@ -694,10 +694,10 @@ def generate(req: dict) -> dict:
     text from position 0 (perplexity, prefill tokens/s)."""
     import torch
 
-    from .stages.verify import compare
+    from ..stages.verify import compare
 
-    from . import system
-    from .host import load_forward, load_runtime
+    from ..core import system
+    from ..runtime.host import load_forward, load_runtime
 
     ref = torch.load(req["reference"], weights_only=True)
     reset = system.reset_peak_rss()  # the peak RSS from here on: this program alone, where the OS can say it

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .backends import program_check
-from .errors import one_line
-from .host import Host
-from .isolate import ChildCrashed, IsolatedRuntime
-from .result import Status
-from .timing import measure
+from ..backends import program_check
+from ..core.errors import one_line
+from ..runtime.host import Host
+from ..runtime.isolate import ChildCrashed, IsolatedRuntime
+from ..core.result import Status
+from ..core.timing import measure
 from .validate import EagerCache, seeded_inputs, discover
 
 
@@ -82,7 +82,7 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
 
 def _simulated_note(reason: str, entry) -> str:
     """A simulated artifact's line: proven, but timed nowhere here; its compiler's estimates."""
-    from .result import estimate_text
+    from ..core.result import estimate_text
 
     on = (entry.verification or {}).get("simulator") or "a reference simulator"
     note = f"{reason}; proven on {on} at export, which times nothing"
@@ -142,8 +142,8 @@ def time_onnxruntime(model, inputs, runs: int, warmup: int) -> dict | None:
 
 def _record(results: list[BenchResult]) -> None:
     """Write the numbers into each manifest's entries and regenerate its reports."""
-    from .report.manifest import update_entries
-    from .report.summary import last_run_failures, write_reports
+    from ..report.manifest import update_entries
+    from ..report.summary import last_run_failures, write_reports
 
     by_dir: dict[Path, dict[str, dict]] = {}
     for r in results:

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from .errors import UsageError
+from ..core.errors import UsageError
 
 
 def _listed(value):
@@ -90,7 +90,7 @@ def _export_options() -> type[BaseModel]:
     flag, with its other flags' names as other spellings (``platform`` for ``target``)."""
     from pydantic import create_model
 
-    from .options import OPTIONS
+    from ..core.options import OPTIONS
 
     keys = {o.name: (_key_type(o), Field(None, validation_alias=AliasChoices(o.name, *o.aliases)) if o.aliases else None)
             for o in OPTIONS if o.file}
@@ -105,7 +105,7 @@ def export_file() -> type[BaseModel]:
     its default model (as the bare flag)."""
     from pydantic import create_model
 
-    from .families import families
+    from ..families import families
 
     words = {fam.word.replace("-", "_"): (Annotated[list[str] | bool | None, BeforeValidator(_listed)], None)
              for fam in families() if fam.models}
@@ -178,7 +178,7 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
 
 def _refusal(exc: ValidationError, path: Path, text: str, prefix: str, schema) -> UsageError:
     """The first thing wrong in the file, in one line naming its key (and its [[model]] table)."""
-    from .registry import closest
+    from ..core.registry import closest
 
     errors = exc.errors()
     err = errors[0]
@@ -219,8 +219,8 @@ def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
     (a state dict)) and the files among ``model`` (``nets.py:net``, ``model.pt2``);
     ``package.module:factory`` references are imported from the current directory, then
     from the file's (``cli._with_config``)."""
-    from .models.custom import FILE_SUFFIXES
-    from .options import OPTIONS
+    from ..models.custom import FILE_SUFFIXES
+    from ..core.options import OPTIONS
 
     def here(value: str) -> str:
         path = Path(value).expanduser()  # no shell expands a ~ written in the file

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .backends import default_registry
-from .result import Record, Status
-from .spec import AccuracyBudget, Precision, Target
+from ..backends import default_registry
+from ..core.result import Record, Status
+from ..core.spec import AccuracyBudget, Precision, Target
 
 
 def fp32_reference(target: Target) -> Target | None:
