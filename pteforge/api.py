@@ -279,7 +279,6 @@ def export(
     killed run keeps what finished.
     """
     from .core.io import remove_run_temporaries, work_dir
-    from .report.entries import write_label_files
 
     reporter = reporter or SilentReporter()
     created = not Path(config.out_dir).exists()
@@ -298,7 +297,7 @@ def export(
         # in a thread, beside the pool's start (Ray's cluster, the workers' imports) and the
         # captures, and needed only when the first row is merged.
         with ThreadPoolExecutor(1, thread_name_prefix="pteforge-labels") as side:
-            labels = side.submit(write_label_files, out, needs, config.base_url)
+            labels = side.submit(_write_labels, out, needs, config.base_url)
             with _pool(config, len(plan.targets) * len(models), run.on_stage) as pool, \
                     _capture_pool(config, pool, len(run.pending), run.on_stage) as captures, \
                     tempfile.TemporaryDirectory(prefix="pteforge-", dir=work_dir()) as work:  # shared by every Ray node
@@ -370,6 +369,14 @@ def _kept_log(log: Path | None) -> Path | None:
     except OSError:
         pass
     return None
+
+
+def _write_labels(out: Path, needs: dict[tuple[str, str], tuple[str, ...]], base_url: str | None) -> dict:
+    """The labels files, each with its model's own names or, for ``()``, its family's."""
+    from .families import labels_for
+    from .report.entries import write_label_files
+
+    return write_label_files(out, {key: list(own) or labels_for(key[0]) for key, own in needs.items()}, base_url)
 
 
 def _label_files(models: list[ModelSpec], every: bool) -> dict[tuple[str, str], tuple[str, ...]]:
@@ -771,20 +778,31 @@ class _ManifestSink:
         return self._labels.result()
 
     def merge(self, records: list[Record], spec: ModelSpec | None) -> None:
+        from .app.platforms import fallback_tables
+        from .families import families
         from .report.entries import labels_entries, manifest_entries
         from .report.manifest import BackendEntry, merge
 
-        registry = default_registry()
+        apps = app_backends()
         entries = (
-            manifest_entries(records, spec, self.out, self.config, self.labels, versions({b for r in records for b in r.backends}))
+            manifest_entries(records, spec, self.out, self.config, self.labels,
+                             versions({b for r in records for b in r.backends}), apps)
             if spec else []
         )
-        backend_entries = {
-            registry.get(r.backends[0]).manifest_name(): BackendEntry(description=registry.get(r.backends[0]).description)
-            for r in records if r.artifact
-        }
+        backend_entries = {apps[r.backends[0]].manifest_name: BackendEntry(description=apps[r.backends[0]].description)
+                           for r in records if r.artifact}
         references = {e.name for e in entries if e.target in self.references}
-        merge(self.out, entries, labels_entries(self.labels), backend_entries, self.config.base_url, references)
+        family_files = {fam.category: fam.labels_file for fam in families()}
+        merge(self.out, entries, labels_entries(self.labels, family_files), backend_entries, self.config.base_url,
+              fallback_tables(), references)
+
+
+def app_backends() -> dict:
+    """What the manifest tells the app of each backend (``report.entries.AppBackend``), by name."""
+    from .report.entries import AppBackend
+
+    return {b.name: AppBackend(b.name, b.manifest_name(), b.app_platforms(), list(b.platforms), b.description)
+            for b in default_registry()}
 
 
 def _failure_text(outcome, capture: bool = False) -> tuple[str, str | None]:

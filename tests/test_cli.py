@@ -148,10 +148,11 @@ def test_export_success_and_manifest_contract(capsys, out):
 
     # one directory, one base URL: a later run's moves every entry (two runs with two base
     # URLs left a manifest of both), and a run without one keeps the manifest's
+    from pteforge.app.platforms import fallback_tables
     from pteforge.report.manifest import merge
 
     for given, base in (("https://cdn.example.org/v2", "https://cdn.example.org/v2"), (None, "https://cdn.example.org/v2")):
-        merged = merge(out, [], [], {}, given)
+        merged = merge(out, [], [], {}, given, fallback_tables())
         assert merged.baseUrl == base
         for entry in merged.models:
             assert entry.remoteUrl == f"{base}/{entry.file}"

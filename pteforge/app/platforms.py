@@ -9,15 +9,7 @@ from __future__ import annotations
 from ..core.errors import UsageError
 from ..core.registry import unknown_name_message
 
-PLATFORMS = ("ios", "android", "desktop", "embedded", "web")
-# What a manifest entry's `devices` must hold for the entry to serve a platform.
-PLATFORM_OS = {
-    "ios": {"ios"},
-    "android": {"android"},
-    "desktop": {"linux", "windows", "macos"},
-    "embedded": {"embedded"},
-    "web": {"web"},
-}
+from ..core.fallback import PLATFORM_OS, PLATFORMS, host_platform, order_for  # noqa: F401 - where they were
 
 
 def priorities() -> dict[str, tuple[str, ...]]:
@@ -65,26 +57,13 @@ def describe() -> str:
     return "; ".join(f"{p}: {' '.join(chain)}" for p, chain in priorities().items())
 
 
-def host_platform() -> str:
-    return "desktop"  # pteforge runs on Linux, macOS or Windows hosts
-
-
 def fallback_order(entries, platform: str | None, table: dict[str, tuple[str, ...]] | None = None) -> list:
-    """The artifacts of one model in the order an app should try them on ``platform``.
+    """The artifacts of one model in the order an app should try them on ``platform``, by
+    the backends' declared priorities (``core.fallback.order_for``)."""
+    return order_for(entries, platform, table or priorities(), cpu_last())
 
-    Priority backends first, then any other artifact whose platforms include this one
-    (accelerators before CPU), the CPU fallbacks (``cpu_last``) last. ``None`` means
-    any platform.
-    """
-    priority = (table or priorities()).get(platform, ()) if platform else ()
-    oses = PLATFORM_OS.get(platform) if platform else None
-    last = cpu_last()
 
-    def rank(e):
-        primary = e.backends[0]
-        if primary in priority:
-            return (0, priority.index(primary))
-        return (1, last.index(primary) + 1 if primary in last else 0)
-
-    usable = [e for e in entries if oses is None or oses & set(getattr(e, "devices", None) or e.platforms)]
-    return sorted(usable, key=lambda e: (*rank(e), e.precision != "fp32", e.name))
+def fallback_tables() -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:
+    """What the manifest's fallback table is computed from: each platform's backends in
+    priority order, and the CPU fallbacks."""
+    return priorities(), cpu_last()

@@ -187,9 +187,10 @@ def _site_index(manifest: Manifest, current: Manifest | None, base: str | None) 
         "labels": [labels[c] for c in sorted(labels, key=str)],
         "backends": {**(current.backends if current else {}), **manifest.backends},
     })
-    from ..report.manifest import fallback_table
+    from ..core.fallback import fallback_table
+    from .platforms import fallback_tables
 
-    merged.fallback = fallback_table(merged.models)
+    merged.fallback = fallback_table(merged.models, *fallback_tables())
     return merged
 
 

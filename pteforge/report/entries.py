@@ -7,23 +7,33 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from ..backends import default_registry
+from dataclasses import dataclass
+
 from ..core.io import write_atomic
-from ..families import family, labels_for
 from ..core.result import Record
 from ..core.spec import ExportConfig, ModelSpec, target_slug
 from ..core.units import size_mb
 from .manifest import LabelsEntry, ModelEntry, _url
 
 
-def write_label_files(out: Path, needs: dict[tuple[str, str], tuple[str, ...]], base_url: str | None) -> dict[tuple, LabelsEntry]:
-    """Each labels file in ``needs`` ((category, file name) -> names): a family's own
-    (``imagenet_classes.txt`` for ``mobilenet``; names ``()``: read from the family's
-    source), or a model's with its own class names (an Ultralytics checkpoint's). Their
-    entries in the app's shape, by (category, file name)."""
+@dataclass(frozen=True)
+class AppBackend:
+    """What the manifest says of a backend, as the app names it (from the backends'
+    registry, by the caller: the report does not read it)."""
+
+    name: str
+    manifest_name: str  # the app's word for it
+    app_platforms: list[str]
+    devices: list[str]
+    description: str
+
+
+def write_label_files(out: Path, needs: dict[tuple[str, str], list[str]], base_url: str | None) -> dict[tuple, LabelsEntry]:
+    """Each labels file in ``needs`` ((category, file name) -> its class names): a family's
+    own (``imagenet_classes.txt`` for ``mobilenet``), or a model's with its own class names
+    (an Ultralytics checkpoint's). Their entries in the app's shape, by (category, file name)."""
     written = {}
-    for (category, file), own in sorted(needs.items()):
-        names = list(own) or labels_for(category)
+    for (category, file), names in sorted(needs.items()):
         data = ("\n".join(names) + "\n").encode()
         write_atomic(Path(out) / file, data)
         written[category, file] = LabelsEntry(
@@ -33,19 +43,20 @@ def write_label_files(out: Path, needs: dict[tuple[str, str], tuple[str, ...]], 
     return written
 
 
-def labels_entries(labels: dict[tuple, LabelsEntry]) -> list[LabelsEntry]:
-    """The manifest's ``labels``: the families' files, one per category (the app looks them
-    up by category); a model's own file is named by its entries only (``labelsFile``)."""
-    return [lab for lab in labels.values() if lab.file == family(lab.category).labels_file]
+def labels_entries(labels: dict[tuple, LabelsEntry], family_files: dict[str, str | None]) -> list[LabelsEntry]:
+    """The manifest's ``labels``: the families' files (``family_files``: category -> its
+    file), one per category (the app looks them up by category); a model's own file is
+    named by its entries only (``labelsFile``)."""
+    return [lab for lab in labels.values() if lab.file == family_files.get(lab.category)]
 
 
-def app_model_name(model: str, target: str, primary) -> str:
+def app_model_name(model: str, target: str, primary: AppBackend) -> str:
     """``modelName``: the app keys artifacts by ``${modelName}_${backend}``, so only one
     target per (model, app backend) may use the bare model name: the backend alone at
     its default precision, when the app spells the backend as pteforge does. Every other
     target adds its file-name slug (``mobilenet_v3_small_xnnpack_int8``,
     ``mobilenet_v3_small_ethos-u85``): unique, stable across runs and merges."""
-    canonical = target == primary.name and primary.manifest_name() == primary.name
+    canonical = target == primary.name and primary.manifest_name == primary.name
     return model if canonical else f"{model}_{target_slug(target)}"
 
 
@@ -67,29 +78,31 @@ def manifest_entries(
     config: ExportConfig,
     labels: dict[tuple, LabelsEntry],
     versions: dict[str, str],
+    backends: dict[str, AppBackend],
 ) -> list[ModelEntry]:
-    """One entry per record with an artifact on disk (a failed row keeps an earlier good entry)."""
+    """One entry per record with an artifact on disk (a failed row keeps an earlier good
+    entry); ``backends``: what the app is told of each backend, by pteforge's name."""
     label = labels.get((spec.family, spec.labels))
-    return [_entry(rec, spec, out, config, label, versions) for rec in records if rec.artifact is not None]
+    return [_entry(rec, spec, out, config, label, versions, backends[rec.backends[0]])
+            for rec in records if rec.artifact is not None]
 
 
 def _entry(rec: Record, spec: ModelSpec, out: Path, config: ExportConfig, label: LabelsEntry | None,
-           versions: dict[str, str]) -> ModelEntry:
-    primary = default_registry().get(rec.backends[0])
+           versions: dict[str, str], primary: AppBackend) -> ModelEntry:
     rel = Path(os.path.relpath(rec.artifact.path, out)).as_posix()
     return ModelEntry(
         name=Path(rec.artifact.path).name,
         modelName=app_model_name(spec.name, rec.target, primary),
         model=spec.name,
         category=spec.family,
-        backend=primary.manifest_name(),
+        backend=primary.manifest_name,
         hash=rec.artifact.sha256,
         size=rec.artifact.size,
         sizeMB=size_mb(rec.artifact.size),
         inputSize=spec.input_size,
         remoteUrl=_url(config.base_url, rel),
-        platforms=primary.app_platforms(),
-        devices=list(primary.platforms),
+        platforms=primary.app_platforms,
+        devices=primary.devices,
         labelsFile=label.file if label else None,
         labelsRemoteUrl=label.remoteUrl if label else None,
         backendDescription=primary.description,

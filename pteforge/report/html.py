@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import re
 
-from ..app.platforms import host_platform
+from ..core.fallback import host_platform
 from ..core.result import inputs_text
 from ..core.units import pct as pct_digits
 from .manifest import Manifest

@@ -18,6 +18,7 @@ from filelock import FileLock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import ManifestError
+from ..core.fallback import fallback_table
 from ..core.io import write_atomic
 
 SCHEMA_VERSION = 2  # 2: labels in the app's shape, references, devices, model
@@ -194,18 +195,6 @@ def check_paths(manifest: Manifest, path: Path) -> None:
             )
 
 
-def fallback_table(models: list[ModelEntry]) -> dict[str, dict[str, list[str]]]:
-    from ..app.platforms import PLATFORMS, fallback_order, priorities
-
-    order = priorities()
-
-    table: dict[str, dict[str, list[str]]] = {}
-    for name in dict.fromkeys(m.base_model for m in models):
-        mine = [m for m in models if m.base_model == name]
-        table[name] = {p: [e.name for e in fallback_order(mine, p, order)] for p in PLATFORMS}
-    return table
-
-
 def update_entries(out_dir: Path, fields: dict[str, dict[str, Any]]) -> Manifest | None:
     """Set ``fields[name]`` on the entries named ``name`` (under the lock); keep the rest."""
     path = Path(out_dir) / MANIFEST_NAME
@@ -247,9 +236,12 @@ def merge(
     labels: list[LabelsEntry],
     backends: dict[str, BackendEntry],
     base_url: str | None,
+    fallback: tuple[dict[str, tuple[str, ...]], tuple[str, ...]],
     references: set[str] = frozenset(),
 ) -> Manifest:
     """Add ``entries`` to ``<out>/index.json`` under a file lock; keep everything else.
+    ``fallback``: each platform's backends in priority order, and the CPU fallbacks (what
+    the manifest's ``fallback`` table is ordered by).
 
     An entry named in ``references`` (an fp32 artifact made only to compare against)
     goes to ``references`` unless the app list already holds it (an earlier run asked
@@ -277,7 +269,7 @@ def merge(
             generated=now(),
             baseUrl=base,
             **ordered,
-            fallback=fallback_table(ordered["models"]),
+            fallback=fallback_table(ordered["models"], *fallback),
             labels=[_served_at(base, lab) for lab in _labels(out_dir, current, labels)],
             backends={**current.backends, **backends},
             precisionChoices=current.precisionChoices,

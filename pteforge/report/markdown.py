@@ -3,7 +3,7 @@ the run's failures; :mod:`.sections` lists them beside the HTML ones."""
 
 from __future__ import annotations
 
-from ..app.platforms import host_platform
+from ..core.fallback import host_platform
 from ..core.result import inputs_text
 from ..core.units import pct as pct_digits
 from ..core.units import size_text

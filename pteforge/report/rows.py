@@ -3,7 +3,7 @@ words, the figures' formats, the recommendation per platform."""
 
 from __future__ import annotations
 
-from ..app.platforms import host_platform
+from ..core.fallback import host_platform
 from ..core.result import Stage
 from ..core.units import pct as pct_digits
 from ..core.units import size_text  # noqa: F401 - the reports' size format

@@ -1,0 +1,48 @@
+"""The platforms an app runs on, and the order it tries a model's artifacts in: plain
+functions of the entries and of the backends' priorities, given as data (the backends'
+registry computes those: ``app/platforms.py``), so the reports order without it."""
+
+from __future__ import annotations
+
+PLATFORMS = ("ios", "android", "desktop", "embedded", "web")
+# What a manifest entry's `devices` must hold for the entry to serve a platform.
+PLATFORM_OS = {
+    "ios": {"ios"},
+    "android": {"android"},
+    "desktop": {"linux", "windows", "macos"},
+    "embedded": {"embedded"},
+    "web": {"web"},
+}
+
+
+def host_platform() -> str:
+    return "desktop"  # pteforge runs on Linux, macOS or Windows hosts
+
+
+def order_for(entries, platform: str | None, table: dict[str, tuple[str, ...]], last: tuple[str, ...]) -> list:
+    """The artifacts of one model in the order an app should try them on ``platform``.
+
+    Priority backends first (``table``: platform -> backends), then any other artifact whose
+    platforms include this one (accelerators before CPU), the CPU fallbacks (``last``) last.
+    ``None`` means any platform.
+    """
+    priority = table.get(platform, ()) if platform else ()
+    oses = PLATFORM_OS.get(platform) if platform else None
+
+    def rank(e):
+        primary = e.backends[0]
+        if primary in priority:
+            return (0, priority.index(primary))
+        return (1, last.index(primary) + 1 if primary in last else 0)
+
+    usable = [e for e in entries if oses is None or oses & set(getattr(e, "devices", None) or e.platforms)]
+    return sorted(usable, key=lambda e: (*rank(e), e.precision != "fp32", e.name))
+
+
+def fallback_table(models, table: dict[str, tuple[str, ...]], last: tuple[str, ...]) -> dict[str, dict[str, list[str]]]:
+    """Each model's artifacts in the order an app tries them, per platform (the manifest's ``fallback``)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for name in dict.fromkeys(m.base_model for m in models):
+        mine = [m for m in models if m.base_model == name]
+        out[name] = {p: [e.name for e in order_for(mine, p, table, last)] for p in PLATFORMS}
+    return out
