@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..core.errors import UsageError
 from ..core.registry import unknown_name_message
 
-from ..core.fallback import PLATFORM_OS, PLATFORMS, host_platform, order_for  # noqa: F401 - where they were
+from ..core.fallback import PLATFORMS, order_for
 
 
 def priorities() -> dict[str, tuple[str, ...]]:
@@ -57,10 +57,10 @@ def describe() -> str:
     return "; ".join(f"{p}: {' '.join(chain)}" for p, chain in priorities().items())
 
 
-def fallback_order(entries, platform: str | None, table: dict[str, tuple[str, ...]] | None = None) -> list:
+def fallback_order(entries, platform: str | None) -> list:
     """The artifacts of one model in the order an app should try them on ``platform``, by
     the backends' declared priorities (``core.fallback.order_for``)."""
-    return order_for(entries, platform, table or priorities(), cpu_last())
+    return order_for(entries, platform, priorities(), cpu_last())
 
 
 def fallback_tables() -> tuple[dict[str, tuple[str, ...]], tuple[str, ...]]:

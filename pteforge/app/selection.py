@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ..backends import program_check
 from ..core.errors import UsageError
-from .platforms import fallback_order, host_platform, parse_platform
+from ..core.fallback import host_platform
+from .platforms import fallback_order, parse_platform
 from ..core.registry import unknown_name_message
 from ..report.manifest import MANIFEST_NAME, Manifest, ModelEntry, load_manifest
 
