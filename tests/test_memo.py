@@ -109,6 +109,40 @@ def test_a_table_naming_none_of_its_operators_gives_back_what_run_decompositions
     torch.testing.assert_close(again.module()(x), program.module()(x))
 
 
+def test_a_program_with_symbolic_sizes_is_given_back_untraced_too_in_its_own_shape_environment():
+    """A language model's program reads its sequence length with ``sym_size``, which the
+    default table names: ExecuTorch's two re-traces of what ``run_decompositions`` made gave
+    it back as it was, and took a third of a 4-layer Gemma 3's lowering. They are skipped;
+    the copy keeps the shape environment (as tracing would), and is never kept for others."""
+    from executorch.exir.program._program import _default_decomposition_table
+    from torch._guards import detect_fake_mode
+
+    class Rows(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.softmax(x.transpose(1, 2), dim=-1).sum(1, keepdim=True) * x.shape[1]
+
+    def mode(program):
+        return detect_fake_mode([n.meta["val"] for n in program.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)])
+
+    seq = torch.export.Dim("seq", min=2, max=64)
+    program = memo.tag(torch.export.export(Rows(), (torch.rand(1, 5, 4),), dynamic_shapes=({1: seq},)), "test sym")
+    with memo.sharing():
+        decomposed = program.run_decompositions()
+        assert any(n.target == torch.ops.aten.sym_size.int for n in decomposed.graph.nodes)
+        truth = decomposed.run_decompositions.__wrapped__(decomposed, _default_decomposition_table())
+        before = memo.stats.copy()
+        again = decomposed.run_decompositions({})
+        again_whole = again.run_decompositions(_default_decomposition_table())
+        assert memo.stats["decompose again"] == before["decompose again"] + 2
+        assert memo.stats["keep refused"] == before["keep refused"], "the symbolic programs were not offered to keep"
+    assert again is not decomposed and again_whole is not again
+    assert again_whole.graph_module.code == truth.graph_module.code
+    assert mode(again_whole) is mode(decomposed), "symbols stay in the shape environment they belong to"
+    for length in (3, 17):
+        x = torch.rand(1, length, 4)
+        torch.testing.assert_close(again_whole.module()(x), Rows()(x))
+
+
 def test_programs_holding_other_objects_have_no_key():
     from executorch.exir import to_edge_transform_and_lower
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner

@@ -57,6 +57,8 @@ def keep(key: str, program, pinned: list = ()) -> None:
     if size > BUDGET // 2:
         return
     try:
+        if program.range_constraints:  # its copies could not have values of their own
+            raise _NotCopied
         copied = _copy(program, fresh=False)  # each copy handed out gets values of its own (``kept``)
     except _NotCopied:
         stats["keep refused"] += 1
@@ -109,14 +111,15 @@ def _copy(program, fresh: bool = True):
     guards, and ``run_decompositions`` then failed on code naming tensors the copy does
     not have ("name '__meta_utils_unknown_tensor35' is not defined": a transformer's
     fp32 lowering after the Arm quantizer had traced its attention mask). A program with
-    symbolic shapes is not copied (``_NotCopied``): its values' symbols belong to that
-    environment.
+    symbolic shapes is not copied fresh (``_NotCopied``): its values' symbols belong to that
+    environment, which a copy that is not ``fresh`` shares, as ``run_decompositions``'s
+    output shares its input's.
     """
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-    if program.range_constraints:
+    if program.range_constraints and fresh:
         raise _NotCopied
     program = copy.deepcopy(program)
     nodes = [node for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
@@ -305,7 +308,12 @@ def _names_any(program, table) -> bool:
     def operator(target):  # an edge operator by the ATen operator it wraps, as tables name it
         return target if isinstance(target, torch._ops.OpOverload) else getattr(target, "_op", target)
 
-    return any(node.op == "call_function" and operator(node.target) in table
+    # a symbolic size read: tracing writes one wherever a size is symbolic, whatever the table
+    # says of it (the default table names ``sym_size.int``; a language model's graph reads its
+    # sequence length with it)
+    sizes = {torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int, torch.ops.aten.sym_numel.default,
+             torch.ops.aten.sym_storage_offset.default}
+    return any(node.op == "call_function" and operator(node.target) in table and operator(node.target) not in sizes
                for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
                for node in module.graph.nodes)
 
@@ -319,6 +327,15 @@ def _decomposed(program):
     the operators a partitioner keeps whole for their stand-ins (1.0-1.5 s a target: the
     Arm targets, Vulkan, OpenVINO)."""
     setattr(program, _DECOMPOSED, _structure(program))
+    return program
+
+
+def still_decomposed(program):
+    """Say that a pass which only folds constants kept ``program`` what ``run_decompositions``
+    made of it, when it was (a language model's means as linears, then folded: re-traced for
+    nothing otherwise, ~4 s a lowering of a 4-layer Gemma 3)."""
+    if getattr(program, _DECOMPOSED, None) is not None:
+        _decomposed(program)
     return program
 
 
@@ -342,9 +359,10 @@ def sharing():
         if made is not None and decomp_table is not None and made == _structure(self) \
                 and not _names_any(self, decomp_table):
             # a table naming none of the operators of what run_decompositions made, unchanged
-            # since: the same program
+            # since: the same program (one with symbolic shapes keeps its shape environment, as
+            # run_decompositions would: a language model's, re-traced twice a lowering for nothing)
             with contextlib.suppress(_NotCopied):
-                again = _decomposed(tag(_copy(self), source_of(self)))
+                again = _decomposed(tag(_copy(self, fresh=not self.range_constraints), source_of(self)))
                 stats["decompose again"] += 1
                 return again
         key, pinned = program_key(self), []

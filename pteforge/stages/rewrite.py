@@ -90,9 +90,11 @@ def means_as_linears(exported):
 
     if not any(n.target == torch.ops.aten.mean.dim for n in exported.graph.nodes):
         return exported
+    from .memo import still_decomposed
+
     rewritten = exported.run_decompositions({torch.ops.aten.mean.dim: _mean_of_last_dim})
     _fold(rewritten)  # the averaging weights: XNNPACK's linear takes constant weights only
-    return rewritten
+    return still_decomposed(rewritten)
 
 
 def _mean_of_last_dim(x, dim, keepdim=False, dtype=None):
