@@ -931,6 +931,51 @@ def test_lazy_codegen_makes_the_same_program_and_restores_torch():
     assert "def forward" in made.code and made.code == torch.fx.symbolic_trace(model).code
 
 
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_passes_that_changed_nothing_skip_their_retrace_and_make_the_same_program(dynamic):
+    """XNNPACK's passes on a model some of them change (batch norm fused, bilinear upsampling
+    and a 1-D convolution rewritten, a concatenation, a PReLU) and some find nothing in:
+    the ones that changed nothing skip their re-trace, and the program's bytes are those
+    made with every re-trace, with a symbolic batch too; ExecuTorch's pass is put back."""
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.pass_base import _ExportPassBase
+
+    from pteforge.stages.lower import retrace_only_what_changed, retraces
+
+    class Mixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8)
+            self.prelu, self.conv1d = torch.nn.PReLU(8), torch.nn.Conv1d(8, 8, 3, padding=1)
+            self.up, self.fc = torch.nn.Upsample(scale_factor=2, mode="bilinear"), torch.nn.Linear(16, 4)
+
+        def forward(self, x):
+            y = self.prelu(self.bn(self.conv(x)))
+            y = torch.cat([self.up(y), self.up(y) * 0.5], dim=1).mean(dim=(2, 3))
+            return self.fc(self.conv1d(y.view(-1, 8, 2)).flatten(1))
+
+    torch.manual_seed(0)
+    model = Mixed().eval()
+    model.bn.running_mean.uniform_(-0.5, 0.5)
+    x = torch.rand(2, 3, 12, 12)
+    shapes = ({0: torch.export.Dim("batch", min=1, max=8)},) if dynamic else None
+
+    def lowered():
+        program = torch.export.export(model, (x,), dynamic_shapes=shapes)
+        return to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+
+    call = _ExportPassBase.call
+    every = lowered()
+    before = retraces.copy()
+    with retrace_only_what_changed():
+        skipping = lowered()
+    assert _ExportPassBase.call is call and "__call__" not in vars(_ExportPassBase)
+    assert retraces["skipped"] > before["skipped"] and retraces["run"] > before["run"], retraces
+    assert skipping == every
+
+
 def test_lazy_codegen_makes_the_same_tosa_program():
     """The Arm pass manager (~145 passes, where lazy code generation saves the most)
     makes the same TOSA program bytes either way."""
