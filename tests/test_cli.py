@@ -200,6 +200,32 @@ def test_capture_runs_once_per_model(capsys, out, monkeypatch, tmp_path):
     assert len(json.loads((out / "index.json").read_text())["models"]) == 3
 
 
+def test_a_variant_capture_runs_beside_the_main_one_and_its_failure_ends_only_its_targets(capsys, out, tmp_path):
+    """A target whose backend transforms the eager model before capture (Core ML's int4
+    weights) has a capture job of its own, beside the model's main capture. A model that
+    cannot be deep-copied for that transform (it holds a lock) ends that target's row with
+    the reason; the other targets, from the main capture, are exported as ever."""
+    (tmp_path / "locked.py").write_text(
+        "import threading\nimport torch\n\n"
+        "class Locked(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(64, 8)\n"
+        "        self.lock = threading.Lock()  # no deep copy of it\n\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x)\n\n"
+        "def build():\n    return Locked().eval()\n")
+    code, stdout, _ = cli(capsys, "--model", f"{tmp_path / 'locked.py'}:build", "--input-shape", "1,64", "--weights",
+                          "none", "--backends", "xnnpack", "coreml:int4-weight", "--bench-runs", "0", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED
+    manifest = json.loads((out / "index.json").read_text())
+    assert {m["target"]: m["status"] for m in manifest["models"]}.get("xnnpack") == "VERIFIED"
+    [failed] = json.loads((out / "report.json").read_text())["last_run_failures"]
+    assert failed["target"] == "coreml:int4-weight" and failed["status"] == "CAPTURE_FAILED", failed
+    assert "cannot pickle '_thread.lock' object" in failed["reason"] and "CAPTURE_FAILED" in stdout
+    assert not list(out.rglob("*int4weight*.pte")), "nothing written for the target without its capture"
+
+
 def test_chain_reports_the_split_as_it_is(capsys, out):
     code, stdout, err = cli(capsys, *TINY, "--backends", "openvino+xnnpack", "--out", out)
     assert code == ExitStatus.OK, err

@@ -25,16 +25,19 @@ def steps_of(spec: ModelSpec):
 
 @dataclass(kw_only=True)
 class CaptureJob(Job):
-    """Build ``spec``'s model once and capture it (and the variants its targets need)."""
+    """Build ``spec``'s model and capture it (``main``), and the variants given (a variant
+    job: ``main`` False, beside the main capture's job, in the same work folder)."""
 
     spec: ModelSpec
     config: JobConfig  # the artifact options, and the run options jobs read: nothing else
     work_dir: Path
     variants: tuple = ()
+    main: bool = True
 
     def __call__(self, on_stage) -> Any:
+        only = {} if self.main else {"main": False}
         return steps_of(self.spec).capture(self.spec, self.config, self.work_dir, on_stage=on_stage,
-                                           variants=self.variants)
+                                           variants=self.variants, **only)
 
 
 @dataclass(kw_only=True)

@@ -168,20 +168,22 @@ def reference_inputs(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple]
 
 
 def capture(
-    spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, on_stage=None, variants: tuple = ()
+    spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, on_stage=None, variants: tuple = (),
+    main: bool = True,
 ) -> Capture:
     """Export ``spec`` once; save the program and the eager reference outputs.
 
     ``variants`` are (backend, precision) pairs whose backend transforms the eager
-    model before capture; each is captured once more, after its transform.
+    model before capture; each is captured once more, after its transform. Without
+    ``main``, only those (a job of their own, beside the main capture's).
     """
     from ..run.workers import one_thread
 
     with one_thread():
-        return _capture(spec, config, work_dir, model, variants)
+        return _capture(spec, config, work_dir, model, variants, main)
 
 
-def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, variants: tuple) -> Capture:
+def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, variants: tuple, main: bool) -> Capture:
     import torch
 
     from ..core.io import check_writable_tmp
@@ -194,6 +196,8 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     timings[Stage.BUILD.value] = time.perf_counter() - t0
 
     inputs, inputs_from = reference_inputs(spec, config)
+    if not main:
+        return Capture(spec.name, "", "", timings, _variants(model, spec, Path(work_dir), variants, inputs[0], timings))
     t0 = time.perf_counter()
     try:
         exported = export_model(model, inputs[0])
@@ -225,19 +229,32 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     work_dir.mkdir(parents=True, exist_ok=True)
     pt2 = work_dir / f"{spec.name}.pt2"
     ref = work_dir / f"{spec.name}.reference.pt"
-    saved: dict[str, str] = {}
     with check_writable_tmp(work_dir):
         torch.export.save(exported, str(pt2))
         torch.save(reference, ref)
-        if variants:
-            t0 = time.perf_counter()
-            for backend, precision in variants:
-                key = variant_key(backend, precision)
-                path = work_dir / f"{spec.name}.{key.replace(':', '_')}.pt2"
-                torch.export.save(transformed_capture(model, backend, precision, inputs[0]), str(path))
-                saved[key] = str(path)
-            timings[Stage.CAPTURE_VARIANTS.value] = time.perf_counter() - t0
-    return Capture(spec.name, str(pt2), str(ref), timings, saved)
+    return Capture(spec.name, str(pt2), str(ref), timings, _variants(model, spec, work_dir, variants, inputs[0], timings))
+
+
+def _variants(model, spec: ModelSpec, work_dir: Path, variants: tuple, example: tuple, timings: dict) -> dict[str, str]:
+    """Each (backend, precision) of ``variants`` captured after its source transform:
+    {"backend:precision": its .pt2}."""
+    import torch
+
+    from ..core.io import check_writable_tmp
+
+    saved: dict[str, str] = {}
+    if not variants:
+        return saved
+    work_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with check_writable_tmp(work_dir):
+        for backend, precision in variants:
+            key = variant_key(backend, precision)
+            path = work_dir / f"{spec.name}.{key.replace(':', '_')}.pt2"
+            torch.export.save(transformed_capture(model, backend, precision, example), str(path))
+            saved[key] = str(path)
+    timings[Stage.CAPTURE_VARIANTS.value] = time.perf_counter() - t0
+    return saved
 
 
 def transformed_capture(model, backend: str, precision, example: tuple):

@@ -404,13 +404,14 @@ def judge(proof: dict, precision: Precision, tolerance: float | None) -> str | N
             f"logits SQNR {proof['minSqnrDb']:.1f} dB (needs {'every token and ' if exact else ''}{threshold:.0f} dB)")
 
 
-def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, on_stage=None, variants: tuple = ()):
-    """Build once; capture fp32 and each weight-quantized variant; save eager's proof."""
+def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, on_stage=None, variants: tuple = (),
+            main: bool = True):
+    """Build once; capture fp32 and save eager's proof (``main``), and capture each
+    weight-quantized variant (without ``main``: only those, in a job of their own)."""
     import torch
 
-    from ..backends import default_registry
     from ..core.io import check_writable_tmp
-    from ..stages.capture import Capture, summarize_export_error, variant_key
+    from ..stages.capture import Capture, summarize_export_error
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -418,7 +419,26 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
     timings[Stage.BUILD.value] = time.perf_counter() - t0
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
+    pt2, ref = work_dir / f"{spec.name}.pt2", work_dir / f"{spec.name}.reference.pt"
+    reference = _reference(model, spec, config, work_dir, timings) if main else None
+    try:
+        with check_writable_tmp(work_dir):
+            fusable = fused_attention(model, spec)
+            if main:
+                t0 = time.perf_counter()
+                torch.export.save(exportable(model, spec, fused=fusable), str(pt2))
+                timings[Stage.CAPTURE.value] = time.perf_counter() - t0
+                torch.save(reference, ref)
+            saved = _capture_variants(model, spec, work_dir, variants, fusable, str(pt2), timings)
+    except Exception as exc:
+        if isinstance(exc, (UsageError, WeightsError)):
+            raise
+        raise CaptureError(summarize_export_error(exc), fix="see https://pytorch.org/docs/stable/export.html") from exc
+    return Capture(spec.name, str(pt2) if main else "", str(ref) if main else "", timings, saved)
 
+
+def _reference(model, spec: ModelSpec, config: ExportConfig, work_dir: Path, timings: dict) -> dict:
+    """Eager's proof, and the tokenizer it was made with, saved beside the capture."""
     t0 = time.perf_counter()
     tokenizer = tokenizer_of(spec)
     reference = proof_reference(model, spec, config.seed, tokenizer)
@@ -426,37 +446,38 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
         tokenizer.save_pretrained(str(work_dir / "tokenizer"))
         reference["tokenizer"] = str(work_dir / "tokenizer")
     timings[Stage.REFERENCE.value] = time.perf_counter() - t0
+    return reference
 
-    pt2, ref = work_dir / f"{spec.name}.pt2", work_dir / f"{spec.name}.reference.pt"
-    saved = {}
+
+def _capture_variants(model, spec: ModelSpec, work_dir: Path, variants: tuple, fusable: bool, main_pt2: str,
+                      timings: dict) -> dict[str, str]:
+    """{"backend:precision": .pt2} for each variant: weights quantized before capture, one
+    token per call, or transformers' own attention; one file for each kind of capture (the
+    main capture's kind is its file)."""
+    import torch
+
+    from ..backends import default_registry
+    from ..stages.capture import variant_key
+
+    if not variants:
+        return {}
     t0 = time.perf_counter()
-    try:
-        with check_writable_tmp(work_dir):
-            fusable = fused_attention(model, spec)
-            torch.export.save(exportable(model, spec, fused=fusable), str(pt2))
-            timings[Stage.CAPTURE.value] = time.perf_counter() - t0
-            torch.save(reference, ref)
-            t0 = time.perf_counter()
-            registry = default_registry()
-            made: dict[tuple, str] = {(None, True, fusable): str(pt2)}
-            for backend, precision in variants:
-                dynamic = registry.get(backend).llm_dynamic_shapes
-                kind = (precision if precision.quantized else None, dynamic,
-                        fusable and dynamic and registry.get(backend).llm_fused_attention)
-                if kind not in made:
-                    path = work_dir / (f"{spec.name}.{precision.value if kind[0] else 'float'}"
-                                       f"{'' if kind[1] else '.static'}{'.fused' if kind[2] else ''}.pt2")
-                    source = quantize_source(model, precision) if kind[0] else model
-                    torch.export.save(exportable(source, spec, dynamic=kind[1], fused=kind[2]), str(path))
-                    made[kind] = str(path)
-                saved[variant_key(backend, precision)] = made[kind]
-            if variants:
-                timings[Stage.CAPTURE_VARIANTS.value] = time.perf_counter() - t0
-    except Exception as exc:
-        if isinstance(exc, (UsageError, WeightsError)):
-            raise
-        raise CaptureError(summarize_export_error(exc), fix="see https://pytorch.org/docs/stable/export.html") from exc
-    return Capture(spec.name, str(pt2), str(ref), timings, saved)
+    registry = default_registry()
+    made: dict[tuple, str] = {(None, True, fusable): main_pt2}
+    saved = {}
+    for backend, precision in variants:
+        dynamic = registry.get(backend).llm_dynamic_shapes
+        kind = (precision if precision.quantized else None, dynamic,
+                fusable and dynamic and registry.get(backend).llm_fused_attention)
+        if kind not in made:
+            path = work_dir / (f"{spec.name}.{precision.value if kind[0] else 'float'}"
+                               f"{'' if kind[1] else '.static'}{'.fused' if kind[2] else ''}.pt2")
+            source = quantize_source(model, precision) if kind[0] else model
+            torch.export.save(exportable(source, spec, dynamic=kind[1], fused=kind[2]), str(path))
+            made[kind] = str(path)
+        saved[variant_key(backend, precision)] = made[kind]
+    timings[Stage.CAPTURE_VARIANTS.value] = time.perf_counter() - t0
+    return saved
 
 
 def capture_variants(targets: list[Target]) -> tuple:
