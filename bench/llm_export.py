@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -124,6 +125,7 @@ def main() -> int:
         order = list(sides) if r % 2 == 0 else list(sides)[::-1]
         for name in order:
             out = work / f"out-{name.split()[0]}-{r}"
+            shutil.rmtree(out, ignore_errors=True)  # each run writes into an empty folder
             wall, peak = export(sides[name], ckpt, out, args.targets, args.max_seq_len, work / f"{out.name}.log")
             walls[name].append(round(wall, 1))
             peaks[name].append(round(peak, 2))
