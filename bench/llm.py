@@ -45,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from llm_optimum import checkpoint, timed_run  # noqa: E402
+from llm_optimum import timed_run, work_checkpoint  # noqa: E402
 
 AGREE = 32  # greedy tokens compared with eager's
 PTEFORGE = {"xnnpack": "fp32", "xnnpack:8da4w": "8da4w", "xnnpack:8da8w": "8da8w"}
@@ -387,11 +387,7 @@ def main() -> int:  # noqa: C901 -- one bench, read top to bottom
         return 0
     from pteforge.core import system
 
-    work = Path(args.work or tempfile.mkdtemp(prefix="pteforge-llm-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    ckpt = work / f"gemma3-{args.config}"
-    if not (ckpt / "config.json").is_file():
-        checkpoint(ckpt, args.config)
+    work, ckpt = work_checkpoint(args.work, args.config, "pteforge-llm-bench-")
     config = json.loads((ckpt / "config.json").read_text())
     if not (ckpt / "tokenizer.json").is_file():
         tokenizer(ckpt, config["vocab_size"])

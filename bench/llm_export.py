@@ -30,7 +30,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -40,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 from llm import tokenizer  # noqa: E402
-from llm_optimum import checkpoint  # noqa: E402
+from llm_optimum import work_checkpoint  # noqa: E402
 
 BASELINE = "647f00f"  # the head before the export-time work of 2026-11-27
 GOAL = 0.5
@@ -105,11 +104,7 @@ def main() -> int:
     args = ap.parse_args()
     from pteforge.core import system
 
-    work = Path(args.work or tempfile.mkdtemp(prefix="pteforge-llm-export-"))
-    work.mkdir(parents=True, exist_ok=True)
-    ckpt = work / f"gemma3-{args.config}"
-    if not (ckpt / "config.json").is_file():
-        checkpoint(ckpt, args.config)
+    work, ckpt = work_checkpoint(args.work, args.config, "pteforge-llm-export-")
     if not (ckpt / "tokenizer.json").is_file():
         tokenizer(ckpt, json.loads((ckpt / "config.json").read_text())["vocab_size"])
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.baseline], check=True,

@@ -41,6 +41,17 @@ DECODE = 32
 ROUNDS = 3
 
 
+def work_checkpoint(work: str | Path | None, config: str, prefix: str) -> tuple[Path, Path]:
+    """The bench's folder (``work``, or a new temporary one) and the seeded checkpoint in it,
+    made once."""
+    work = Path(work or tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    ckpt = work / f"gemma3-{config}"
+    if not (ckpt / "config.json").is_file():
+        checkpoint(ckpt, config)
+    return work, ckpt
+
+
 def checkpoint(directory: Path, config: str) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -115,11 +126,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=ROUNDS, help="rounds of taking turns (the figure: their median)")
     ap.add_argument("--decode", type=int, default=DECODE, help="greedy steps per round")
     args = ap.parse_args()
-    work = Path(args.work or tempfile.mkdtemp(prefix="pteforge-llm-optimum-"))
-    work.mkdir(parents=True, exist_ok=True)
-    ckpt = work / f"gemma3-{args.config}"
-    if not (ckpt / "config.json").is_file():
-        checkpoint(ckpt, args.config)
+    work, ckpt = work_checkpoint(args.work, args.config, "pteforge-llm-optimum-")
     python = optimum_env(Path(args.venv))
     n = str(args.max_seq_len)
     seconds, programs = {}, {}

@@ -118,14 +118,19 @@ def test_a_program_with_symbolic_sizes_is_given_back_untraced_too_in_its_own_sha
     from torch._guards import detect_fake_mode
 
     class Rows(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.tensor([0.5]))
+
         def forward(self, x):
-            return torch.nn.functional.softmax(x.transpose(1, 2), dim=-1).sum(1, keepdim=True) * x.shape[1]
+            return torch.nn.functional.softmax(x.transpose(1, 2), dim=-1).sum(1, keepdim=True) * x.shape[1] * self.scale
 
     def mode(program):
         return detect_fake_mode([n.meta["val"] for n in program.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)])
 
     seq = torch.export.Dim("seq", min=2, max=64)
-    program = memo.tag(torch.export.export(Rows(), (torch.rand(1, 5, 4),), dynamic_shapes=({1: seq},)), "test sym")
+    model = Rows()
+    program = memo.tag(torch.export.export(model, (torch.rand(1, 5, 4),), dynamic_shapes=({1: seq},)), "test sym")
     with memo.sharing():
         decomposed = program.run_decompositions()
         assert any(n.target == torch.ops.aten.sym_size.int for n in decomposed.graph.nodes)
@@ -136,11 +141,13 @@ def test_a_program_with_symbolic_sizes_is_given_back_untraced_too_in_its_own_sha
         assert memo.stats["decompose again"] == before["decompose again"] + 2
         assert memo.stats["keep refused"] == before["keep refused"], "the symbolic programs were not offered to keep"
     assert again is not decomposed and again_whole is not again
+    assert all(again.state_dict[k] is v for k, v in decomposed.state_dict.items()) and decomposed.state_dict, \
+        "the weights shared, as run_decompositions shares them"
     assert again_whole.graph_module.code == truth.graph_module.code
     assert mode(again_whole) is mode(decomposed), "symbols stay in the shape environment they belong to"
     for length in (3, 17):
         x = torch.rand(1, length, 4)
-        torch.testing.assert_close(again_whole.module()(x), Rows()(x))
+        torch.testing.assert_close(again_whole.module()(x), model(x))
 
 
 def test_programs_holding_other_objects_have_no_key():

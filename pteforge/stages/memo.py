@@ -100,8 +100,11 @@ class _NotCopied(Exception):
     """A program ``_copy`` cannot give a state of its own: one with symbolic shapes."""
 
 
-def _copy(program, fresh: bool = True):
-    """A copy sharing nothing a pass may change in place (``fresh``: nor the fake mode).
+def _copy(program, fresh: bool = True, tensors: bool = True):
+    """A copy sharing nothing a pass may change in place (``fresh``: nor the fake mode;
+    without ``tensors``, it shares the weights and constants, as ``run_decompositions``'s
+    output does its input's: a copy of a language model's 1 GB of weights for each skipped
+    re-trace raised an export's peak memory by 3 GB).
 
     ``deepcopy`` gives each node a new metadata dict, but its values stay shared: the
     containers among them (``custom``, module stacks) are copied (``_containers``), and
@@ -121,7 +124,8 @@ def _copy(program, fresh: bool = True):
 
     if program.range_constraints and fresh:
         raise _NotCopied
-    program = copy.deepcopy(program)
+    values = () if tensors else (*program.state_dict.values(), *program.constants.values())
+    program = copy.deepcopy(program, {id(v): v for v in values if isinstance(v, torch.Tensor)})
     nodes = [node for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
              for node in module.graph.nodes]
     if fresh:  # as torch.export.load makes one for a program it reads
@@ -362,7 +366,7 @@ def sharing():
             # since: the same program (one with symbolic shapes keeps its shape environment, as
             # run_decompositions would: a language model's, re-traced twice a lowering for nothing)
             with contextlib.suppress(_NotCopied):
-                again = _decomposed(tag(_copy(self, fresh=not self.range_constraints), source_of(self)))
+                again = _decomposed(tag(_copy(self, fresh=not self.range_constraints, tensors=False), source_of(self)))
                 stats["decompose again"] += 1
                 return again
         key, pinned = program_key(self), []
