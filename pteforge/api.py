@@ -454,7 +454,6 @@ class _Run:
         self.fresh: list[tuple[str | None, Record]] = []  # (cache key, row) of the work done in this run
         self.stages: dict[str, Stage] = {}  # job key -> the stage it is in
         self.names: dict[str, tuple[str, str | None]] = {}  # job key -> (model, target)
-        self._capture_jobs: list[tuple] | None = None
 
     def on_stage(self, key: str, stage: Stage | str) -> None:
         name, _, step = (stage.value if isinstance(stage, Stage) else stage).partition(" ")
@@ -489,40 +488,37 @@ class _Run:
         targets = {t.name: i for i, t in enumerate(self.plan.targets)}
         self.records.sort(key=lambda r: (order.get(r.model, 0), targets.get(r.target, 0)))
 
-    def capture_jobs(self) -> list[tuple]:
-        """(job, model, its targets, the targets that need the job's files) of every capture
-        to make: each model's main capture, and a job of its own for each precision of its
-        variants, so that one that fails ends only the rows that need it. They run on as
-        many workers as there are models, as one capture job did: Gemma 3 270M's fp32 and
-        8da4w captures side by side on 2 cores took 110 s against 98 s one after the other
-        (each on one thread, both reading memory), so a model's jobs run in turn."""
+    def _capture_jobs(self, pending) -> list[tuple]:
+        """(job, model, the targets that need the job's files) of every capture to make: each
+        model's main capture, and a job of its own for each precision of its variants, so
+        that one that fails ends only the rows that need it. They run on as many workers as
+        there are models, as one capture job did: Gemma 3 270M's fp32 and 8da4w captures
+        side by side on 2 cores took 110 s against 98 s one after the other (each on one
+        thread, both reading memory), so a model's jobs run in turn."""
         from .run.jobs import CaptureJob
 
-        if self._capture_jobs is None:
-            self._capture_jobs = []
-            for spec, todo, _ in self.pending:
-                groups = _variant_groups(spec, todo)
-                base = dict(spec=spec, config=self.config.for_jobs(), work_dir=self.work / spec.name,
-                            timeout=self.config.timeout)
-                self._capture_jobs.append((CaptureJob(key=f"{spec.name}/capture", **base), spec, todo, todo))
-                for precision, pairs in groups.items():
-                    needs = [t for t in todo if (t.primary, t.precision) in pairs]
-                    self._capture_jobs.append((CaptureJob(key=f"{spec.name}/capture {precision}", variants=tuple(pairs),
-                                                          main=False, **base), spec, todo, needs))
-        return self._capture_jobs
+        jobs = []
+        for spec, todo, _ in pending:
+            base = dict(spec=spec, config=self.config.for_jobs(), work_dir=self.work / spec.name,
+                        timeout=self.config.timeout)
+            jobs.append((CaptureJob(key=f"{spec.name}/capture", **base), spec, todo))
+            for precision, pairs in _variant_groups(spec, todo).items():
+                jobs.append((CaptureJob(key=f"{spec.name}/capture {precision}", variants=tuple(pairs), main=False, **base),
+                             spec, [t for t in todo if (t.primary, t.precision) in pairs]))
+        return jobs
 
     def _captures(self, pending) -> dict:
-        """Each model captured once, its variants beside it, in parallel: {model name: Capture}."""
-        jobs = {job.key: (job, spec, todo, needs) for job, spec, todo, needs in self.capture_jobs()}
-        for job, spec, _, _ in jobs.values():
+        """Each model captured once, then its variants, the models in parallel: {model name: Capture}."""
+        jobs = {job.key: (job, spec, needs) for job, spec, needs in self._capture_jobs(pending)}
+        for job, spec, _ in jobs.values():
             self.names[job.key] = (spec.name, None)
             if job.main:
                 self.reporter.stage(spec.name, None, Stage.CAPTURE)
         made: dict[str, list] = {}  # model -> the Captures its jobs made
         lost: dict[str, list] = {}  # model -> (outcome, the targets it leaves without a capture)
         refused: dict[str, PteforgeError] = {}
-        for outcome in self.capture_pool.run([job for job, _, _, _ in jobs.values()]):
-            job, spec, todo, needs = jobs[outcome.job.key]
+        for outcome in self.capture_pool.run([job for job, _, _ in jobs.values()]):
+            _, spec, needs = jobs[outcome.job.key]
             if outcome.ok:
                 made.setdefault(spec.name, []).append(outcome.value)
                 continue
@@ -610,12 +606,14 @@ def _variant_groups(spec: ModelSpec, todo: list[Target]) -> dict[str, list]:
 
 
 def _merged(main, variants: list):
-    """The model's main capture, with the variants its other jobs captured, and their time."""
+    """The model's main capture, with the variants its other jobs captured, and their time
+    (each variant job's own build of the model counted in it)."""
     others = [c for c in variants if c is not main]
     if not others:
         return main
     timings = dict(main.timings)
-    seconds = sum(c.timings.get(Stage.CAPTURE_VARIANTS.value, 0.0) for c in [main, *others])
+    seconds = main.timings.get(Stage.CAPTURE_VARIANTS.value, 0.0) + sum(
+        c.timings.get(Stage.BUILD.value, 0.0) + c.timings.get(Stage.CAPTURE_VARIANTS.value, 0.0) for c in others)
     if seconds:
         timings[Stage.CAPTURE_VARIANTS.value] = seconds
     return dataclasses.replace(main, timings=timings, variants={k: v for c in [main, *others] for k, v in c.variants.items()})

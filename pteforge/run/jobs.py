@@ -26,7 +26,7 @@ def steps_of(spec: ModelSpec):
 @dataclass(kw_only=True)
 class CaptureJob(Job):
     """Build ``spec``'s model and capture it (``main``), and the variants given (a variant
-    job: ``main`` False, beside the main capture's job, in the same work folder)."""
+    job: ``main`` False, after the main capture's job, in the same work folder)."""
 
     spec: ModelSpec
     config: JobConfig  # the artifact options, and the run options jobs read: nothing else

@@ -175,7 +175,7 @@ def capture(
 
     ``variants`` are (backend, precision) pairs whose backend transforms the eager
     model before capture; each is captured once more, after its transform. Without
-    ``main``, only those (a job of their own, beside the main capture's).
+    ``main``, only those (a job of their own, after the main capture's).
     """
     from ..run.workers import one_thread
 

@@ -180,11 +180,12 @@ def retrace_only_what_changed():
     dunder = _ExportPassBase.__call__
 
     def enter(self, graph_module):
+        outer = self.__dict__.get("_pteforge_before")  # a pass that runs itself on a branch
         self._pteforge_before = _graph_text(graph_module)
         try:
             return dunder(self, graph_module)
         finally:
-            del self._pteforge_before
+            self._pteforge_before = outer
 
     def retrace(self, graph_module):
         cls = type(self)
