@@ -426,3 +426,57 @@ def test_a_text_generation_family_is_one_file_through_the_same_pipeline(tmp_path
     assert "8da4w" in entries["xnnpack:8da4w"]["quantization"]["scheme"]
     assert all((out / e["file"]).is_file() for e in entries.values())
     assert not [p.name for p in out.rglob("*") if "unproven" in p.name]
+
+
+@pytest.mark.parametrize("shape, group, qmin, qmax, rows", [
+    ((2600, 640), 32, -8, 7, 512),  # 8da4w: blocks of 512 rows, the last one short
+    ((300, 96), 96, -128, 127, 64),  # int8 weights, one scale a row (8da8w's per-channel)
+    ((64, 64), 32, -8, 7, 2048),  # fewer rows than a block
+])
+def test_the_scale_search_row_block_by_row_block_finds_torchaos_numbers(shape, group, qmin, qmax, rows):
+    """The 8da4w capture's scale search (HQQ, scale only) over blocks of rows gives
+    torchao's quantized values and scales bit for bit: random weights, a zero row and a
+    zero group (no least-squares fit: the scale kept), a row of one value; and weights on
+    the 4-bit grid, whose search stops at its first iteration (the early stop over all
+    the blocks at once)."""
+    import torch
+    from torchao.quantization.quant_primitives import _choose_qparams_and_quantize_scale_only_hqq as torchao
+
+    from pteforge.text.hqq import scale_only_hqq
+
+    torch.manual_seed(7)
+    w = torch.randn(shape) * 0.02
+    w[3] = 0
+    w[5, :group] = 0
+    w[9] = 0.125
+    grid = (torch.randint(qmin, qmax + 1, shape) * 0.01).float()
+    for weights in (w, w.to(torch.bfloat16), grid):
+        want = torchao(weights, [1, group], qmin, qmax)
+        got = scale_only_hqq(weights, [1, group], qmin, qmax, rows=rows)
+        assert got[0].dtype == want[0].dtype and got[1].dtype == want[1].dtype
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_the_8da4w_weights_are_torchaos_with_the_row_block_search(monkeypatch):
+    """The source transform (what the 8da4w capture runs) searches each linear layer's
+    scales row block by row block, and quantizes them to torchao's very numbers."""
+    import torch
+    from executorch.extension.llm.export.quantize import quantize_model_
+
+    from pteforge.core.spec import Precision
+    from pteforge.text import hqq
+    from pteforge.text.llm import quantize_source
+
+    searched, row_blocks = [], hqq.scale_only_hqq
+    monkeypatch.setattr(hqq, "scale_only_hqq", lambda w, *a, **k: searched.append(tuple(w.shape)) or row_blocks(w, *a, **k))
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.Linear(96, 4100))
+    model.config = type("Config", (), {"tie_word_embeddings": False})()
+    model.get_input_embeddings = lambda: torch.nn.Embedding(8, 64)
+    model.set_input_embeddings = lambda e: None
+    ours = quantize_source(model, Precision.INT8_DYNAMIC_INT4)
+    quantize_model_(model, qlinear_config="8da4w", skip_incompatible_shapes=True)
+    assert searched == [(96, 64), (4100, 96)]
+    for mine, theirs in zip(ours, model):
+        assert torch.equal(mine.weight.qdata, theirs.weight.qdata) and torch.equal(mine.weight.scale, theirs.weight.scale)

@@ -345,6 +345,8 @@ def quantize_source(model, precision: Precision):
     import torch
     from executorch.extension.llm.export.quantize import quantize_model_
 
+    from .hqq import in_row_blocks
+
     model = copy.deepcopy(model)
     if model.config.tie_word_embeddings:  # untie: the head and the embedding are quantized differently
         head = model.get_output_embeddings()
@@ -353,7 +355,7 @@ def quantize_source(model, precision: Precision):
     per_layer = getattr(getattr(model, "base_model", model), "embed_tokens_per_layer", None)
     if per_layer is not None:  # Gemma 4's per-layer input embeddings: a table larger than the token embedding
         model.set_per_layer_input_embeddings(_int8_embedding(per_layer))
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), in_row_blocks():  # the same scales as torchao's, ~5x sooner
         warnings.simplefilter("ignore")  # "quantize_model_ is experimental"
         quantize_model_(model, qlinear_config=SCHEMES[precision][0], skip_incompatible_shapes=True)
     return model
