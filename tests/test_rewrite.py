@@ -1201,3 +1201,39 @@ def test_one_value_constants_keep_a_convolution_output_channels_last():
     assert layout_copies(xnnpack.lowering_context()) == 2
     edge = lower(exported, [xnnpack], Precision.FP32, xnnpack.plan(Precision.FP32))
     torch.testing.assert_close(_run(edge, (x,))[0], model(x)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_the_partition_step_writes_the_programs_text_only_for_a_debug_log_that_is_on(monkeypatch, caplog, debug):
+    """ExecuTorch formats the whole program's text for a debug line after each partition it
+    makes; under fast_fx that text is a placeholder while the debug level is off, and the
+    program's own text when it is on. The program is the same bytes either way."""
+    import logging
+
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.backend import backend_api
+
+    from pteforge.stages.lower import fast_fx
+
+    said = []
+
+    class Log:  # backend_api's logging: what its debug lines say, whatever the level
+        def __getattr__(self, name):
+            return getattr(logging, name)
+
+        @staticmethod
+        def debug(msg, *args, **kwargs):
+            said.append(str(msg))
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).eval()
+    exported = torch.export.export(model, (torch.randn(2, 8),))
+    plain = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+    monkeypatch.setattr(backend_api, "logging", Log())
+    caplog.set_level(logging.DEBUG if debug else logging.WARNING)  # the root logger's
+    with fast_fx():
+        made = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+    texts = [m for m in said if m.startswith("Partitioned graph module:")]
+    assert texts and made == plain, texts[:1]
+    assert all(("def forward" in m) == debug and ("text written with the debug level on" in m) != debug
+               for m in texts), texts[0][:300]
