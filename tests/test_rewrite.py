@@ -1237,3 +1237,54 @@ def test_the_partition_step_writes_the_programs_text_only_for_a_debug_log_that_i
     assert texts and made == plain, texts[:1]
     assert all(("def forward" in m) == debug and ("text written with the debug level on" in m) != debug
                for m in texts), texts[0][:300]
+
+
+def test_sorting_the_program_in_place_gives_what_torchs_copy_gives():
+    """``sort_in_place`` against torch's ``legalize_graph`` on the same out-of-order program
+    (nodes moved after their users, a symbolic size's runtime check): the same order of
+    nodes and names, each node's users in the same order, the same ``find_nodes`` answers,
+    the same code, and the same name for a node made afterwards; and a program lowered
+    for XNNPACK in several partitions is the same bytes with it."""
+    import copy
+
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from torch.fx.passes.tools_common import legalize_graph
+
+    from pteforge.stages.lower import partitions_sorted_in_place, sort_in_place
+
+    class Model(torch.nn.Module):
+        def forward(self, x, y):
+            a = torch.relu(x) + y
+            b = torch.sigmoid(a) * x
+            return a.sum(-1) + b.shape[0], torch.cat([a, b], -1)
+
+    gm = torch.export.export(Model(), (torch.randn(3, 4), torch.randn(3, 4)),
+                             dynamic_shapes=({0: torch.export.Dim("n")}, {0: torch.export.Dim("n")})).module()
+    moved = [n.name for n in gm.graph.nodes if n.op == "call_function"][:3]
+    theirs, ours = copy.deepcopy(gm), copy.deepcopy(gm)
+    for g in (theirs, ours):  # the first three operators moved to the end: the graph out of order
+        for node in [n for n in g.graph.nodes if n.name in moved]:
+            g.graph.output_node().prepend(node)
+        with g.graph.inserting_before(g.graph.output_node()):  # a name used, then freed
+            g.graph.erase_node(g.graph.call_function(torch.ops.aten.relu.default, (next(iter(g.graph.nodes)),)))
+    before = [n.name for n in ours.graph.nodes]
+    legalize_graph(theirs)
+    sort_in_place(ours)
+    assert [n.name for n in ours.graph.nodes] == [n.name for n in theirs.graph.nodes] != before
+    assert all([u.name for u in a.users] == [u.name for u in b.users] for a, b in zip(ours.graph.nodes, theirs.graph.nodes))
+    for op, target in [("placeholder", None), ("call_function", torch.ops.aten.add.Tensor)]:
+        assert [n.name for n in ours.graph.find_nodes(op=op, target=target)] == \
+               [n.name for n in theirs.graph.find_nodes(op=op, target=target)]
+    assert ours.code == theirs.code
+    made = [g.graph.create_node("call_function", torch.ops.aten.relu.default, (), {}).name for g in (ours, theirs)]
+    assert made[0] == made[1]
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Softplus(), torch.nn.Linear(8, 8), torch.nn.Softplus(),
+                                torch.nn.Linear(8, 4)).eval()  # softplus: XNNPACK's partitions around it
+    exported = torch.export.export(model, (torch.randn(2, 8),))
+    plain = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+    with partitions_sorted_in_place():
+        sorted_here = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
+    assert str(plain.exported_program().graph).count("lowered_module") >= 3
+    assert sorted_here.to_executorch().buffer == plain.to_executorch().buffer
