@@ -202,7 +202,7 @@ def test_capture_runs_once_per_model(capsys, out, monkeypatch, tmp_path):
 
 def test_a_variant_capture_is_a_job_of_its_own_and_its_failure_ends_only_its_targets(capsys, out, tmp_path):
     """A target whose backend transforms the eager model before capture (Core ML's int4
-    weights) has a capture job of its own, beside the model's main capture. A model that
+    weights) has a capture job of its own, after the model's main capture. A model that
     cannot be deep-copied for that transform (it holds a lock) ends that target's row with
     the reason; the other targets, from the main capture, are exported as ever."""
     (tmp_path / "locked.py").write_text(
