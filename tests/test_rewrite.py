@@ -1288,3 +1288,37 @@ def test_sorting_the_program_in_place_gives_what_torchs_copy_gives():
         sorted_here = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])
     assert str(plain.exported_program().graph).count("lowered_module") >= 3
     assert sorted_here.to_executorch().buffer == plain.to_executorch().buffer
+
+
+def test_a_pass_that_rewrites_operators_the_program_has_none_of_skips_its_retrace():
+    """Three ExecuTorch passes re-trace a whole program to rewrite some operators: constant-only
+    operators folded (``ConstPropPass``), dim-order copies (``DimOrderOpsRevertPass``), views
+    (``ReplaceBrokenOpsWithFunctionalOpsPass``). On a program with none of those they leave
+    it alone, and are skipped; on one with them they run. (Their programs' bytes with the
+    skip: ``test_passes_that_changed_nothing_skip_their_retrace_and_make_the_same_program``
+    and the bench.)"""
+    from executorch.exir import to_edge
+    from executorch.exir.passes.const_prop_pass import ConstPropPass
+    from executorch.exir.passes.memory_format_ops_pass import DimOrderOpsRevertPass
+    from executorch.exir.passes.replace_broken_ops_with_function_ops_pass import ReplaceBrokenOpsWithFunctionalOpsPass
+
+    from pteforge.stages.lower import _leaves_alone
+
+    class Plain(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x * 2.0 + 1.0)
+
+    class Touched(torch.nn.Module):
+        def forward(self, x):
+            y = x.to(memory_format=torch.channels_last) + torch.ones(4, 1, 1)  # a dim-order copy; a constant-only full
+            return y, x.view(-1)  # a view, until the edge dialect makes it a copy
+
+    x = torch.rand(1, 4, 3, 3)
+    passes = (ConstPropPass, DimOrderOpsRevertPass, ReplaceBrokenOpsWithFunctionalOpsPass)
+    plain = to_edge(torch.export.export(Plain(), (x,))).exported_program().graph_module
+    assert all(_leaves_alone(p, plain) for p in passes)
+    touched = to_edge(torch.export.export(Touched(), (x,))).exported_program().graph_module
+    assert not _leaves_alone(ConstPropPass, touched) and not _leaves_alone(DimOrderOpsRevertPass, touched)
+    aten = torch.export.export(Touched(), (x,)).graph_module
+    assert not _leaves_alone(ReplaceBrokenOpsWithFunctionalOpsPass, aten)
+    assert not _leaves_alone(type("Subclass", (ConstPropPass,), {}), plain)  # only the passes it knows
