@@ -1302,7 +1302,7 @@ def test_a_pass_that_rewrites_operators_the_program_has_none_of_skips_its_retrac
     from executorch.exir.passes.memory_format_ops_pass import DimOrderOpsRevertPass
     from executorch.exir.passes.replace_broken_ops_with_function_ops_pass import ReplaceBrokenOpsWithFunctionalOpsPass
 
-    from pteforge.stages.lower import _leaves_alone
+    from pteforge.stages.lower import _leaves_alone, retrace_only_what_changed, retraces
 
     class Plain(torch.nn.Module):
         def forward(self, x):
@@ -1322,3 +1322,7 @@ def test_a_pass_that_rewrites_operators_the_program_has_none_of_skips_its_retrac
     aten = torch.export.export(Touched(), (x,)).graph_module
     assert not _leaves_alone(ReplaceBrokenOpsWithFunctionalOpsPass, aten)
     assert not _leaves_alone(type("Subclass", (ConstPropPass,), {}), plain)  # only the passes it knows
+    with retrace_only_what_changed():  # and the re-trace is skipped where it would leave it alone, run where not
+        before = retraces.copy()
+        assert ConstPropPass()(plain).graph_module is plain and retraces["skipped"] == before["skipped"] + 1
+        assert ConstPropPass()(touched).graph_module is not touched and retraces["run"] == before["run"] + 1
