@@ -1326,3 +1326,113 @@ def test_a_pass_that_rewrites_operators_the_program_has_none_of_skips_its_retrac
         before = retraces.copy()
         assert ConstPropPass()(plain).graph_module is plain and retraces["skipped"] == before["skipped"] + 1
         assert ConstPropPass()(touched).graph_module is not touched and retraces["run"] == before["run"] + 1
+
+
+class _Edits(torch.nn.Module):
+    """What ExecuTorch's re-tracing passes rewrite: scalars (made tensors), a view (made a
+    copy), an int tensor added to a float one, an in-place buffer update, a size read from
+    an input's value, and an operator XNNPACK leaves to the portable kernels."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.register_buffer("seen", torch.zeros(1, 8))
+
+    def forward(self, x, n):
+        k = n.item()
+        torch._check(k >= 1)
+        torch._check(k <= 4)
+        y = torch.relu(self.fc(x) * 0.5 + 1)
+        z = y.view(-1, 2, 4).sum(1) + n
+        self.seen.copy_(torch.cumsum(x[:1], -1))
+        return torch.cumsum(z, -1)[:, :k] * 2.0, self.seen.clone()
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_retraces_reuse_the_values_of_what_no_pass_changed_and_make_the_same_program(dynamic):
+    """ExecuTorch's re-tracing passes, run with ``retraces_reuse_values``, reuse the fake values
+    of the operators whose inputs did not change and keep the old value of a rewritten node
+    that describes the same tensor; the program's bytes are those made without it, with a
+    symbolic batch too; ExecuTorch's and torch's pass bases are put back."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.pass_base import _ExportPassBase
+    from torch._export.pass_base import _ExportPassBaseDeprecatedDoNotUse
+
+    from pteforge.stages.lower import retraces_reuse_values, values
+
+    torch.manual_seed(0)
+    model = _Edits().eval()
+    example = (torch.rand(4, 8), torch.tensor([3]))
+    shapes = ({0: torch.export.Dim("batch", min=2, max=8)}, None) if dynamic else None
+
+    def lowered():
+        program = torch.export.export(model, example, dynamic_shapes=shapes)
+        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+        assert "lowered_module" in str(edge.exported_program().graph) and "cumsum" in str(edge.exported_program().graph)
+        return edge.to_executorch().buffer
+
+    bases = [(b._fx, b.ExportInterpreter.run_node) for b in (_ExportPassBase, _ExportPassBaseDeprecatedDoNotUse)]
+    plain = lowered()
+    before = values.copy()
+    with retraces_reuse_values():
+        reusing = lowered()
+    assert bases == [(b._fx, b.ExportInterpreter.run_node) for b in (_ExportPassBase, _ExportPassBaseDeprecatedDoNotUse)]
+    assert values["reused"] > before["reused"] and values["kept"] > before["kept"], values
+    assert values["reused"] > values["computed"] - before["computed"]
+    assert reusing == plain
+
+
+def test_a_retrace_runs_again_what_a_pass_changed():
+    """A pass that changes a node in place, then re-traces, gets that node's new value and new
+    values after it (the call it reads is not the one remembered); an in-place operator is
+    never remembered; a scalar is read by type and text, and a value is kept only for one
+    with the same sizes and strides."""
+    from executorch.exir import to_edge
+    from executorch.exir.dialects._ops import ops as exir_ops
+    from executorch.exir.pass_base import ExportPass
+
+    from pteforge.stages.lower import _call_key, _equivalent, retraces_reuse_values
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return (x.expand(4, 3) * 2.0).sum(0)
+
+    gm = to_edge(torch.export.export(Model(), (torch.rand(1, 3),))).exported_program().graph_module
+    expand = exir_ops.edge.aten.expand_copy.default
+
+    class Widen(ExportPass):
+        def call(self, graph_module):
+            for node in graph_module.graph.nodes:
+                if node.target == expand:
+                    node.args = (node.args[0], [6, 3])
+            return super().call(graph_module)
+
+    with retraces_reuse_values():
+        again = ExportPass()(gm).graph_module  # every value remembered
+        widened = Widen()(again).graph_module
+    shapes = {str(n.target): tuple(n.meta["val"].shape) for n in widened.graph.nodes if n.op == "call_function"}
+    assert shapes[str(expand)] == (6, 3) and shapes[str(exir_ops.edge.aten.mul.Tensor)] == (6, 3), shapes
+
+    class Twice(torch.nn.Module):  # the same call made by two nodes: a value each
+        def forward(self, x):
+            return x.view(-1) + x.view(-1)
+
+    with retraces_reuse_values():
+        again = ExportPass()(torch.export.export(Twice(), (torch.rand(1, 3),)).graph_module).graph_module
+        again = ExportPass()(again).graph_module
+    views = [n.meta["val"] for n in again.graph.nodes if n.target == torch.ops.aten.view.default]
+    assert len(views) == 2 and views[0] is not views[1]
+
+    x, t = torch.rand(2, 3), torch.rand(3, 2).t()
+    assert _call_key(torch.ops.aten.add_.Tensor, (x, x), {})[0] is None
+    assert _call_key(torch.ops.aten.mul.Tensor, (x, 0.0), {})[0] != _call_key(torch.ops.aten.mul.Tensor, (x, -0.0), {})[0]
+    assert _call_key(torch.ops.aten.mul.Tensor, (x, 1), {})[0] != _call_key(torch.ops.aten.mul.Tensor, (x, 1.0), {})[0]
+    assert _call_key(torch.ops.aten.view.default, (x, [3, 2]), {})[0] == \
+        _call_key(torch.ops.aten.view.default, (x, (3, 2)), {})[0]
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+    a, b, c = (mode.from_tensor(v) for v in (x, x.clone(), t))
+    with mode:
+        assert _equivalent(a, b) and not _equivalent(a, c) and not _equivalent(a, a.view(3, 2).view(2, 3))
