@@ -1436,3 +1436,45 @@ def test_a_retrace_runs_again_what_a_pass_changed():
     a, b, c = (mode.from_tensor(v) for v in (x, x.clone(), t))
     with mode:
         assert _equivalent(a, b) and not _equivalent(a, c) and not _equivalent(a, a.view(3, 2).view(2, 3))
+
+
+def test_the_group_partitioner_merges_with_set_checks_as_executorch_does():
+    """``_can_merge`` answers each pair of partitions the group partitioner asks about as
+    ExecuTorch's own method does (both answers seen: a merge across an operator XNNPACK
+    does not take would make a cycle), and the program's bytes are the same with it."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.backend.canonical_partitioners.group_partitioner import GroupBasedPartitioner
+
+    from pteforge.stages.lower import _can_merge, partitions_merged_by_set_checks
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c = torch.nn.Linear(8, 8), torch.nn.Linear(8, 8), torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = torch.nn.functional.softplus(self.a(x))  # softplus: left out, between two partitions
+            return self.b(y) + self.c(x), torch.cumsum(self.c(y), -1)
+
+    exported = torch.export.export(Model().eval(), (torch.randn(2, 8),))
+    original = GroupBasedPartitioner._can_merge_partitions
+    answers = []
+
+    def both(self, p1, p2, partitions_by_id):
+        theirs = original(self, p1, p2, partitions_by_id)
+        answers.append((theirs, _can_merge(self, p1, p2, partitions_by_id)))
+        return theirs
+
+    GroupBasedPartitioner._can_merge_partitions = both
+    try:
+        plain = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+    finally:
+        GroupBasedPartitioner._can_merge_partitions = original
+    assert {theirs for theirs, _ in answers} == {True, False}, answers
+    assert all(theirs == ours for theirs, ours in answers)
+    with partitions_merged_by_set_checks():
+        assert GroupBasedPartitioner._can_merge_partitions is _can_merge
+        merged = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+    assert GroupBasedPartitioner._can_merge_partitions is original
+    assert merged == plain
