@@ -408,3 +408,45 @@ def test_each_copy_traces_in_a_shape_environment_of_its_own(tmp_path):
     with memo.sharing():
         decomposed = again.run_decompositions({})
     torch.testing.assert_close(decomposed.module()(*example), vit().eval()(*example))
+
+
+def test_loading_with_the_answers_kept_gives_the_same_programs(tmp_path):
+    """``torch.export.load`` with ``answers_kept_while_loading`` gives what it gives without: two
+    programs with symbolic sizes of their own (one with a size read from a value), loaded one
+    after the other in one context, the same code, signature, ranges and every node's value;
+    torch's serializer is put back after."""
+    import typing
+
+    import sympy
+    from torch._export.serde import serialize
+
+    class Cache(torch.nn.Module):
+        def forward(self, x, n):
+            k = n.item()
+            torch._check(k >= 1)
+            torch._check(k <= 4)
+            return (x * 2).sum(0)[:k] + x.shape[0]
+
+    class Pair(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.cat([x, y]).mean(0, keepdim=True).expand(x.shape[0] + 1, -1)
+
+    files = []
+    for i, (model, example, shapes) in enumerate([
+            (Cache(), (torch.rand(5, 6), torch.tensor([2])), ({0: torch.export.Dim("rows", min=2, max=9)}, None)),
+            (Pair(), (torch.rand(3, 4), torch.rand(2, 4)),
+             ({0: torch.export.Dim("a", min=2, max=8)}, {0: torch.export.Dim("b", min=2, max=8)}))]):
+        files.append(tmp_path / f"p{i}.pt2")
+        torch.export.save(torch.export.export(model, example, dynamic_shapes=shapes), str(files[-1]))
+
+    def described(program):
+        return (program.graph_module.code, str(program.graph_signature), str(program.range_constraints),
+                [(n.name, str(n.meta.get("val"))) for n in program.graph.nodes])
+
+    plain = [described(torch.export.load(str(f))) for f in files]
+    with memo.answers_kept_while_loading():
+        kept = [described(torch.export.load(str(f))) for f in files]
+        again = described(torch.export.load(str(files[0])))
+    assert kept == plain and again == plain[0]
+    assert "u0: VR[1, 4]" in plain[0][2] and ("slice_1", "FakeTensor(..., size=(u0,))") in plain[0][3]
+    assert serialize.typing is typing and serialize.sympy is sympy

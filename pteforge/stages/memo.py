@@ -391,3 +391,58 @@ def sharing():
     finally:
         ExportedProgram.run_decompositions = run_decompositions
         _program._generate_edge_program = generate_edge_program
+
+
+@contextlib.contextmanager
+def answers_kept_while_loading():
+    """``torch.export.load`` asks the same questions of Python's typing and of sympy
+    thousands of times; inside, each is answered once.
+
+    Its JSON is made into the serialization schema's dataclasses field by field, each time
+    asking ``typing.get_type_hints`` of the class again (113,000 times for Gemma 3 270M's
+    8da4w program); and each symbolic size is parsed from its text by ``sympy.sympify``
+    (10,000 times, a few dozen texts). The hints of a class do not change; a text parsed
+    with the same symbols gives the same expression (the loader only ever adds symbols, so
+    the names it passes and the objects they name make the key)."""
+    try:
+        import typing
+
+        import sympy
+        from torch._export.serde import schema, serialize
+    except ImportError:
+        yield
+        return
+    hints: dict = {}
+    parsed: dict = {}
+    schema_names = vars(schema)
+
+    class Typing:
+        def __getattr__(self, name):
+            return getattr(typing, name)
+
+        @staticmethod
+        def get_type_hints(obj, globalns=None, localns=None, include_extras=False):
+            if globalns is not schema_names or localns is not None or include_extras:
+                return typing.get_type_hints(obj, globalns, localns, include_extras)
+            if obj not in hints:
+                hints[obj] = typing.get_type_hints(obj, globalns)
+            return dict(hints[obj])
+
+    class Sympy:
+        def __getattr__(self, name):
+            return getattr(sympy, name)
+
+        @staticmethod
+        def sympify(text, locals=None, **kwargs):  # noqa: A002 - sympy's own name
+            if not isinstance(text, str) or kwargs or locals is None:
+                return sympy.sympify(text, locals=locals, **kwargs)
+            key = (text, tuple((name, id(value)) for name, value in locals.items()))
+            if key not in parsed:
+                parsed[key] = (sympy.sympify(text, locals=locals), list(locals.values()))  # its objects kept alive
+            return parsed[key][0]
+
+    serialize.typing, serialize.sympy = Typing(), Sympy()
+    try:
+        yield
+    finally:
+        serialize.typing, serialize.sympy = typing, sympy
