@@ -410,11 +410,12 @@ def test_each_copy_traces_in_a_shape_environment_of_its_own(tmp_path):
     torch.testing.assert_close(decomposed.module()(*example), vit().eval()(*example))
 
 
-def test_loading_with_the_answers_kept_gives_the_same_programs(tmp_path):
-    """``torch.export.load`` with ``answers_kept_while_loading`` gives what it gives without: two
-    programs with symbolic sizes of their own (one with a size read from a value), loaded one
-    after the other in one context, the same code, signature, ranges and every node's value;
-    torch's serializer is put back after."""
+def test_saving_and_loading_with_fast_serde_make_the_same_files_and_programs(tmp_path):
+    """``torch.export.save`` and ``load`` with ``fast_serde`` give what they give without: two
+    programs with symbolic sizes of their own (one with a size read from a value) saved to
+    the same bytes, and loaded one after the other in one context with the same code,
+    signature, ranges and every node's value; torch's serializer is put back after."""
+    import copy
     import typing
 
     import sympy
@@ -437,16 +438,21 @@ def test_loading_with_the_answers_kept_gives_the_same_programs(tmp_path):
             (Pair(), (torch.rand(3, 4), torch.rand(2, 4)),
              ({0: torch.export.Dim("a", min=2, max=8)}, {0: torch.export.Dim("b", min=2, max=8)}))]):
         files.append(tmp_path / f"p{i}.pt2")
-        torch.export.save(torch.export.export(model, example, dynamic_shapes=shapes), str(files[-1]))
+        program = torch.export.export(model, example, dynamic_shapes=shapes)
+        torch.export.save(program, str(files[-1]))
+        (tmp_path / "fast").mkdir(exist_ok=True)
+        with memo.fast_serde():
+            torch.export.save(program, str(tmp_path / "fast" / files[-1].name))
+        assert (tmp_path / "fast" / files[-1].name).read_bytes() == files[-1].read_bytes()
 
     def described(program):
         return (program.graph_module.code, str(program.graph_signature), str(program.range_constraints),
                 [(n.name, str(n.meta.get("val"))) for n in program.graph.nodes])
 
     plain = [described(torch.export.load(str(f))) for f in files]
-    with memo.answers_kept_while_loading():
+    with memo.fast_serde():
         kept = [described(torch.export.load(str(f))) for f in files]
         again = described(torch.export.load(str(files[0])))
     assert kept == plain and again == plain[0]
     assert "u0: VR[1, 4]" in plain[0][2] and ("slice_1", "FakeTensor(..., size=(u0,))") in plain[0][3]
-    assert serialize.typing is typing and serialize.sympy is sympy
+    assert serialize.typing is typing and serialize.sympy is sympy and serialize.copy is copy

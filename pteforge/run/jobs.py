@@ -35,9 +35,12 @@ class CaptureJob(Job):
     main: bool = True
 
     def __call__(self, on_stage) -> Any:
+        from ..stages.memo import fast_serde
+
         only = {} if self.main else {"main": False}
-        return steps_of(self.spec).capture(self.spec, self.config, self.work_dir, on_stage=on_stage,
-                                           variants=self.variants, **only)
+        with fast_serde():  # what it saves, saved sooner
+            return steps_of(self.spec).capture(self.spec, self.config, self.work_dir, on_stage=on_stage,
+                                               variants=self.variants, **only)
 
 
 @dataclass(kw_only=True)

@@ -629,13 +629,13 @@ def _graph_text(graph_module) -> str:
 def fast_fx():
     """``shared_provenance``, ``lazy_codegen``, ``cached_quant_ops``, ``retrace_only_what_changed``,
     ``retraces_reuse_values``, ``partitions_without_debug_text``, ``partitions_sorted_in_place``,
-    ``partitions_merged_by_set_checks``, ``memo.sharing`` and ``memo.answers_kept_while_loading``:
+    ``partitions_merged_by_set_checks``, ``memo.sharing`` and ``memo.fast_serde``:
     what every target job (loading its capture, lowering it) runs under."""
-    from .memo import answers_kept_while_loading, sharing
+    from .memo import fast_serde, sharing
 
     with shared_provenance(), lazy_codegen(), cached_quant_ops(), retrace_only_what_changed(), \
             retraces_reuse_values(), partitions_without_debug_text(), partitions_sorted_in_place(), \
-            partitions_merged_by_set_checks(), sharing(), answers_kept_while_loading():
+            partitions_merged_by_set_checks(), sharing(), fast_serde():
         yield
 
 

@@ -394,17 +394,25 @@ def sharing():
 
 
 @contextlib.contextmanager
-def answers_kept_while_loading():
-    """``torch.export.load`` asks the same questions of Python's typing and of sympy
-    thousands of times; inside, each is answered once.
+def fast_serde():
+    """``torch.export.save`` and ``load`` without the work they repeat; the same files and
+    programs.
 
-    Its JSON is made into the serialization schema's dataclasses field by field, each time
-    asking ``typing.get_type_hints`` of the class again (113,000 times for Gemma 3 270M's
-    8da4w program); and each symbolic size is parsed from its text by ``sympy.sympify``
-    (10,000 times, a few dozen texts). The hints of a class do not change; a text parsed
-    with the same symbols gives the same expression (the loader only ever adds symbols, so
-    the names it passes and the objects they name make the key)."""
+    Loading makes the JSON into the serialization schema's dataclasses field by field, each
+    time asking ``typing.get_type_hints`` of the class again (113,000 times for Gemma 3
+    270M's 8da4w program), and parses each symbolic size from its text with
+    ``sympy.sympify`` (10,000 times, a few dozen texts). Inside, each is answered once: the
+    hints of a class do not change, and a text parsed with the same symbols gives the same
+    expression (the loader only adds symbols, so the names it passes and the objects they
+    name make the key).
+
+    Saving deep-copies the whole serialized program before putting it in canonical order
+    (``canonicalize``: half of the 8da4w program's save); inside, that copy is made by a
+    pickle round trip (the same plain dataclasses, shared parts shared alike), several
+    times faster."""
     try:
+        import copy
+        import pickle
         import typing
 
         import sympy
@@ -441,8 +449,21 @@ def answers_kept_while_loading():
                 parsed[key] = (sympy.sympify(text, locals=locals), list(locals.values()))  # its objects kept alive
             return parsed[key][0]
 
-    serialize.typing, serialize.sympy = Typing(), Sympy()
+    class Copy:
+        def __getattr__(self, name):
+            return getattr(copy, name)
+
+        @staticmethod
+        def deepcopy(value, memo=None):
+            if memo is None and isinstance(value, schema.ExportedProgram):
+                try:
+                    return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+                except Exception:  # noqa: BLE001 - whatever pickle refuses, copy does as before
+                    pass
+            return copy.deepcopy(value, memo)
+
+    serialize.typing, serialize.sympy, serialize.copy = Typing(), Sympy(), Copy()
     try:
         yield
     finally:
-        serialize.typing, serialize.sympy = typing, sympy
+        serialize.typing, serialize.sympy, serialize.copy = typing, sympy, copy
