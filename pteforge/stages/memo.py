@@ -462,8 +462,9 @@ def fast_serde():
                     pass
             return copy.deepcopy(value, memo)
 
+    before = serialize.typing, serialize.sympy, serialize.copy
     serialize.typing, serialize.sympy, serialize.copy = Typing(), Sympy(), Copy()
     try:
         yield
     finally:
-        serialize.typing, serialize.sympy, serialize.copy = typing, sympy, copy
+        serialize.typing, serialize.sympy, serialize.copy = before
