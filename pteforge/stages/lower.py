@@ -249,7 +249,7 @@ def retraces_reuse_values():
         yield
         return
     memo: dict = {}  # (operator, what it reads) -> (value, the objects read by identity)
-    made: dict = {}  # id(value) -> its key in memo
+    made: dict = {}  # id(value) -> (its key in memo, the value)
     handed: list[set] = []  # for each graph being re-traced: the values its nodes were given
 
     class Remembering:
@@ -266,9 +266,10 @@ def retraces_reuse_values():
                 value = self.interpreter.call_function(target, args, kwargs)
                 if key is None:
                     return value
-                memo[key] = (value, held)  # held: no object read by identity is freed and its id reused
+                if key not in memo:  # held: no object read by identity is freed and its id reused
+                    memo[key] = (value, held)
                 values["computed"] += 1
-            made[id(value)] = key
+            made[id(value)] = (key, value)  # the value held too: its id is not reused while here
             if not isinstance(value, (bool, int, float, type(None))):
                 here.add(id(value))
             return value
@@ -298,9 +299,9 @@ def retraces_reuse_values():
             if old is not None and new is not None and new is not old and _equivalent(new, old) \
                     and _made_after(result.node, last, graph):
                 result.data = result.node.meta["val"] = old
-                key = made.pop(id(new), None)
-                if key is not None:  # the next call of it gives the value kept
-                    memo[key], made[id(old)] = (old, memo[key][1]), key
+                key, _ = made.pop(id(new), (None, None))
+                if key is not None and memo[key][0] is new:  # the next call of it gives the value kept
+                    memo[key], made[id(old)] = (old, memo[key][1]), (key, old)
                 if handed:
                     handed[-1].add(id(old))
                 values["kept"] += 1
