@@ -128,6 +128,23 @@ def test_workers_side_by_side_share_the_cores():
     assert together == [max(1, cores // 2)] * 4 and alone == [cores]
 
 
+def test_a_spawned_worker_leaves_at_once_and_runs_its_exit_handlers(tmp_path):
+    """A closed pool's spawned worker (a fresh interpreter, as the captures' are) exits
+    without taking its interpreter apart: a thread a job left running does not hold it (a
+    normal exit would wait for it until the pool killed it), and it exits with code 0 after
+    running its exit handlers (a handler a job registered ran, a temporary folder it left
+    was removed)."""
+    import tiny_models
+
+    from pteforge.run.workers import Call, WorkerPool
+
+    with WorkerPool(1, fresh=True) as pool:
+        [outcome] = list(pool.run([Call(key="left", fn=tiny_models.leaves_state, args=(str(tmp_path),))]))
+        worker = pool.idle[0]
+    assert outcome.ok and worker.proc.exitcode == 0
+    assert (tmp_path / "atexit").exists() and not Path(outcome.value).exists()
+
+
 def test_jobs_of_a_group_run_on_one_worker_and_no_core_idles():
     """Jobs of one group follow the worker that ran the first (what it kept in memory is
     reused) while other jobs take the other worker; when only jobs waiting for a busy

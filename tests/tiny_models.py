@@ -634,3 +634,21 @@ class Listener(torch.nn.Module):
 
 def listener():
     return Listener().eval()
+
+
+_LEFT_IN_WORKER: list = []
+
+
+def leaves_state(folder: str, on_stage=None) -> str:
+    """A worker job (``tiny_models:leaves_state``): what a lowering leaves behind in its worker:
+    an exit handler to run, a temporary folder to remove, and a thread that never ends (an
+    interpreter's normal exit waits for it); returns the temporary folder."""
+    import atexit
+    import tempfile
+    import threading
+
+    atexit.register(lambda: open(os.path.join(folder, "atexit"), "w").close())
+    kept = tempfile.TemporaryDirectory()
+    threading.Thread(target=threading.Event().wait).start()
+    _LEFT_IN_WORKER.append(kept)
+    return kept.name

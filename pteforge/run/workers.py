@@ -15,6 +15,7 @@ import importlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 import traceback
 from collections import deque
@@ -83,7 +84,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
+def _worker_main(conn, quiet: bool, env: dict[str, str], spawned: bool = False) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     # Forked from the fork server: take the parent's environment as it is now, plus
@@ -98,9 +99,9 @@ def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
         try:
             job = conn.recv()
         except EOFError:
-            return
+            return _leave(spawned)
         if job is None:
-            return
+            return _leave(spawned)
         job, threads = job
         set_threads(threads)
 
@@ -116,6 +117,29 @@ def _worker_main(conn, quiet: bool, env: dict[str, str]) -> None:
                 conn.send(("error", job.key, exc, tb))
             except Exception:  # an unpicklable exception: send its text
                 conn.send(("error", job.key, RuntimeError(f"{type(exc).__name__}: {exc}"), tb))
+
+
+def _leave(spawned: bool) -> None:
+    """End this worker without taking its interpreter apart. A spawned worker (a fresh
+    interpreter: the captures') runs its exit handlers (temporary folders, multiprocessing's
+    and libraries' clean-up) and flushes its output, as a normal exit would, and then exits
+    at once: after capturing a language model it holds millions of objects, and the first
+    target starts only once the captures' pool has closed. Freeing 3 million small objects
+    one by one took 5.3 s (the pool's 5 s wait, then killed) against 0.2 s. A thread a job
+    left running no longer holds it either. One forked from the fork server returns, and
+    multiprocessing ends it at once as it always has (``os._exit``, its exit handlers those
+    of the fork server, not run)."""
+    if not spawned:
+        return
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
 
 
 def _thread_lock_for_progress_bars() -> None:
@@ -201,7 +225,8 @@ class _Worker:
     def __init__(self, ctx, quiet: bool):
         parent, child = ctx.Pipe()
         self.conn = parent
-        self.proc = ctx.Process(target=_worker_main, args=(child, quiet, dict(os.environ)), daemon=True)
+        self.proc = ctx.Process(target=_worker_main, daemon=True,
+                                args=(child, quiet, dict(os.environ), ctx.get_start_method() == "spawn"))
         self.proc.start()  # with the fork server: returns once it has forked, its imports done
         child.close()
         if ctx.get_start_method() == "forkserver":
