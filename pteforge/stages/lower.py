@@ -248,37 +248,97 @@ def retraces_reuse_values():
     except ImportError:
         yield
         return
-    memo: dict = {}  # (operator, what it reads) -> (value, the objects read by identity)
-    made: dict = {}  # id(value) -> (its key in memo, the value)
-    handed: list[set] = []  # for each graph being re-traced: the values its nodes were given
-
-    class Remembering:
-        def __init__(self, interpreter):
-            self.interpreter = interpreter
-
-        def call_function(self, target, args, kwargs):
-            key, held = _call_key(target, args, kwargs)
-            here = handed[-1] if handed else set()
-            if key is not None and key in memo and id(memo[key][0]) not in here:
-                values["reused"] += 1
-                value = memo[key][0]
-            else:  # not called so before, or its value given to another node of this graph already
-                value = self.interpreter.call_function(target, args, kwargs)
-                if key is None:
-                    return value
-                if key not in memo:  # held: no object read by identity is freed and its id reused
-                    memo[key] = (value, held)
-                values["computed"] += 1
-            made[id(value)] = (key, value)  # the value held too: its id is not reused while here
-            if not isinstance(value, (bool, int, float, type(None))):
-                here.add(id(value))
-            return value
-
     bases = (_ExportPassBase, _ExportPassBaseDeprecatedDoNotUse)
     originals = [(base.__dict__["_fx"], base.ExportInterpreter.__dict__["run_node"], base.__dict__["call_submodule"])
                  for base in bases]
+    remembered = _Remembered()
+    for base, (fx, run_node, call_submodule) in zip(bases, originals):
+        base._fx, base.ExportInterpreter.run_node = remembered.fx(fx), remembered.run_node(run_node)
+        base.call_submodule = remembered.call_submodule(call_submodule)
+    try:
+        yield
+    finally:
+        for base, (fx, run_node, call_submodule) in zip(bases, originals):
+            base._fx, base.ExportInterpreter.run_node, base.call_submodule = fx, run_node, call_submodule
 
-    def scoped(call_submodule):
+
+class _Remembered:
+    """What ``retraces_reuse_values`` remembers, and the pass-base methods it wraps with it."""
+
+    def __init__(self):
+        self.memo: dict = {}  # (operator, what it reads) -> (value, the objects read by identity)
+        self.made: dict = {}  # id(value) -> (its key in memo, the value): its id not reused while here
+        self.handed: list[set] = []  # for each graph being re-traced: the values its nodes were given
+
+    def call_function(self, interpreter, target, args, kwargs):
+        key, held = _call_key(target, args, kwargs)
+        here = self.handed[-1] if self.handed else set()
+        if key is not None and key in self.memo and id(self.memo[key][0]) not in here:
+            values["reused"] += 1
+            value = self.memo[key][0]
+        else:  # not called so before, or its value given to another node of this graph already
+            value = interpreter.call_function(target, args, kwargs)
+            if key is None:
+                return value
+            if key not in self.memo:  # held: no object read by identity is freed and its id reused
+                self.memo[key] = (value, held)
+            values["computed"] += 1
+        self.made[id(value)] = (key, value)
+        if not isinstance(value, (bool, int, float, type(None))):
+            here.add(id(value))
+        return value
+
+    def keep(self, n, result, last, graph) -> None:
+        """A rewritten node keeps its old value where the new one describes the same tensor."""
+        old = n.meta.get("val") if n.op == "call_function" else None
+        new = getattr(result, "data", None)
+        if old is None or new is None or new is old or not _equivalent(new, old) \
+                or not _made_after(result.node, last, graph):
+            return
+        result.data = result.node.meta["val"] = old
+        key, _ = self.made.pop(id(new), (None, None))
+        if key is not None and self.memo[key][0] is new:  # the next call of it gives the value kept
+            self.memo[key], self.made[id(old)] = (old, self.memo[key][1]), (key, old)
+        if self.handed:
+            self.handed[-1].add(id(old))
+        values["kept"] += 1
+
+    def fx(self, fx):
+        remembered = self
+
+        class Interpreter:
+            def __init__(self, interpreter):
+                self.interpreter = interpreter
+
+            def call_function(self, target, args, kwargs):
+                return remembered.call_function(self.interpreter, target, args, kwargs)
+
+        @functools.wraps(fx)
+        def remembering(self, kind, target, args, kwargs, meta):
+            if kind != "call_function":
+                return fx(self, kind, target, args, kwargs, meta)
+            interpreter, self.interpreter = self.interpreter, Interpreter(self.interpreter)
+            try:
+                return fx(self, kind, target, args, kwargs, meta)
+            finally:
+                self.interpreter = interpreter
+        return remembering
+
+    def run_node(self, run_node):
+        remembered = self
+
+        @functools.wraps(run_node)
+        def run(self, n):
+            graph = self.callback.tracer.graph
+            last = graph._root.prev  # the new graph's last node before this one's
+            result = run_node(self, n)
+            remembered.keep(n, result, last, graph)
+            return result
+        return run
+
+    def call_submodule(self, call_submodule):
+        handed = self.handed
+
         @functools.wraps(call_submodule)
         def retrace(self, graph_module, inputs):
             handed.append(set())  # two nodes that make the same call get values of their own
@@ -287,48 +347,6 @@ def retraces_reuse_values():
             finally:
                 handed.pop()
         return retrace
-
-    def keeping(run_node):
-        @functools.wraps(run_node)
-        def run(self, n):
-            graph = self.callback.tracer.graph
-            last = graph._root.prev  # the new graph's last node before this one's
-            result = run_node(self, n)
-            old = n.meta.get("val") if n.op == "call_function" else None
-            new = getattr(result, "data", None)
-            if old is not None and new is not None and new is not old and _equivalent(new, old) \
-                    and _made_after(result.node, last, graph):
-                result.data = result.node.meta["val"] = old
-                key, _ = made.pop(id(new), (None, None))
-                if key is not None and memo[key][0] is new:  # the next call of it gives the value kept
-                    memo[key], made[id(old)] = (old, memo[key][1]), (key, old)
-                if handed:
-                    handed[-1].add(id(old))
-                values["kept"] += 1
-            return result
-        return run
-
-    def wrap(fx):
-        @functools.wraps(fx)
-        def remembering(self, kind, target, args, kwargs, meta):
-            if kind != "call_function":
-                return fx(self, kind, target, args, kwargs, meta)
-            interpreter, self.interpreter = self.interpreter, Remembering(self.interpreter)
-            try:
-                return fx(self, kind, target, args, kwargs, meta)
-            finally:
-                self.interpreter = interpreter
-        return remembering
-
-    for base, (fx, run_node, call_submodule) in zip(bases, originals):
-        base._fx, base.ExportInterpreter.run_node, base.call_submodule = wrap(fx), keeping(run_node), scoped(call_submodule)
-    try:
-        yield
-    finally:
-        for base, (fx, run_node, call_submodule) in zip(bases, originals):
-            base._fx, base.ExportInterpreter.run_node, base.call_submodule = fx, run_node, call_submodule
-        memo.clear()
-        made.clear()
 
 
 def _made_after(node, last, graph) -> bool:

@@ -412,7 +412,6 @@ def fast_serde():
     times faster."""
     try:
         import copy
-        import pickle
         import typing
 
         import sympy
@@ -420,51 +419,69 @@ def fast_serde():
     except ImportError:
         yield
         return
-    hints: dict = {}
-    parsed: dict = {}
-    schema_names = vars(schema)
-
-    class Typing:
-        def __getattr__(self, name):
-            return getattr(typing, name)
-
-        @staticmethod
-        def get_type_hints(obj, globalns=None, localns=None, include_extras=False):
-            if globalns is not schema_names or localns is not None or include_extras:
-                return typing.get_type_hints(obj, globalns, localns, include_extras)
-            if obj not in hints:
-                hints[obj] = typing.get_type_hints(obj, globalns)
-            return dict(hints[obj])
-
-    class Sympy:
-        def __getattr__(self, name):
-            return getattr(sympy, name)
-
-        @staticmethod
-        def sympify(text, locals=None, **kwargs):  # noqa: A002 - sympy's own name
-            if not isinstance(text, str) or kwargs or locals is None:
-                return sympy.sympify(text, locals=locals, **kwargs)
-            key = (text, tuple((name, id(value)) for name, value in locals.items()))
-            if key not in parsed:
-                parsed[key] = (sympy.sympify(text, locals=locals), list(locals.values()))  # its objects kept alive
-            return parsed[key][0]
-
-    class Copy:
-        def __getattr__(self, name):
-            return getattr(copy, name)
-
-        @staticmethod
-        def deepcopy(value, memo=None):
-            if memo is None and isinstance(value, schema.ExportedProgram):
-                try:
-                    return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-                except Exception:  # noqa: BLE001 - whatever pickle refuses, copy does as before
-                    pass
-            return copy.deepcopy(value, memo)
-
     before = serialize.typing, serialize.sympy, serialize.copy
-    serialize.typing, serialize.sympy, serialize.copy = Typing(), Sympy(), Copy()
+    serialize.typing, serialize.sympy = _HintsOnce(typing, vars(schema)), _ParsedOnce(sympy)
+    serialize.copy = _CopiedByPickle(copy, schema.ExportedProgram)
     try:
         yield
     finally:
         serialize.typing, serialize.sympy, serialize.copy = before
+
+
+class _Forwarding:
+    """A module as torch's serializer reads it, with one function of its own."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
+class _HintsOnce(_Forwarding):
+    """``typing`` whose ``get_type_hints`` of a schema class is asked once."""
+
+    def __init__(self, module, names: dict):
+        super().__init__(module)
+        self._names, self._hints = names, {}
+
+    def get_type_hints(self, obj, globalns=None, localns=None, include_extras=False):
+        if globalns is not self._names or localns is not None or include_extras:
+            return self._module.get_type_hints(obj, globalns, localns, include_extras)
+        if obj not in self._hints:
+            self._hints[obj] = self._module.get_type_hints(obj, globalns)
+        return dict(self._hints[obj])
+
+
+class _ParsedOnce(_Forwarding):
+    """``sympy`` whose ``sympify`` of a text with the same symbols is parsed once."""
+
+    def __init__(self, module):
+        super().__init__(module)
+        self._parsed: dict = {}
+
+    def sympify(self, text, locals=None, **kwargs):  # noqa: A002 - sympy's own name
+        if not isinstance(text, str) or kwargs or locals is None:
+            return self._module.sympify(text, locals=locals, **kwargs)
+        key = (text, tuple((name, id(value)) for name, value in locals.items()))
+        if key not in self._parsed:  # the objects the key names kept alive with it
+            self._parsed[key] = (self._module.sympify(text, locals=locals), list(locals.values()))
+        return self._parsed[key][0]
+
+
+class _CopiedByPickle(_Forwarding):
+    """``copy`` whose ``deepcopy`` of a serialized program is a pickle round trip."""
+
+    def __init__(self, module, program_type):
+        super().__init__(module)
+        self._program_type = program_type
+
+    def deepcopy(self, value, memo=None):
+        import pickle
+
+        if memo is None and isinstance(value, self._program_type):
+            try:
+                return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+            except Exception:  # noqa: BLE001 - whatever pickle refuses, copy does as before
+                pass
+        return self._module.deepcopy(value, memo)
