@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -286,6 +287,12 @@ def time_once(name: str, path: str, prompt: list[int], decode: int, threads: int
     proc = subprocess.run([*cmd, path, json.dumps(prompt), str(decode), str(threads)], capture_output=True,
                           text=True, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode < 0:  # its last line of stderr is what it logged before, not why it died
+        from pteforge.runtime.isolate import describe_exit
+
+        why = " (an instruction this CPU lacks: build it for this CPU, docs/text-generation.md)" \
+            if proc.returncode == -signal.SIGILL else ""
+        return {"error": f"{name}: {describe_exit(proc.returncode)}{why}"}
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         return {"error": f"{name}: {tail[:300]}"}
