@@ -2,6 +2,7 @@
 Gemma 3's architecture (2 layers) with a tokenizer, exported through the real run and
 checked from outside: the program decodes what eager transformers decodes."""
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -480,3 +481,42 @@ def test_the_8da4w_weights_are_torchaos_with_the_row_block_search(monkeypatch):
     assert searched == [(96, 64), (4100, 96)]
     for mine, theirs in zip(ours, model):
         assert torch.equal(mine.weight.qdata, theirs.weight.qdata) and torch.equal(mine.weight.scale, theirs.weight.scale)
+
+
+def test_the_cpu_program_reads_its_cache_through_views_not_copies(tmp_path, monkeypatch):
+    """Each layer's cache is read by XNNPACK's products through reshapes of the buffer
+    ``llama::update_cache`` writes. Left outside XNNPACK, they are views of that memory
+    (``et_view``); inside, XNNPACK's static reshape copied the cache (four copies a layer,
+    and a transpose). The same program computes the same logits either way."""
+    import torch
+
+    from pteforge.backends import default_registry
+    from pteforge.backends import xnnpack as xnnpack_backend
+    from pteforge.core.spec import Precision
+    from pteforge.runtime.host import load_runtime
+    from pteforge.text.llm import _lower, build, exportable, llm_spec
+
+    spec = llm_spec(str(tiny_checkpoint(tmp_path / "tiny-gemma")), MAX_SEQ_LEN)
+    model = build(spec, "none", 0)
+    backend = next(b for b in default_registry() if b.name == "xnnpack")
+    reference = {"vocabSize": 512, "bosId": 2, "eosIds": [1]}
+
+    def lowered():
+        exported = exportable(model, spec, fused=True)
+        _, program, delegation = _lower(exported, backend, Precision.FP32, spec, reference, lambda stage, fn: fn())
+        views = next((op.count for op in delegation.portable_ops if op.op == "aten_view_copy_default"), 0)
+        method = load_runtime().load_program(program).load_method("forward")
+        prompt = [2, 40, 41, 7]
+        logits = [method.execute([torch.tensor([prompt]), torch.arange(len(prompt))])[0]]
+        for step in range(3):
+            token = int(logits[-1][0, -1].argmax())
+            logits.append(method.execute([torch.tensor([[token]]), torch.tensor([len(prompt) + step])])[0])
+        return views, delegation.kernels, torch.cat(logits)
+
+    views, kernels, logits = lowered()
+    monkeypatch.setattr(xnnpack_backend, "_views_of_written_buffers_outside", contextlib.nullcontext)
+    copied_views, _, copied_logits = lowered()
+    layers = model.config.num_hidden_layers
+    assert views - copied_views == 4 * layers, "keys and values, two reshapes each, outside XNNPACK"
+    assert "aten::view_copy.out" not in kernels, "outside XNNPACK, every reshape is a view of its buffer"
+    torch.testing.assert_close(logits, copied_logits, rtol=1e-5, atol=1e-5)
