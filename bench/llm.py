@@ -4,6 +4,7 @@ bandwidth (the limit of decoding: each token reads every weight once).
 
     uv run --group bench python bench/llm.py [--config 270m|tiny] [--work DIR] [--reuse]
                                              [--rounds 5] [--prompt 128] [--decode 64] [--threads 2]
+                                             [--huge-pages]
 
 1. One checkpoint: Gemma 3 270M's real config (or a 2-layer one, ``--config tiny``) with
    seeded random weights, and a byte-level BPE tokenizer trained here on pteforge's text
@@ -17,8 +18,10 @@ bandwidth (the limit of decoding: each token reads every weight once).
      at Q8_0) and Q4_0 pure (every matrix 4-bit: the bytes 8da4w reads).
 3. Each program runs in a fresh process, taking turns over ``--rounds`` rounds, on
    ``--threads`` threads: load, prefill a ``--prompt``-token prompt (time to first token),
-   greedy-decode ``--decode`` tokens; its peak RSS from after the imports. The figure is the
-   median of the rounds; a ratio is the median of each round's ratio.
+   greedy-decode ``--decode`` tokens (NumPy's argmax over the last position's logits, for
+   every runtime); its peak RSS from after the imports. The figure is the median of the
+   rounds; a ratio is the median of each round's ratio. ``--huge-pages`` gives every runtime,
+   and the bandwidth probe, glibc's malloc on transparent huge pages.
 4. Greedy tokens are compared with Hugging Face eager's on the first 32; the weights read
    per decoded token (the file less the embedding table, of which one row is read) over the
    decode time, against the bandwidth measured here (a 1 GiB read on the same threads).
@@ -233,12 +236,12 @@ program, method = load_forward(path)
 load_ms = (time.perf_counter() - t0) * 1000
 t0 = time.perf_counter()
 logits = method.execute([torch.tensor([prompt]), torch.arange(len(prompt))])[0]
-tokens = [int(logits[0, -1].argmax())]
+tokens = [int(logits[0, -1].numpy().argmax())]  # NumPy's, as for llama.cpp: torch's takes 9x as long here
 ttft = time.perf_counter() - t0
 t1 = time.perf_counter()
 for i in range(decode - 1):
     logits = method.execute([torch.tensor([[tokens[-1]]]), torch.tensor([len(prompt) + i])])[0]
-    tokens.append(int(logits[0, -1].argmax()))
+    tokens.append(int(logits[0, -1].numpy().argmax()))
 decode_s = time.perf_counter() - t1
 print(json.dumps({"loadMs": load_ms, "ttftMs": ttft * 1000, "prefillTokensPerSecond": len(prompt) / ttft,
                   "decodeTokensPerSecond": (decode - 1) / decode_s, "tokens": tokens,
@@ -276,16 +279,24 @@ print(json.dumps({"loadMs": load_ms, "ttftMs": ttft * 1000, "prefillTokensPerSec
 """
 
 
-def time_once(name: str, path: str, prompt: list[int], decode: int, threads: int) -> dict:
+HUGE_PAGES = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}  # malloc asks for transparent huge pages (madvise)
+
+
+def child_env(threads: int, huge_pages: bool) -> dict:
+    """The environment of every timed process, the same for every runtime."""
+    return {**os.environ, "PYTHONPATH": str(HERE.parent), "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": str(threads),
+            **(HUGE_PAGES if huge_pages else {})}
+
+
+def time_once(name: str, path: str, prompt: list[int], decode: int, threads: int, huge_pages: bool = False) -> dict:
     if name.startswith("llama.cpp"):
         cmd = [sys.executable, "-c", CHILD_GGUF]
     elif name.startswith("transformers"):
         cmd = [sys.executable, str(HERE / "llm_tfx.py"), "run"]
     else:
         cmd = [sys.executable, "-c", CHILD_PTE]
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent), "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": str(threads)}
     proc = subprocess.run([*cmd, path, json.dumps(prompt), str(decode), str(threads)], capture_output=True,
-                          text=True, env=env)
+                          text=True, env=child_env(threads, huge_pages))
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode < 0:  # its last line of stderr is what it logged before, not why it died
         from pteforge.runtime.isolate import describe_exit
@@ -329,6 +340,19 @@ def bandwidth(threads: int) -> dict:
                 "torch copy": 2 * gib / passes(lambda: y.copy_(x))}
     ways = {k: v / 1e9 for k, v in ways.items()}
     return {"readGBs": max(ways["torch sum"], ways["numpy sum"]), "ways": ways}
+
+
+def huge_pages_possible() -> bool:
+    """Whether ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` gives a process transparent huge pages:
+    Linux with THP on ``always`` or ``madvise``, and glibc 2.35 or later."""
+    import platform
+
+    try:
+        mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return False
+    libc, version = platform.libc_ver()
+    return "[never]" not in mode and libc == "glibc" and tuple(int(x) for x in version.split(".")[:2]) >= (2, 35)
 
 
 # -- the profile ----------------------------------------------------------------------------------
@@ -386,6 +410,8 @@ def main() -> int:  # noqa: C901 -- one bench, read top to bottom
     ap.add_argument("--decode", type=int, default=64, help="greedy decode steps")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--skip", nargs="*", default=[], choices=["transformers", "llama.cpp"])
+    ap.add_argument("--huge-pages", action="store_true",
+                    help="every runtime and the bandwidth probe with glibc's malloc on transparent huge pages (Linux)")
     ap.add_argument("--json", type=Path, default=None, help="write the results here (bench/llm.json)")
     ap.add_argument("--bandwidth-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -394,6 +420,11 @@ def main() -> int:  # noqa: C901 -- one bench, read top to bottom
         return 0
     from pteforge.core import system
 
+    if args.huge_pages and not huge_pages_possible():
+        print("--huge-pages: this system gives no transparent huge pages through madvise "
+              "(/sys/kernel/mm/transparent_hugepage/enabled, glibc >= 2.35); run without it", file=sys.stderr)
+        return 2
+
     work, ckpt = work_checkpoint(args.work, args.config, "pteforge-llm-bench-")
     config = json.loads((ckpt / "config.json").read_text())
     if not (ckpt / "tokenizer.json").is_file():
@@ -401,8 +432,8 @@ def main() -> int:  # noqa: C901 -- one bench, read top to bottom
     max_seq_len = args.prompt + args.decode
     prompt = prompt_ids(ckpt, args.prompt)
     eager = eager_tokens(ckpt, prompt, AGREE)
-    print(f"CPU: {system.cpu_name()}, {os.cpu_count()} cores; {args.threads} threads for every runtime; "
-          f"checkpoint {ckpt}", flush=True)
+    print(f"CPU: {system.cpu_name()}, {os.cpu_count()} cores; {args.threads} threads for every runtime"
+          f"{', on huge pages' if args.huge_pages else ''}; checkpoint {ckpt}", flush=True)
 
     programs, facts = pteforge_programs(ckpt, work, max_seq_len, args.reuse)
     if "transformers" not in args.skip:
@@ -421,12 +452,12 @@ def main() -> int:  # noqa: C901 -- one bench, read top to bottom
     rounds: dict[str, list[dict]] = {name: [] for name in programs}
     measured = []  # the bandwidth, in a fresh process at the start of each round
     for r in range(args.rounds):
-        env = {**os.environ, "PYTHONWARNINGS": "ignore"}
         measured.append(json.loads(subprocess.run([sys.executable, __file__, "--bandwidth-only", "--threads",
-                                                   str(args.threads)], capture_output=True, text=True, env=env,
+                                                   str(args.threads)], capture_output=True, text=True,
+                                                  env=child_env(args.threads, args.huge_pages),
                                                   check=True).stdout.strip().splitlines()[-1]))
         for name, path in programs.items():
-            rounds[name].append(time_once(name, path, prompt, args.decode, args.threads))
+            rounds[name].append(time_once(name, path, prompt, args.decode, args.threads, args.huge_pages))
         print(f"round {r + 1}/{args.rounds} done", flush=True)
     bw = {"readGBs": statistics.median(m["readGBs"] for m in measured),
           "ways": {k: statistics.median(m["ways"][k] for m in measured) for k in measured[0]["ways"]}}
@@ -506,7 +537,7 @@ def main() -> int:  # noqa: C901 -- one bench, read top to bottom
             print(f"  {ms:8.2f}  {op}")
     if args.json:
         args.json.write_text(json.dumps({
-            "cpu": system.cpu_name(), "cores": os.cpu_count(), "threads": args.threads,
+            "cpu": system.cpu_name(), "cores": os.cpu_count(), "threads": args.threads, "hugePages": args.huge_pages,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "config": args.config,
             "prompt": args.prompt, "decode": args.decode, "rounds": args.rounds, "bandwidth": bw,
             "versions": {p: metadata.version(p) for p in ("executorch", "transformers", "llama-cpp-python", "torch")},

@@ -100,14 +100,14 @@ def run(out: str, prompt: list[int], decode: int, threads: int) -> dict:
     result = call(prefill, input_ids=torch.tensor([prompt]), attention_mask={k: None for k in template},
                   position_ids=torch.arange(len(prompt)).unsqueeze(0),
                   past_key_values=StaticCache(config=config, max_cache_len=length))
-    tokens = [int(result.logits[0, -1].argmax())]
+    tokens = [int(result.logits[0, -1].numpy().argmax())]
     ttft = time.perf_counter() - t0
     t1 = time.perf_counter()
     for i in range(decode - 1):
         position = len(prompt) + i
         result = call(step, input_ids=torch.tensor([[tokens[-1]]]), attention_mask=masks(template, position, length, window),
                       position_ids=torch.tensor([[position]]), past_key_values=result.past_key_values)
-        tokens.append(int(result.logits[0, -1].argmax()))
+        tokens.append(int(result.logits[0, -1].numpy().argmax()))
     decode_s = time.perf_counter() - t1
     return {"loadMs": load_ms, "ttftMs": ttft * 1000, "prefillTokensPerSecond": len(prompt) / ttft,
             "decodeTokensPerSecond": (decode - 1) / decode_s, "tokens": tokens, "peakRssMb": system.peak_rss_mb(reset)}
