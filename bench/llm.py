@@ -18,8 +18,8 @@ bandwidth (the limit of decoding: each token reads every weight once).
      at Q8_0) and Q4_0 pure (every matrix 4-bit: the bytes 8da4w reads).
 3. Each program runs in a fresh process, taking turns over ``--rounds`` rounds, on
    ``--threads`` threads: load, prefill a ``--prompt``-token prompt (time to first token),
-   greedy-decode ``--decode`` tokens (NumPy's argmax over the last position's logits, for
-   every runtime); its peak RSS from after the imports. The figure is the median of the
+   greedy-decode ``--decode`` tokens (NumPy's argmax over the last position's logits, read
+   where the runtime wrote them, for every runtime); its peak RSS from after the imports. The figure is the median of the
    rounds; a ratio is the median of each round's ratio. ``--huge-pages`` gives every runtime,
    and the bandwidth probe, glibc's malloc on transparent huge pages.
 4. Greedy tokens are compared with Hugging Face eager's on the first 32; the weights read
@@ -225,7 +225,7 @@ import json, sys, time
 import torch
 from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool
 from pteforge.core import system
-from pteforge.runtime.host import load_forward, load_runtime
+from pteforge.runtime.host import execute_in_place, load_forward, load_runtime
 path, prompt, decode, threads = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 torch.set_num_threads(1)
 _unsafe_reset_threadpool(threads)
@@ -235,12 +235,13 @@ t0 = time.perf_counter()
 program, method = load_forward(path)
 load_ms = (time.perf_counter() - t0) * 1000
 t0 = time.perf_counter()
-logits = method.execute([torch.tensor([prompt]), torch.arange(len(prompt))])[0]
-tokens = [int(logits[0, -1].numpy().argmax())]  # NumPy's, as for llama.cpp: torch's takes 9x as long here
+# the logits read where the program wrote them, as llama.cpp's are; NumPy's argmax for both (torch's takes 9x as long)
+logits = execute_in_place(method, [torch.tensor([prompt]), torch.arange(len(prompt))])[0]
+tokens = [int(logits[0, -1].numpy().argmax())]
 ttft = time.perf_counter() - t0
 t1 = time.perf_counter()
 for i in range(decode - 1):
-    logits = method.execute([torch.tensor([[tokens[-1]]]), torch.tensor([len(prompt) + i])])[0]
+    logits = execute_in_place(method, [torch.tensor([[tokens[-1]]]), torch.tensor([len(prompt) + i])])[0]
     tokens.append(int(logits[0, -1].numpy().argmax()))
 decode_s = time.perf_counter() - t1
 print(json.dumps({"loadMs": load_ms, "ttftMs": ttft * 1000, "prefillTokensPerSecond": len(prompt) / ttft,
@@ -356,7 +357,8 @@ def huge_pages_possible() -> bool:
 
 
 # -- the profile ----------------------------------------------------------------------------------
-def decode_profile(path: str, prompt: list[int], steps: int, threads: int, top: int = 8) -> list[tuple[str, float]]:
+def decode_profile(path: str, prompt: list[int], steps: int, threads: int, huge_pages: bool = False,
+                   top: int = 8) -> list[tuple[str, float]]:
     """ms per decoded token by kernel (XNNPACK's operators inside its delegate), from ETDump."""
     code = r"""
 import json, re, sys, tempfile
@@ -387,9 +389,8 @@ for block in inspector.event_blocks:
             by[re.sub(r" #\d+$", "", event.name)] += sum(raw) / steps
 print(json.dumps(sorted(by.items(), key=lambda kv: -kv[1])))
 """
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent), "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run([sys.executable, "-c", code, path, json.dumps(prompt), str(steps), str(threads)],
-                          capture_output=True, text=True, env=env)
+                          capture_output=True, text=True, env=child_env(threads, huge_pages))
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("[")]
     return json.loads(lines[-1])[:top] if lines else [("profile failed: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:200], 0.0)]
 
@@ -531,7 +532,7 @@ def main() -> int:  # noqa: C901 -- one bench, read top to bottom
     if fp32 is not None and fp32 < 0.8:
         missed.add("pteforge fp32")
     for name in sorted(missed):
-        profiles[name] = decode_profile(programs[name], prompt, 16, args.threads)
+        profiles[name] = decode_profile(programs[name], prompt, 16, args.threads, args.huge_pages)
         print(f"\n{name}: ms per decoded token by kernel (ETDump, 16 steps)")
         for op, ms in profiles[name]:
             print(f"  {ms:8.2f}  {op}")

@@ -73,3 +73,25 @@ def test_a_backends_own_kernels_are_named_first():
     check = program_check(here, [], ["aten::hardswish.out", "cortex_m::quantize_per_tensor.out"])
     assert check.reason == "the cortex_m:: kernels are not in this runtime (cortex_m::quantize_per_tensor.out and 1 more)"
     assert "Cortex-M" in check.fix
+
+
+def test_outputs_read_in_place_are_the_programs_own_memory_until_its_next_call():
+    """``execute_in_place`` gives what ``execute`` gives, without ExecuTorch's copy: the
+    tensor is the program's output buffer, which its next call writes again."""
+    import torch
+    from executorch.exir import to_edge
+    from pteforge.runtime.host import execute_in_place, load_runtime
+
+    class Double(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    program = to_edge(torch.export.export(Double(), (torch.ones(4),))).to_executorch()
+    method = load_runtime().load_program(program.buffer).load_method("forward")
+    copied = method.execute([torch.arange(4.0)])[0]
+    first = execute_in_place(method, [torch.arange(4.0)])[0]
+    assert torch.equal(first, copied)
+    kept = first.clone()
+    execute_in_place(method, [torch.full((4,), 10.0)])
+    assert torch.equal(first, torch.full((4,), 20.0)), "the next call wrote the same memory"
+    assert torch.equal(kept, torch.arange(4.0) * 2) and torch.equal(copied, kept), "copies keep their values"

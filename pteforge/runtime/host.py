@@ -54,6 +54,17 @@ def load_forward(program):
         raise
 
 
+def execute_in_place(method, inputs: list):
+    """``method.execute(inputs)`` without ExecuTorch's copy of each output: the tensors are
+    the program's own memory, valid until its next call, so read or copy them first. A
+    decoding loop reads its logits once (Gemma's are 1 MB a token, ~0.13 ms to copy); an
+    ExecuTorch whose method takes no ``clone_outputs`` copies, as before."""
+    call = getattr(method, "_method", None)
+    if call is not None and "clone_outputs" in (type(call).__call__.__doc__ or ""):
+        return call(inputs, clone_outputs=False)
+    return method.execute(inputs)
+
+
 @dataclass(frozen=True)
 class Host:
     backends: frozenset[str]  # delegate ids registered in this runtime
