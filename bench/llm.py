@@ -19,9 +19,10 @@ bandwidth (the limit of decoding: each token reads every weight once).
 3. Each program runs in a fresh process, taking turns over ``--rounds`` rounds, on
    ``--threads`` threads: load, prefill a ``--prompt``-token prompt (time to first token),
    greedy-decode ``--decode`` tokens (NumPy's argmax over the last position's logits, read
-   where the runtime wrote them, for every runtime); its peak RSS from after the imports. The figure is the median of the
-   rounds; a ratio is the median of each round's ratio. ``--huge-pages`` gives every runtime,
-   and the bandwidth probe, glibc's malloc on transparent huge pages.
+   where the runtime wrote them, for every runtime); its peak RSS from after the imports.
+   The figure is the median of the rounds; a ratio is the median of each round's ratio.
+   ``--huge-pages`` gives every runtime, and the bandwidth probe, glibc's malloc on
+   transparent huge pages.
 4. Greedy tokens are compared with Hugging Face eager's on the first 32; the weights read
    per decoded token (the file less the embedding table, of which one row is read) over the
    decode time, against the bandwidth measured here (a 1 GiB read on the same threads).
@@ -235,7 +236,7 @@ t0 = time.perf_counter()
 program, method = load_forward(path)
 load_ms = (time.perf_counter() - t0) * 1000
 t0 = time.perf_counter()
-# the logits read where the program wrote them, as llama.cpp's are; NumPy's argmax for both (torch's takes 9x as long)
+# the logits read where the program wrote them, as llama.cpp's are; NumPy's argmax for both
 logits = execute_in_place(method, [torch.tensor([prompt]), torch.arange(len(prompt))])[0]
 tokens = [int(logits[0, -1].numpy().argmax())]
 ttft = time.perf_counter() - t0
