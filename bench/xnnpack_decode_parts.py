@@ -72,19 +72,19 @@ def delegate_calls(calls: int) -> dict:
                 x = (x.view(1, x.shape[1], 4, 16) if self.symbolic else x.view(1, -1, 4, 16)).view(1, -1, 64)
             return x
 
-    keep, methods, shape = [], {}, {}
+    keep, methods, counts = [], {}, {}
     for symbolic in (True, False):
         torch.manual_seed(0)
         k, method, delegates, portable = lowered(Layers(symbolic).eval(), (torch.randn(1, 4, 64),),
                                                  ({1: Dim("s", min=1, max=64)},))
         name = "symbolic reshapes" if symbolic else "inferred reshapes"
         keep.append(k)
-        methods[name], shape[name] = method, {"xnnpackPrograms": delegates, "portableOperators": portable}
+        methods[name], counts[name] = method, {"xnnpackPrograms": delegates, "portableOperators": portable}
     x = [torch.randn(1, 1, 64)]
     us = side_by_side(methods, {k: x for k in methods}, calls)
     a, b = "symbolic reshapes", "inferred reshapes"
-    saved = shape[a]["xnnpackPrograms"] - shape[b]["xnnpackPrograms"]
-    return {"calls": {k: {**shape[k], "usPerCall": round(v, 2)} for k, v in us.items()},
+    saved = counts[a]["xnnpackPrograms"] - counts[b]["xnnpackPrograms"]
+    return {"calls": {k: {**counts[k], "usPerCall": round(v, 2)} for k, v in us.items()},
             "usPerDelegateCallAndPortableOperator": round((us[a] - us[b]) / saved, 3)}
 
 
