@@ -17,7 +17,7 @@ from .backends import Availability, availability, default_registry
 from .core.errors import CaptureError, NoBackendError, PteforgeError, UsageError, one_line
 from .families import family
 from .core.registry import Registry
-from .core.result import Record, Stage, Status, Unavailable  # noqa: F401 - part of the API
+from .core.result import Record, Stage, Status, Unavailable, settle  # noqa: F401 - part of the API
 from .core.spec import AccuracyBudget, ExportConfig, ModelSpec, Target, TargetRequest
 
 
@@ -297,7 +297,7 @@ def export(
         # in a thread, beside the pool's start (Ray's cluster, the workers' imports) and the
         # captures, and needed only when the first row is merged.
         with ThreadPoolExecutor(1, thread_name_prefix="pteforge-labels") as side:
-            labels = side.submit(_write_labels, out, needs, config.base_url)
+            labels = side.submit(_labels_made, needs, config.base_url)
             with _pool(config, len(plan.targets) * len(models), run.on_stage) as pool, \
                     _capture_pool(config, pool, len(run.pending), run.on_stage) as captures, \
                     tempfile.TemporaryDirectory(prefix="pteforge-", dir=work_dir()) as work:  # shared by every Ray node
@@ -371,12 +371,13 @@ def _kept_log(log: Path | None) -> Path | None:
     return None
 
 
-def _write_labels(out: Path, needs: dict[tuple[str, str], tuple[str, ...]], base_url: str | None) -> dict:
-    """The labels files, each with its model's own names or, for ``()``, its family's."""
+def _labels_made(needs: dict[tuple[str, str], tuple[str, ...]], base_url: str | None) -> dict:
+    """The labels files' bytes and entries, each with its model's own names or, for ``()``,
+    its family's (written when a row that uses one is merged: ``_ManifestSink``)."""
     from .families import labels_for
-    from .report.entries import write_label_files
+    from .report.entries import label_files
 
-    return write_label_files(out, {key: list(own) or labels_for(key[0]) for key, own in needs.items()}, base_url)
+    return label_files({key: list(own) or labels_for(key[0]) for key, own in needs.items()}, base_url)
 
 
 def _label_files(models: list[ModelSpec], every: bool) -> dict[tuple[str, str], tuple[str, ...]]:
@@ -475,6 +476,8 @@ class _Run:
         for index, (spec, _, restored, _) in enumerate(self.looked, 1):
             self.reporter.model_started(spec, index, len(models))
             if restored:
+                for rec in restored:
+                    settle(rec, self.config.accuracy_budget)  # the verdict again, under this run's budget
                 self.records.extend(restored)
                 self.sink.merge(restored, spec)
                 for rec in restored:
@@ -589,6 +592,7 @@ class _Run:
     def _finished(self, spec: ModelSpec, rec: Record, cache_key: str | None) -> None:
         from .run import cache
 
+        settle(rec, self.config.accuracy_budget)  # its verdict: VERIFIED/SIMULATED, or OUT_OF_BUDGET
         self.sink.merge([rec], spec)  # on disk before it is reported
         if cache_key and rec.artifact is not None:
             cache.store(cache_key, rec)  # a run interrupted after this point will not redo it
@@ -822,11 +826,23 @@ class _ManifestSink:
         self.out, self.config, self._labels = out, config, labels
         self.references = references  # targets added only to measure reduced precisions against
         self.path = out / MANIFEST_NAME
+        self.written: set[tuple] = set()  # the labels files written so far, by (category, file)
 
     @property
     def labels(self) -> dict:
-        """The labels files' entries, once written (``write_label_files``)."""
-        return self._labels.result()
+        """The labels files' entries written so far (``report.entries.label_files``)."""
+        made = self._labels.result()
+        return {key: entry for key, (_, entry) in made.items() if key in self.written}
+
+    def _write_labels(self, keys) -> None:
+        """The labels files of ``keys`` (every one for None), when a row that uses them is merged."""
+        from .report.entries import write_label_file
+
+        made = self._labels.result()
+        for key in made if keys is None else keys:
+            if key in made and key not in self.written:
+                write_label_file(self.out, *made[key])
+                self.written.add(key)
 
     def merge(self, records: list[Record], spec: ModelSpec | None) -> None:
         from .app.platforms import fallback_tables
@@ -834,6 +850,9 @@ class _ManifestSink:
         from .report.entries import labels_entries, manifest_entries
         from .report.manifest import BackendEntry, merge
 
+        if spec is not None and not any(r.artifact for r in records):
+            return  # nothing of it on disk: the manifest and its labels stay as they were
+        self._write_labels([(spec.family, spec.labels)] if spec else None)
         apps = app_backends()
         entries = (
             manifest_entries(records, spec, self.out, self.config, self.labels,
@@ -845,7 +864,7 @@ class _ManifestSink:
         references = {e.name for e in entries if e.target in self.references}
         family_files = {fam.category: fam.labels_file for fam in families()}
         merge(self.out, entries, labels_entries(self.labels, family_files), backend_entries, self.config.base_url,
-              fallback_tables(), references)
+              fallback_tables(), references, self.config.offer_out_of_budget)
 
 
 def app_backends() -> dict:

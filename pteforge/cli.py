@@ -325,7 +325,16 @@ def cli_reference() -> str:
              "", "```text", text(parser), "```", ""]
     for name, sub in commands.choices.items():
         lines += [f"## `pteforge {name}`", "", "```text", text(sub), "```", ""]
-    return "\n".join(lines + _option_table())
+    return "\n".join(lines + _option_table() + _exit_table())
+
+
+def _exit_table() -> list[str]:
+    """The exit codes, from ``ExitStatus`` and their meanings (``core.errors.EXIT_MEANINGS``)."""
+    from .core.errors import EXIT_MEANINGS
+
+    return ["## Exit codes", "", "Every command's, from `pteforge/core/errors.py`. Every failure is one line naming "
+            "the cause and the fix; `--debug` adds the traceback.", "", "| code | meaning |", "|---|---|",
+            *(f"| {int(code)} | {meaning} |" for code, meaning in EXIT_MEANINGS.items()), ""]
 
 
 def _option_table() -> list[str]:
@@ -382,12 +391,17 @@ def _export_said(ui, result, config) -> None:
 
     from .report.manifest import MANIFEST_NAME
     from .core.result import proof_counts
+    from .ui.render import mark
 
     rows = [r for r in result.records if r.target not in result.references]
     good = [r for r in rows if r.status.ok]
     asked = len(rows) + len(result.unavailable)
     where = f"manifest {shown(result.manifest_path)}" if result.manifest_path else "no manifest written"
-    ui.final(f"exported {len(good)}/{asked} target(s)" + (f": {proof_counts(good)}" if good else "") + f"; {where}")
+    failed = [f"{mark(r.status)} {r.model} {r.target}: {r.status.value}: {r.reason}"
+              + (f" ({shown(r.artifact.path)})" if r.artifact else "") for r in rows if not r.status.offered]
+    failed += [f"✗ {u.target}: UNAVAILABLE: {u.check.reason}" for u in result.unavailable if u.requested]
+    ui.final(f"exported {len(good)}/{asked} target(s)" + (f": {proof_counts(good)}" if good else "") + f"; {where}",
+             failed)
     if ui.json:
         index = Path(config.out_dir) / MANIFEST_NAME
         report = Path(config.out_dir) / "report.json"
@@ -417,6 +431,7 @@ def _export_config(args, debug: bool):
 def _cmd_validate(args, ui) -> int:
     from .api import validate_dir
     from .core.result import Status, proof_counts
+    from .ui.render import mark
 
     with ui.progress() as reporter:
         run = validate_dir(args.dir, args.models_dir, args.images_dir, args.timeout, args.draw, args.output_file,
@@ -425,7 +440,10 @@ def _cmd_validate(args, ui) -> int:
     if run.report_html:
         ui.out.print(f"Report: {shown(run.root / 'report.html')} (with this validation"
                      f"{' and its drawings' if args.draw is not None else ''})")
-    ui.final(f"validated {len(run.results)} file(s): {proof_counts(run.results) or 'none proven'}; report {shown(run.output)}")
+    failed = [f"{mark(r.status)} {r.file}: {Status(r.status).value}: {r.reason}" for r in run.results
+              if not Status(r.status).offered]
+    ui.final(f"validated {len(run.results)} file(s): {proof_counts(run.results) or 'none proven'}; report {shown(run.output)}",
+             failed)
     if ui.json:
         import json
 

@@ -64,11 +64,13 @@ def choose(manifest, model: str, platform: str | None, here, load: Loader, devic
         parse_platform(platform)
     mine = [e for e in man.models if e.base_model == model]
     if not mine:
-        failed = [e for e in man.failed if e.base_model == model]
-        if failed:  # the model was exported, and none of its artifacts is for an app
-            rows = ", ".join(f"{e.target}: {e.status}" for e in failed)
-            raise UsageError(f"the manifest holds no working artifact of {model}: every one failed ({rows})",
-                             fix="export it again for another backend or precision; EXPORT_SUMMARY.md says why each failed")
+        held = [e for e in (*man.outOfBudget, *man.notForApp, *man.failed) if e.base_model == model]
+        if held:  # the model was exported, and none of its artifacts is for an app
+            rows = ", ".join(f"{e.target}: {e.status if e.platforms else 'loaded by the app on no platform'}"
+                             for e in held)
+            raise UsageError(f"the manifest offers the app no artifact of {model} ({rows})",
+                             fix="export it again for another backend or precision (EXPORT_SUMMARY.md says why each "
+                                 "is held back); --offer-out-of-budget offers the OUT_OF_BUDGET ones")
         names = sorted({e.base_model for e in man.models})
         raise UsageError(unknown_name_message("model", model, names), fix="pick a model the manifest holds")
     device = device and platform not in (None, "all")

@@ -49,8 +49,10 @@ class FileResult:
     load_ms: float | None = None
     method: str | None = None  # SIMULATED: what ran it (stages/simulate.py)
     simulator: str | None = None  # SIMULATED: the reference simulator, in a few words
-    agreement: float | None = None
-    sqnr_db: float | None = None
+    agreement: float | None = None  # on the photos, the family's metric
+    sqnr_db: float | None = None  # on the photos (or validate's own seeded inputs for a file with no entry)
+    seeded_sqnr_db: float | None = None  # on the export's own seeded inputs, run again
+    budget_missed: str | None = None  # what of the export's accuracy budget it misses
     images: list[ImageResult] = field(default_factory=list)
 
 
@@ -80,7 +82,9 @@ class EagerCache:
         self._models: dict[tuple, object] = {}
 
     def get(self, entry: ModelEntry):
-        key = (entry.base_model, entry.source, entry.weights, entry.seed)
+        """(the eager model, the spec it was built from), as the export built them."""
+        key = (entry.base_model, entry.source, entry.weights, entry.seed, entry.task, entry.category,
+               str(entry.preprocessing), str(entry.inputShapes))
         if key not in self._models:
             self._models[key] = self._build(entry)
         return self._models[key]
@@ -101,12 +105,30 @@ class EagerCache:
                 spec = family(spec.family).resized(spec, shape)
         else:
             held = tuple(InputSpec((), "float32", name, value) for name, value in (entry.heldInputs or {}).items())
-            spec = custom_spec(entry.source, tuple(InputSpec(tuple(s)) for s in entry.inputShapes) + held)
-            if spec.source == "factory":
-                spec = dataclasses.replace(spec, name=entry.base_model)
+            dtypes = tuple(i.get("dtype") for i in entry.inputs or [] if i.get("dtype"))
+            shapes = tuple(InputSpec(tuple(s), dtypes[i] if i < len(dtypes) else "float32")
+                           for i, s in enumerate(entry.inputShapes))
+            spec = custom_spec(entry.source, shapes + held)
             if spec.source == "onnx":
-                return reference_model(spec, None)
-        return build_model(spec, entry.weights or "pretrained", entry.seed or 0)
+                return reference_model(spec, None), spec
+            spec = _as_exported(spec, entry)
+        return build_model(spec, entry.weights or "pretrained", entry.seed or 0), spec
+
+
+def _as_exported(spec, entry: ModelEntry):
+    """A model of one's own as the export saw it: its name, and the task, category and
+    preprocessing ``--task`` gave it, which decide the seeded inputs its random weights'
+    BatchNorm statistics are estimated on (``models.custom._normalise``): rebuilt without
+    them, the eager reference is another model."""
+    from ..core.spec import Preprocessing
+
+    pre = None
+    if entry.preprocessing:
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.preprocessing.items()
+                  if k in Preprocessing.__dataclass_fields__}
+        pre = Preprocessing(**fields)
+    return dataclasses.replace(spec, name=entry.base_model, family=entry.category, task=entry.task,
+                               preprocessing=pre or spec.preprocessing)
 
 
 def _labels(entry: ModelEntry, manifest_dir: Path | None) -> list[str] | None:
@@ -221,7 +243,9 @@ def _outputs(child, path, info, entry, batches, tmp, res) -> tuple[list, list] |
 
 
 def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, res, draw=None) -> None:
-
+    """Run one program on the photos (an image model) and on the export's own seeded
+    inputs, beside the eager model rebuilt as the export built it; its status from the same
+    evidence and the same function as the export's (``core.result.verdict``)."""
     from ..families import family
 
     info = inspect_runnable(child, path, here, res, simulated=True)
@@ -230,29 +254,75 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
     fam = family(entry.category if entry else None)
     spec = _photo_spec(entry)
     prepared = [fam.prepare(img, spec) for img in images] if spec else []
-    batches = [[p.tensor] for p in prepared] if spec else [seeded_inputs(info["inputs"], seed) for seed in range(3)]
+    photo_batches = [[p.tensor] for p in prepared]
+    built = _eager(entry, eager, res) if entry is not None else None
+    seeded = _export_inputs(entry, built[1]) if built else None
+    batches = photo_batches + (seeded or ([] if spec else [seeded_inputs(info["inputs"], s) for s in range(3)]))
     ran = _outputs(child, path, info, entry, batches, tmp, res)
     if ran is None:
         return
     outputs, times_ms = ran
-    reference = _reference(entry, eager, batches, res) if entry is not None else None
+    reference = _reference(built[0], batches, res) if built else None
     names = _labels(entry, manifest_dir) if entry else None
     photos = images if spec else None
-    agreements, sqnrs = _per_input(fam, outputs, reference, prepared, names, photos, times_ms, res, draw)
+    n = len(photo_batches)
+    agreements, sqnrs, boxes = _per_input(fam, outputs[:n], reference[:n] if reference else None, prepared, names,
+                                          photos, times_ms[:n], res, draw)
     if reference is None:
         res.status = Status.NOT_VERIFIED
         res.reason = res.reason or "no manifest entry: ran on this host; no eager reference to compare with"
         return
     from ..stages.verify import degenerate
 
-    broken = degenerate(reference, outputs, [img.image for img in res.images])
+    broken = degenerate(reference, outputs, [img.image for img in res.images] + [
+        f"seeded input {i}" for i in range(len(outputs) - n)])
     if broken:  # no SQNR judges it: the model's NaN, or the program's NaN or constant output
         res.status, res.reason = Status.MISMATCH, broken[1]
         return
-    _judge(res, entry, fam, agreements, sqnrs, len(outputs), photos=spec is not None)
-    if res.status is Status.VERIFIED and res.method:
-        res.status = Status.SIMULATED
-        res.reason = "; ".join(r for r in (f"on {res.simulator}", res.reason) if r)
+    _judge(res, entry, _evidence(entry, outputs[n:], reference[n:], seeded is not None), agreements, sqnrs, boxes)
+
+
+def _eager(entry, eager, res):
+    """(the eager model, its spec) rebuilt from the entry, or None with ``res`` saying why."""
+    try:
+        return eager.get(entry)
+    except Exception as exc:  # e.g. pretrained weights offline
+        res.reason = f"no eager reference ({one_line(exc, 160)})"
+        return None
+
+
+def _export_inputs(entry, spec) -> list | None:
+    """The seeded inputs the export verified on (``stages.capture``: seeds ``seed`` to
+    ``seed + n - 1`` of the spec the export built), or None where they were the user's own
+    files (``--calibration DIR``), which validate does not have."""
+    from ..models.synthetic import make_inputs
+
+    v = entry.verification or {}
+    if not v.get("inputs") or v.get("inputs_from"):
+        return None
+    return [list(make_inputs(spec, (entry.seed or 0) + i)) for i in range(int(v["inputs"]))]
+
+
+def _evidence(entry, outputs, reference, seeded: bool) -> dict:
+    """What the export's own test says on its own inputs, run again: SQNR (worst) and, for a
+    classifier, top-1 agreement, against the threshold the export recorded."""
+    from ..stages.verify import compare, threshold_for
+
+    v = entry.verification or {}
+    threshold = v.get("threshold_sqnr_db") or threshold_for(v.get("runtime_precision") or entry.precision, None)
+    if not seeded or not outputs:
+        return {"threshold": threshold}
+    worst = min(compare(e, a)["sqnr"] for e, a in zip(reference, outputs))
+    top1 = None
+    if entry.task == "classification":
+        top1 = sum(int(e[0].flatten().argmax()) == int(a[0].flatten().argmax())
+                   for e, a in zip(reference, outputs)) / len(outputs)
+    return {"threshold": threshold, "sqnr": _finite_db(worst), "top1": top1, "inputs": len(outputs)}
+
+
+def _finite_db(value: float) -> float | None:
+    """An SQNR to print: capped at 200 dB (identical), None where undefined (NaN)."""
+    return round(min(value, 200.0), 2) if not math.isnan(value) else None
 
 
 def _photo_spec(entry):
@@ -269,25 +339,25 @@ def _photo_spec(entry):
                      inputs=(InputSpec(tuple(entry.inputShapes[0])),), factory="", preprocessing=Preprocessing(**pre))
 
 
-def _reference(entry, eager, batches, res) -> list | None:
+def _reference(model, batches, res) -> list | None:
     import torch
 
     from ..stages.capture import flatten_outputs
 
     try:
-        model = eager.get(entry)
         with torch.no_grad():
             return [flatten_outputs(model(*b)) for b in batches]
-    except Exception as exc:  # e.g. pretrained weights offline
+    except Exception as exc:  # noqa: BLE001 - the file is still run, with nothing to compare to
         res.reason = f"no eager reference ({one_line(exc, 160)})"
         return None
 
 
-def _per_input(fam, outputs, reference, prepared, names, photos, times_ms, res, draw) -> tuple[list, list]:
-    """Decode each output as an app would, compare with eager; (agreements, SQNRs)."""
+def _per_input(fam, outputs, reference, prepared, names, photos, times_ms, res, draw) -> tuple[list, list, list]:
+    """Decode each output on a photo as an app would, compare with eager; (agreements,
+    SQNRs, boxes matched) on the photos."""
     from ..stages.verify import compare
 
-    agreements, sqnrs = [], []
+    agreements, sqnrs, boxes = [], [], []
     for i, out in enumerate(outputs):
         img = ImageResult(image=photos[i].name if photos else f"seeded input {i}", status="ok",
                           inference_ms=round(times_ms[i], 3) if times_ms[i] is not None else None)
@@ -308,27 +378,42 @@ def _per_input(fam, outputs, reference, prepared, names, photos, times_ms, res, 
             img.agreement = fam.agreement(ref, out, prepared[i].meta)
             if img.agreement is not None:
                 agreements.append(img.agreement)
-    return agreements, sqnrs
+            if hasattr(fam, "boxes_matched"):
+                boxes.append(fam.boxes_matched(ref, out, prepared[i].meta))
+    return agreements, sqnrs, boxes
 
 
-def _judge(res, entry, fam, agreements: list, sqnrs: list, n: int, photos: bool) -> None:
-    from ..stages.verify import DEFAULT_MIN_SQNR_DB
+def _judge(res, entry, seeded: dict, agreements: list, sqnrs: list, boxes: list) -> None:
+    """The file's one status, by the export's function (``core.result.verdict``) on the same
+    kinds of evidence: matched = the export's seeded inputs within the threshold it recorded
+    (the photos' SQNR where those inputs were the user's own files); the accuracy budget the
+    export recorded, judged on the photos (on the seeded inputs for a model of no photo)."""
+    from ..core.result import budget_missed, verdict
+    from ..core.spec import AccuracyBudget
 
+    v = entry.verification or {}
     res.agreement = sum(agreements) / len(agreements) if agreements else None
-    worst = min(sqnrs)
-    res.sqnr_db = round(min(worst, 200.0), 2) if math.isfinite(worst) or worst > 0 else None
-    effective = (entry.verification or {}).get("runtime_precision") or entry.precision
-    threshold = DEFAULT_MIN_SQNR_DB.get(effective, 10.0)
-    need = fam.min_agreement if effective in FP_PRECISIONS else 0.0
-    if res.sqnr_db is not None and res.sqnr_db >= threshold and (res.agreement is None or res.agreement >= need):
-        res.status = Status.VERIFIED
-        res.reason = None if photos else f"matched eager on {n} seeded inputs; no photo was run: its input is not an image"
+    res.sqnr_db = _finite_db(min(sqnrs)) if sqnrs else None
+    res.seeded_sqnr_db = seeded.get("sqnr")
+    threshold = seeded["threshold"]
+    judged = res.seeded_sqnr_db if "sqnr" in seeded else res.sqnr_db
+    matched = judged is not None and judged >= threshold
+    photos = {"sqnr_db": res.sqnr_db, "boxes_matched": sum(boxes) / len(boxes) if boxes else None}
+    if entry.task == "classification" and agreements:
+        photos["top1_agreement"] = res.agreement
+    measured = {"images": photos if sqnrs else None, "sqnr_db": res.seeded_sqnr_db, "top1_agreement": seeded.get("top1")}
+    budget = AccuracyBudget(**v["budget"]) if v.get("budget") else AccuracyBudget.for_task(entry.task)
+    res.budget_missed = budget_missed(entry.task, measured, budget) if matched else None
+    res.status = verdict("simulator" if res.method else "host", matched, res.budget_missed)
+    if res.status is Status.MISMATCH:
+        where = f"on the export's {seeded['inputs']} seeded inputs" if "sqnr" in seeded else "on real images"
+        sqnr = f"SQNR {judged:.1f} dB" if judged is not None else "eager's output all zeros where the program's is not"
+        res.reason = f"differs from eager {where}: {sqnr} (needs {threshold:.0f})"
+    elif res.status is Status.OUT_OF_BUDGET:
+        res.reason = f"misses its accuracy budget ({res.budget_missed}; budget: {budget.describe()})"
     else:
-        res.status = Status.MISMATCH
-        agreement = f", agreement {pct(res.agreement)}%" if res.agreement is not None else ""
-        where = "real images" if photos else "seeded inputs"
-        sqnr = f"SQNR {res.sqnr_db:.1f} dB" if res.sqnr_db is not None else "eager's output all zeros where the program's is not"
-        res.reason = f"differs from eager on {where}: {sqnr} (needs {threshold:.0f}){agreement}"
+        res.reason = "; ".join(r for r in (f"on {res.simulator}" if res.method else None, None if sqnrs else
+                               "no photo was run: its input is not an image") if r) or None
 
 
 def seeded_inputs(specs: list[dict], seed: int) -> list:

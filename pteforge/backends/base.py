@@ -75,6 +75,26 @@ def narrowed_support(module, name: str, accepts):
 # The platform names the executorch_flutter app filters its models by.
 APP_PLATFORMS = ("android", "ios", "macos", "linux", "windows", "web")
 
+# Where the executorch_flutter app can load each delegate, read from its source: the
+# backends its native builds link per platform (packages/executorch_dart/lib/src/build/
+# run_build.dart, _getBackendDefines, at 5ee4c6f8; the prebuilt variants of its
+# executorch_native submodule's scripts/build-*.sh at 943005ad): xnnpack everywhere (web:
+# Wasm, backend_query_web.dart); coreml on ios and macos; metal on Apple-silicon macOS
+# only; vulkan on all but web (opt-in); qnn on android (opt-in, source builds). The app
+# maps these names (model_registry.dart _stringToBackend) and skips an entry whose backend
+# a device lacks; a name it does not know it does NOT skip, and loading that file fails.
+# So a backend not in this table (openvino, tosa, ethos-u, cortex-m, vgf, mps, mediatek,
+# samsung, ...) is offered on no platform: its files stay on disk and in the manifest's
+# ``notForApp``. A program with no delegate (portable) loads wherever the runtime does.
+APP_LOADS: dict[str, tuple[str, ...]] = {
+    "xnnpack": APP_PLATFORMS,
+    "portable": APP_PLATFORMS,
+    "coreml": ("ios", "macos"),
+    "metal": ("macos",),
+    "vulkan": ("android", "ios", "macos", "linux", "windows"),
+    "qnn": ("android",),
+}
+
 
 @dataclass
 class Plan:
@@ -359,11 +379,11 @@ class Backend:
 
     def app_platforms(self) -> list[str]:
         """``platforms`` in the executorch_flutter app's words (android, ios, macos, linux,
-        windows, web): boards of the ``embedded`` kind run apps on Linux."""
-        words = [p for p in self.platforms if p in APP_PLATFORMS]
-        if "embedded" in self.platforms and "linux" not in words:
-            words.append("linux")
-        return words
+        windows, web): where the app loads this backend's programs (``APP_LOADS``, read
+        from the app's source), of the platforms the backend runs on; [] where it loads
+        them on none (microcontrollers, NPUs, host-only runtimes)."""
+        loads = APP_LOADS.get(self.manifest_name(), ())
+        return [p for p in self.platforms if p in loads]
 
     def __repr__(self) -> str:
         return f"<backend {self.name} ({type(self).__module__})>"

@@ -27,6 +27,29 @@ class ExitStatus(enum.IntEnum):
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
+# What each exit code means, as the CLI reference prints it (``cli.cli_reference``: the one
+# place the table is written; tests/test_cli.py holds each to what a command returns).
+EXIT_MEANINGS = {
+    ExitStatus.OK: "every requested target was written and none failed: proven, out of its accuracy budget "
+                   "(OUT_OF_BUDGET: written, not offered to the app), needing a device or not verified; every "
+                   "validated file ran and matched, or needs a device",
+    ExitStatus.TARGETS_FAILED: "the run finished; a requested target failed (a *_FAILED or MISMATCH row) or is "
+                               "unavailable here (targets implied by --target PLATFORM do not count); a validated "
+                               "file failed or mismatched",
+    ExitStatus.USAGE: "usage error: an unknown command, flag, model or backend (with the closest match), a malformed "
+                      "target or shape, an input shape the model takes only by broadcasting, an unreadable file given",
+    ExitStatus.NO_BACKEND: "none of the requested backends can lower here",
+    ExitStatus.MODEL: "a model could not be built, loaded or captured (factory raised, not an nn.Module, a broken file, "
+                      "its labels count differs from its output)",
+    ExitStatus.WEIGHTS: "weights could not be downloaded or loaded",
+    ExitStatus.OUTPUT: "the output directory or the site cannot be written",
+    ExitStatus.MANIFEST: "an existing index.json is not valid JSON or not our schema (left untouched)",
+    ExitStatus.RESOURCES: "this machine has too little memory for the work asked (refused before any work)",
+    ExitStatus.INTERNAL: "internal error (a bug: run with --debug for the traceback)",
+    ExitStatus.INTERRUPTED: "interrupted (Ctrl-C); a rerun resumes from what finished",
+}
+
+
 class PteforgeError(Exception):
     """A failure the user can act on: ``str(err)`` is the cause, ``fix`` the remedy."""
 

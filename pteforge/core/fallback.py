@@ -23,7 +23,8 @@ def order_for(entries, platform: str | None, table: dict[str, tuple[str, ...]], 
     """The artifacts of one model in the order an app should try them on ``platform``.
 
     Priority backends first (``table``: platform -> backends), then any other artifact whose
-    platforms include this one (accelerators before CPU), the CPU fallbacks (``last``) last.
+    platforms include this one (accelerators before CPU), the CPU fallbacks (``last``) last;
+    an OUT_OF_BUDGET artifact after all of them.
     ``None`` means any platform.
     """
     priority = table.get(platform, ()) if platform else ()
@@ -36,7 +37,8 @@ def order_for(entries, platform: str | None, table: dict[str, tuple[str, ...]], 
         return (1, last.index(primary) + 1 if primary in last else 0)
 
     usable = [e for e in entries if oses is None or oses & set(getattr(e, "devices", None) or e.platforms)]
-    return sorted(usable, key=lambda e: (*rank(e), e.precision != "fp32", e.name))
+    # an artifact below its accuracy budget (offered only with --offer-out-of-budget) is never tried first
+    return sorted(usable, key=lambda e: (str(e.status) == "OUT_OF_BUDGET", *rank(e), e.precision != "fp32", e.name))
 
 
 def fallback_table(models, table: dict[str, tuple[str, ...]], last: tuple[str, ...]) -> dict[str, dict[str, list[str]]]:

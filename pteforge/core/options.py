@@ -133,6 +133,10 @@ OPTIONS: tuple[Option, ...] = (
            "within (default: top1=0.99 for classifiers, boxes=0.95 matched at IoU 0.5 for detectors, sqnr=20 "
            "otherwise); one that misses it is told where it breaks", RUN, metavar="top1=F,boxes=F,sqnr=DB",
            convert="budget"),
+    Option("offer_out_of_budget", ("--offer-out-of-budget",), "precision",
+           "offer the app artifacts that ran and matched but miss their --accuracy-budget (OUT_OF_BUDGET; never "
+           "proven, listed after every other artifact); by default they stay on disk and in the manifest's "
+           "outOfBudget, which the app does not read", RUN, False, "flag"),
     Option("accuracy_report", ("--accuracy-report",), "precision",
            "for every quantized artifact, print the layers that lose most against fp32 (by eager module) and what to "
            "try; report.html shows them too", REQUEST, False, "flag"),

@@ -37,7 +37,9 @@ class Unavailable:
 
 class Status(str, enum.Enum):
     """Where a (model, target) row ended. VERIFIED: proven on this host's ExecuTorch runtime;
-    SIMULATED: proven on the target's reference simulator (stages/simulate.py)."""
+    SIMULATED: proven on the target's reference simulator (stages/simulate.py); OUT_OF_BUDGET:
+    ran and matched its program's tolerance, but misses its accuracy budget (not proven, not
+    offered to the app). :func:`verdict` is the one place a row that ran gets one of these."""
 
     UNAVAILABLE = "UNAVAILABLE"
     CAPTURE_FAILED = "CAPTURE_FAILED"
@@ -47,6 +49,7 @@ class Status(str, enum.Enum):
     LOAD_FAILED = "LOAD_FAILED"
     RUN_FAILED = "RUN_FAILED"
     MISMATCH = "MISMATCH"
+    OUT_OF_BUDGET = "OUT_OF_BUDGET"  # ran and matched, but below its accuracy budget
     NOT_RUNNABLE_HERE = "NOT_RUNNABLE_HERE"
     NOT_VERIFIED = "NOT_VERIFIED"  # exported; verification skipped (--no-verify)
     SIMULATED = "SIMULATED"  # ran on the target's reference simulator and matched eager
@@ -59,6 +62,7 @@ class Status(str, enum.Enum):
             Status.LOAD_FAILED,
             Status.RUN_FAILED,
             Status.MISMATCH,
+            Status.OUT_OF_BUDGET,
             Status.NOT_RUNNABLE_HERE,
             Status.NOT_VERIFIED,
             Status.SIMULATED,
@@ -67,8 +71,16 @@ class Status(str, enum.Enum):
 
     @property
     def ok(self) -> bool:
-        """The target succeeded: exported and not proven wrong."""
-        return self in (Status.VERIFIED, Status.SIMULATED, Status.NOT_RUNNABLE_HERE, Status.NOT_VERIFIED)
+        """The target succeeded: exported and not proven wrong (an OUT_OF_BUDGET row is not
+        wrong, it is not good enough: written, never proven, never offered to the app
+        unless asked for with --offer-out-of-budget)."""
+        return self in (Status.VERIFIED, Status.SIMULATED, Status.NOT_RUNNABLE_HERE, Status.NOT_VERIFIED,
+                        Status.OUT_OF_BUDGET)
+
+    @property
+    def offered(self) -> bool:
+        """The app is offered it by default: exported, and neither wrong nor below its budget."""
+        return self.ok and self is not Status.OUT_OF_BUDGET
 
     @property
     def proven(self) -> bool:
@@ -188,6 +200,10 @@ class Verification:
     simulator: str | None = None  # SIMULATED: the reference simulator, in a few words
     # where the inputs came from when they are the user's own (samples.py), not seeded
     inputs_from: str | None = None
+    # the accuracy budget the row was judged by ({"top1", "boxes", "sqnr"}: AccuracyBudget),
+    # and what of it the row missed (None: within it); validate judges by the same one
+    budget: dict | None = None
+    budget_missed: str | None = None
 
 
 @dataclass
@@ -239,20 +255,85 @@ class Record:
 
 
 def proof_counts(records) -> str:
-    """How a run's rows were proven, in words: "7 proven (3 on this host, 4 on reference
-    simulators), 3 need a device"."""
+    """How a run's rows were proven, in words: "4 proven (3 on this host, 1 on a reference
+    simulator), 3 out of their accuracy budget, 3 need a device". Only VERIFIED and SIMULATED
+    rows count as proven."""
     statuses = [Status(r.status) for r in records]  # records, manifest entries or validated files
     host, simulated = statuses.count(Status.VERIFIED), statuses.count(Status.SIMULATED)
     device, unchecked = statuses.count(Status.NOT_RUNNABLE_HERE), statuses.count(Status.NOT_VERIFIED)
+    below = statuses.count(Status.OUT_OF_BUDGET)
     where = [f"{host} on this host"] if host else []
     where += [f"{simulated} on reference simulators" if simulated != 1 else "1 on a reference simulator"] if simulated else []
     parts = [f"{host + simulated} proven" + (f" ({', '.join(where)})" if host and simulated else
                                              " on this host" if host else
                                              " on reference simulators" if simulated > 1 else
                                              " on a reference simulator" if simulated else "")]
+    parts += [f"{below} out of {'its' if below == 1 else 'their'} accuracy budget (not proven)"] if below else []
     parts += [f"{device} need{'s' if device == 1 else ''} a device"] if device else []
     parts += [f"{unchecked} not verified"] if unchecked else []
     return ", ".join(parts)
+
+
+def verdict(ran_on: str | None, matched: bool, missed: str | None) -> Status:
+    """The one verdict of a program that ran (export, validate, the cache's restore): on
+    ``ran_on`` (``"host"``: this host's runtime, ``"simulator"``: the target's reference
+    simulator), whether its outputs ``matched`` eager within its precision's tolerance, and
+    what of its accuracy budget it ``missed`` (None: within it). Proven = ran + matched +
+    within budget; a row below its budget is OUT_OF_BUDGET, never proven."""
+    if not matched:
+        return Status.MISMATCH
+    if missed:
+        return Status.OUT_OF_BUDGET
+    return Status.SIMULATED if ran_on == "simulator" else Status.VERIFIED
+
+
+def measures(v) -> tuple[float | None, float | None, float | None]:
+    """(top-1 agreement, boxes matched, SQNR) a budget judges, from a verification (the
+    dataclass or its dict): on the validation photos where they ran, else on the
+    verification inputs."""
+    get = (lambda k: v.get(k)) if isinstance(v, dict) else (lambda k: getattr(v, k, None))
+    images = get("images") or {}
+    top1 = images.get("top1_agreement", get("top1_agreement"))
+    sqnr = images.get("sqnr_db") if images.get("sqnr_db") is not None else get("sqnr_db")
+    return top1, images.get("boxes_matched"), sqnr
+
+
+def budget_missed(task: str, v, budget=None) -> str | None:
+    """What of ``budget`` (else its task's) a run program misses, in words, or None. A part
+    of the budget nothing measured (no photos for a classifier's top-1) is not judged."""
+    from .spec import AccuracyBudget
+
+    budget = budget or AccuracyBudget.for_task(task)
+    top1, boxes, sqnr = measures(v)
+    judged = AccuracyBudget(top1=budget.top1 if top1 is not None else None,
+                            boxes=budget.boxes if boxes is not None else None,
+                            sqnr=budget.sqnr if sqnr is not None else None)
+    return judged.missed(top1, boxes, sqnr)
+
+
+def settle(record: "Record", budget=None) -> None:
+    """Give a row that ran and matched its verdict against ``budget`` (else its task's):
+    VERIFIED or SIMULATED when within it, OUT_OF_BUDGET when not, with why and what to try.
+    Run on every such row, fresh or restored from the cache, so a changed budget is never
+    skipped."""
+    from dataclasses import asdict as _asdict
+
+    from .spec import AccuracyBudget
+
+    v = record.verification
+    if v is None or record.status not in (Status.VERIFIED, Status.SIMULATED, Status.OUT_OF_BUDGET):
+        return
+    budget = budget or AccuracyBudget.for_task(record.task)
+    v.budget = {k: val for k, val in _asdict(budget).items() if val is not None}
+    v.budget_missed = budget_missed(record.task, v, budget)
+    record.status = verdict("simulator" if v.simulator else "host", True, v.budget_missed)
+    if v.budget_missed:
+        record.reason = f"misses its accuracy budget ({v.budget_missed}; budget: {budget.describe()})"
+        record.fix = (accuracy_text(record.accuracy) if record.accuracy else
+                      "try a higher precision, or calibrate on real inputs (--calibration DIR)") + \
+            "; it is not offered to the app (--offer-out-of-budget offers it)"
+    elif record.reason and record.reason.startswith("misses its accuracy budget"):
+        record.reason = record.fix = None
 
 
 def estimate_text(estimates: dict) -> str:
@@ -262,19 +343,6 @@ def estimate_text(estimates: dict) -> str:
     time = f" ({e['inference_ms']:.3g} ms{at})" if e.get("inference_ms") is not None else ""
     return (f"{e.get('tool', 'compiler')} estimates {e.get('cycles', 0):,} cycles{time}, SRAM {e.get('sram_kib') or 0:.1f} KiB, "
             f"flash {e.get('flash_kib') or 0:.1f} KiB ({e.get('system', 'its default system')}; not measured)")
-
-
-def budget_missed(record, budget=None) -> str | None:
-    """What of its accuracy budget (``budget``, else its task's) a quantized row misses on the
-    validation photos (or, without photos, in SQNR on the verification inputs), or None."""
-    from .spec import AccuracyBudget
-
-    v = record.verification
-    if v is None or record.accuracy is None or record.status not in (Status.VERIFIED, Status.SIMULATED, Status.MISMATCH):
-        return None
-    images = v.images or {}
-    budget = budget or AccuracyBudget.for_task(record.task)
-    return budget.missed(images.get("top1_agreement"), images.get("boxes_matched"), images.get("sqnr_db", v.sqnr_db))
 
 
 ONE_LAYER_DB = 3.0  # a layer's drop below this is no one layer's: the loss is spread over the network
@@ -293,6 +361,10 @@ def accuracy_text(accuracy: dict) -> str:
     if not worst:
         return "no layer could be matched to fp32"
     w, tip = worst[0], f"; try: {accuracy['try'][0]}" if accuracy.get("try") else ""
+    if w.get("from_exact"):
+        return (f"loses most at {w['module']} ({w['type'] or w['op']}: its inputs exact, {w['sqnr_db']:.1f} dB after "
+                f"it){tip}")
     if w["drop_db"] < ONE_LAYER_DB:
         return f"no one layer loses it (the most, {w['module']}, {w['drop_db']:.1f} dB): it is spread over the network{tip}"
-    return f"loses most at {w['module']} ({w['type'] or w['op']}: −{w['drop_db']:.1f} dB there, {w['sqnr_db']:.1f} dB after it){tip}"
+    return (f"loses most at {w['module']} ({w['type'] or w['op']}: loses {w['drop_db']:.1f} dB there, "
+            f"{w['sqnr_db']:.1f} dB after it){tip}")

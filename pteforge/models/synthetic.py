@@ -34,8 +34,12 @@ def make_inputs(spec: ModelSpec, seed: int, batch: int | None = None) -> tuple:
             coarse = torch.rand(n, c, max(h // 16, 2), max(w // 16, 2), generator=gen)
             img = torch.nn.functional.interpolate(coarse, size=(h, w), mode="bilinear", align_corners=False)
             img = (img + 0.1 * torch.rand(n, c, h, w, generator=gen)).clamp(0, 1) * 255.0 * pre.scale
-            mean = torch.tensor(pre.mean).view(1, -1, 1, 1)
-            std = torch.tensor(pre.std).view(1, -1, 1, 1)
+            # the shape given, never widened: a normalisation of 3 channels over an input of 1 takes
+            # the channels' mean (broadcasting it would capture the program at 3 channels)
+            mean, std = (torch.tensor(v) for v in (pre.mean, pre.std))
+            if c != len(mean):
+                mean, std = mean.mean().repeat(c), std.mean().repeat(c)
+            mean, std = mean.view(1, -1, 1, 1), std.view(1, -1, 1, 1)
             img = (img - mean) / std
             out.append((img.permute(0, 2, 3, 1).contiguous() if nhwc else img).to(dtype))
         elif dtype.is_floating_point:

@@ -28,19 +28,27 @@ class AppBackend:
     description: str
 
 
-def write_label_files(out: Path, needs: dict[tuple[str, str], list[str]], base_url: str | None) -> dict[tuple, LabelsEntry]:
+def label_files(needs: dict[tuple[str, str], list[str]], base_url: str | None) -> dict[tuple, tuple[bytes, LabelsEntry]]:
     """Each labels file in ``needs`` ((category, file name) -> its class names): a family's
     own (``imagenet_classes.txt`` for ``mobilenet``), or a model's with its own class names
-    (an Ultralytics checkpoint's). Their entries in the app's shape, by (category, file name)."""
-    written = {}
+    (an Ultralytics checkpoint's): its bytes and its entry in the app's shape, by (category,
+    file name). Nothing is written here: a file is written when a row that uses it is
+    merged (``write_label_file``), so a refused or failed run replaces no labels file."""
+    made = {}
     for (category, file), names in sorted(needs.items()):
         data = ("\n".join(names) + "\n").encode()
-        write_atomic(Path(out) / file, data)
-        written[category, file] = LabelsEntry(
+        made[category, file] = (data, LabelsEntry(
             name=file, category=category, remoteUrl=_url(base_url, file),
             size=len(data), hash=hashlib.sha256(data).hexdigest(), file=file, count=len(names),
-        )
-    return written
+        ))
+    return made
+
+
+def write_label_file(out: Path, data: bytes, entry: LabelsEntry) -> None:
+    """A labels file under ``out``, unless it already holds these very bytes."""
+    path = Path(out) / entry.file
+    if not (path.is_file() and path.read_bytes() == data):
+        write_atomic(path, data)
 
 
 def labels_entries(labels: dict[tuple, LabelsEntry], family_files: dict[str, str | None]) -> list[LabelsEntry]:

@@ -203,6 +203,11 @@ def numerics_section(man: Manifest) -> str:
     return f'<section id="numerics"><h2>Numerics against eager PyTorch</h2>{intro}{tables}</section>'
 
 
+def _loss(w: dict) -> str:
+    """A layer's own loss, or that it made exact inputs lossy (``stages.accuracy.layer_loss``)."""
+    return "from exact inputs" if w.get("from_exact") else f"{w['drop_db']:.1f}"
+
+
 def accuracy_section(man: Manifest) -> str:
     """Every quantized artifact against fp32, layer by layer: whether it is within its task's
     accuracy budget, the layers that lose most (by eager module), and what to try."""
@@ -213,14 +218,14 @@ def accuracy_section(man: Manifest) -> str:
         acc = e.accuracy
         if not acc:
             continue
-        budget = AccuracyBudget.for_task(e.task or "")
-        images = (e.verification or {}).get("images") or {}
-        missed = budget.missed(images.get("top1_agreement"), images.get("boxes_matched"),
-                               images.get("sqnr_db", (e.verification or {}).get("sqnr_db")))
-        verdict = (f'<span class="bad">misses its budget: {_e(missed)}</span>' if missed
-                   else f'<span class="good">within its budget ({_e(budget.describe())})</span>')
+        v = e.verification or {}
+        budget = AccuracyBudget(**v["budget"]) if v.get("budget") else AccuracyBudget.for_task(e.task or "")
+        missed = v.get("budget_missed") if "budget" in v else None  # the row's own verdict (core.result.settle)
+        verdict = (f'<span class="bad">OUT_OF_BUDGET: misses its budget: {_e(missed)}</span>' if missed
+                   else f'<span class="good">within its budget ({_e(budget.describe())})</span>' if "budget" in v
+                   else '<span>not judged against a budget (it did not run here)</span>')
         rows = "".join(f"<tr><td>{_e(w['module'])}</td><td>{_e(w['type'])}</td><td>{_e(w['op'])}</td>"
-                       f'<td class="num">{w["sqnr_db"]:.1f}</td><td class="num">{w["drop_db"]:.1f}</td></tr>'
+                       f'<td class="num">{w["sqnr_db"]:.1f}</td><td class="num">{_loss(w)}</td></tr>'
                        for w in acc.get("worst") or [])
         tips = "".join(f"<li>{_e(t)}</li>" for t in acc.get("try") or [])
         parts.append(f'<div class="accuracy" data-name="{_e(e.name)}"><h3>{_e(e.name)} ({_e(e.precision)})</h3>'
@@ -348,7 +353,8 @@ div.photo{display:inline-block;margin:0 .5em .5em 0;vertical-align:top;max-width
 .sub{font-size:11px;color:#555} .why{font-size:12px} .none{color:#777;font-style:italic}
 .badge{display:inline-block;padding:0 .45em;border-radius:3px;font-size:11px;font-weight:700;color:#fff;white-space:nowrap}
 .badge.st-ok{background:#2e7d32} .badge.st-sim{background:#00796b} .badge.st-device{background:#1f6fb2} .badge.st-unchecked{background:#a86b00}
-.badge.st-fail{background:#c62828}
+.badge.st-fail{background:#c62828} .badge.st-budget{background:#b34700}
+tr.st-budget{background:#fff0e0} tr.st-budget>td:first-child{border-left-color:#b34700}
 tr.st-ok{background:#eaf6ea} tr.st-sim{background:#e6f4f1} tr.st-device{background:#e8f1fb} tr.st-unchecked{background:#fff5dc} tr.st-fail{background:#fdeaea}
 tr.row>td:first-child{border-left:5px solid #999} tr.st-ok>td:first-child{border-left-color:#2e7d32}
 tr.st-sim>td:first-child{border-left-color:#00796b} tr.st-device>td:first-child{border-left-color:#1f6fb2} tr.st-unchecked>td:first-child{border-left-color:#a86b00}
@@ -373,9 +379,11 @@ def _header(man: Manifest, failures: list[dict], sections: str) -> str:
     """The title, the counts, the legend, and links to the sections the page has."""
     kinds = [status_kind(r["status"]) for m in model_names(man, failures) for r in rows_for(man, failures, m)]
     counts = (f"{kinds.count('ok') + kinds.count('sim')} proven ({kinds.count('ok')} on this host, "
-              f"{kinds.count('sim')} on reference simulators), {kinds.count('device')} need a device, "
+              f"{kinds.count('sim')} on reference simulators), {kinds.count('budget')} out of their accuracy budget "
+              f"(not proven), {kinds.count('device')} need a device, "
               f"{kinds.count('unchecked')} not checked, {kinds.count('fail')} failed or unavailable")
-    legend = " ".join(_badge(s) for s in ("VERIFIED", "SIMULATED", "NOT_RUNNABLE_HERE", "NOT_VERIFIED", "MISMATCH"))
+    legend = " ".join(_badge(s) for s in ("VERIFIED", "SIMULATED", "OUT_OF_BUDGET", "NOT_RUNNABLE_HERE", "NOT_VERIFIED",
+                                          "MISMATCH"))
     return (f"<header><h1>pteforge report</h1><p>Generated {_e(man.generated)} · this host: {_e(host_platform())} · "
             f'<span id="counts">{_e(counts)}</span>. Every number was measured in the run that produced it; every '
             "latency is a p50 measured after warm-up in the child process that runs artifacts.</p>"

@@ -23,6 +23,8 @@ from ..core.io import write_atomic
 
 SCHEMA_VERSION = 2  # 2: labels in the app's shape, references, devices, model
 MANIFEST_NAME = "index.json"
+# the manifest's lists of artifacts; the app reads `models` only
+ENTRY_LISTS = ("models", "references", "outOfBudget", "notForApp", "failed")
 
 
 class LabelsEntry(BaseModel):
@@ -125,6 +127,12 @@ class Manifest(BaseModel):
     failed: list[ModelEntry] = Field(default_factory=list)
     # fp32 artifacts nobody asked for, made to measure reduced precisions against
     references: list[ModelEntry] = Field(default_factory=list)
+    # Artifacts that ran and matched but miss their accuracy budget (OUT_OF_BUDGET): never
+    # proven, out of `models` unless the export was given --offer-out-of-budget.
+    outOfBudget: list[ModelEntry] = Field(default_factory=list)
+    # Artifacts the app loads on no platform (microcontroller and NPU programs, host-only
+    # runtimes: backends.base.APP_LOADS): on disk and listed here, never in `models`.
+    notForApp: list[ModelEntry] = Field(default_factory=list)
     labels: list[LabelsEntry] = Field(default_factory=list)
     backends: dict[str, BackendEntry] = Field(default_factory=dict)
     # modelName -> platform -> artifact names, in the order an app should try them
@@ -135,8 +143,9 @@ class Manifest(BaseModel):
 
 
     def artifacts(self) -> list[ModelEntry]:
-        """Every artifact the manifest lists: for the app, references, failed."""
-        return [*self.models, *self.references, *self.failed]
+        """Every artifact the manifest lists: for the app, references, out of budget, not for
+        the app, failed."""
+        return [*self.models, *self.references, *self.outOfBudget, *self.notForApp, *self.failed]
 
 
 def now() -> str:
@@ -170,7 +179,7 @@ def load_manifest(path: Path) -> Manifest | None:
 
 def _paths(manifest: Manifest):
     """(where, relative path) of every file a manifest points at."""
-    for key in ("models", "references", "failed"):
+    for key in ENTRY_LISTS:
         for i, e in enumerate(getattr(manifest, key)):
             yield f"{key}[{i}].file", e.file
             for field in ("remoteUrl", "labelsFile", "labelsRemoteUrl"):
@@ -238,6 +247,7 @@ def merge(
     base_url: str | None,
     fallback: tuple[dict[str, tuple[str, ...]], tuple[str, ...]],
     references: set[str] = frozenset(),
+    offer_out_of_budget: bool = False,
 ) -> Manifest:
     """Add ``entries`` to ``<out>/index.json`` under a file lock; keep everything else.
     ``fallback``: each platform's backends in priority order, and the CPU fallbacks (what
@@ -245,19 +255,15 @@ def merge(
 
     An entry named in ``references`` (an fp32 artifact made only to compare against)
     goes to ``references`` unless the app list already holds it (an earlier run asked
-    for it); a MISMATCH goes to ``failed``; the rest to ``models``."""
+    for it); a MISMATCH goes to ``failed``; one the app loads on no platform to
+    ``notForApp``; an OUT_OF_BUDGET one to ``outOfBudget`` (to ``models`` with
+    ``offer_out_of_budget``); the rest to ``models``."""
     path = Path(out_dir) / MANIFEST_NAME
     with lock_for(out_dir):
         current = load_manifest(path) or Manifest(generated=now())
-        lists = {"models": {m.name: m for m in current.models}, "references": {m.name: m for m in current.references},
-                 "failed": {m.name: m for m in current.failed}}
+        lists = {key: {m.name: m for m in getattr(current, key)} for key in ENTRY_LISTS}
         for entry in entries:
-            if entry.status == "MISMATCH":
-                where = "failed"
-            elif entry.name in references and entry.name not in lists["models"]:
-                where = "references"
-            else:
-                where = "models"
+            where = list_for(entry, entry.name in references and entry.name not in lists["models"], offer_out_of_budget)
             for key, items in lists.items():
                 items.pop(entry.name, None)
             lists[where][entry.name] = entry
@@ -276,6 +282,17 @@ def merge(
         )
         write_atomic(path, merged.model_dump_json(indent=2, exclude_none=True) + "\n")
     return merged
+
+
+def list_for(entry: ModelEntry, reference: bool, offer_out_of_budget: bool = False) -> str:
+    """Which of the manifest's lists an entry belongs in (the app reads ``models`` only)."""
+    if entry.status == "MISMATCH":
+        return "failed"
+    if not entry.platforms:
+        return "notForApp"
+    if entry.status == "OUT_OF_BUDGET" and not offer_out_of_budget:
+        return "outOfBudget"
+    return "references" if reference else "models"
 
 
 def _url(base_url: str | None, rel: str) -> str:

@@ -25,13 +25,17 @@ def header_lines(man: Manifest, failures: list[dict]) -> list[str]:
 def artifact_lines(man: Manifest, failures: list[dict]) -> list[str]:
     from ..core.result import proof_counts
 
-    lines = ["## Artifacts", "", f"Of {len(man.models)}: {proof_counts(man.models)}.", "",
-             "| model | target | precision | status | why | size | delegated | export time | p50 (ms, after warm-up) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for e in man.models:
+    written = [*man.models, *man.outOfBudget, *man.notForApp]
+    offered = {e.name for e in man.models}
+    lines = ["## Artifacts", "", f"Of {len(written)}: {proof_counts(written)}; {len(offered)} offered to the app.", "",
+             "| model | target | precision | status | why | in the app | size | delegated | export time | "
+             "p50 (ms, after warm-up) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for e in written:
         v = p50(e)
         why = _md(status_why(e.status, e.reason, e))
-        lines.append(f"| {e.base_model} | {e.target} | {e.precision} | {e.status} | {why} | {size_text(e.size)} | "
+        app = ", ".join(e.platforms) if e.name in offered else "no: below its budget" if e.platforms else \
+            "no: loaded on no platform"
+        lines.append(f"| {e.base_model} | {e.target} | {e.precision} | {e.status} | {why} | {app} | {size_text(e.size)} | "
                      f"{pct_digits(e.delegation.get('percent', 0) / 100)} % | {export_seconds(e):.1f} s | {ms_text(v) if v is not None else ''} |")
     return lines
 

@@ -18,13 +18,14 @@ STATUS_NOTE = {
     "SIMULATED": "ran on the target's reference simulator and matched eager PyTorch",
     "NOT_RUNNABLE_HERE": "exported; needs a device to run",
     "NOT_VERIFIED": "exported; not checked (--no-verify)",
+    "OUT_OF_BUDGET": "ran and matched, but misses its accuracy budget: not proven, not offered to the app",
 }
 
 
 def status_kind(status: str) -> str:
-    """ok (proven here), sim (proven on a reference simulator), device (exported, needs a
-    device), unchecked, or fail."""
-    return {"VERIFIED": "ok", "SIMULATED": "sim", "NOT_RUNNABLE_HERE": "device",
+    """ok (proven here), sim (proven on a reference simulator), budget (ran, matched, below its
+    accuracy budget: not proven), device (exported, needs a device), unchecked, or fail."""
+    return {"VERIFIED": "ok", "SIMULATED": "sim", "OUT_OF_BUDGET": "budget", "NOT_RUNNABLE_HERE": "device",
             "NOT_VERIFIED": "unchecked"}.get(status, "fail")
 
 

@@ -131,6 +131,10 @@ def key_for(spec: ModelSpec, target: Target, config: ExportConfig, versions: dic
         "model": model_identity(spec, config.weights, config.seed),
         "inputs": [asdict(i) for i in spec.inputs],
         "preprocessing": asdict(spec.preprocessing) if spec.preprocessing else None,
+        # what the capture checks a row against (the labels' count against the output: a
+        # refusal): a row restored from the cache was checked against these very ones
+        "task": [spec.family, spec.task],
+        "labels": list(spec.names) if spec.names else spec.labels,
         "target": target.name,
         # every option that defines the artifact; files by their content
         "options": {**config.artifact_options(), "weights": model_identity(spec, config.weights, config.seed)["weights"],

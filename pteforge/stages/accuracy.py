@@ -76,10 +76,29 @@ class _Recorded:
         return outputs
 
 
+EXACT_DB = 200.0  # what an output identical to fp32's is said to be (no noise: no finite SQNR)
+
+
 def _db(signal, noise) -> float | None:
-    if noise == 0:
-        return 200.0
-    return min(10 * math.log10(signal / noise), 200.0) if signal > 0 else None
+    """SQNR in dB; EXACT_DB for no noise; None where undefined (no signal, NaN, a ratio
+    that underflows): never a math error."""
+    signal, noise = float(signal), float(noise)
+    if not (math.isfinite(signal) and math.isfinite(noise)) or signal <= 0:
+        return None
+    if noise <= 0:
+        return EXACT_DB
+    ratio = signal / noise
+    return min(10 * math.log10(ratio), EXACT_DB) if ratio > 0 else None
+
+
+def layer_loss(before: float | None, after: float) -> float | None:
+    """How much SQNR a layer lost itself: its inputs' against its output's, never more than
+    the signal its inputs had (an output below 0 dB, noise above signal, has lost all of
+    it: the loss is its inputs' SQNR). None where the inputs were exact (EXACT_DB: no
+    finite SQNR to lose from; the layer is where the loss starts, ``from_exact``)."""
+    if before is None or before >= EXACT_DB:
+        return None
+    return min(round(max(0.0, before - max(after, 0.0)), 2), max(before, 0.0))
 
 
 def per_layer(fp32_program, quantized_program, inputs_list: list[tuple]) -> list[dict]:
@@ -125,24 +144,32 @@ def per_layer(fp32_program, quantized_program, inputs_list: list[tuple]) -> list
         if key[0] == "(input)":
             continue
         before = [worst_of[k] for k in got.sources.get(key, []) if k in worst_of]
-        drop = (min(before) - worst_of[key]) if before else 0.0  # fed by nothing matched: nothing to measure from
+        exact = bool(before) and min(before) >= EXACT_DB and worst_of[key] < EXACT_DB
+        drop = layer_loss(min(before), worst_of[key]) if before else 0.0  # fed by nothing matched: nothing to measure from
         rows.append({"module": key[0] or "(top level)", "type": got.types.get(key, ""), "op": key[1],
                      "sqnr_db": round(whole, 2), "low_channels_db": round(worst_of[key], 2),
-                     "drop_db": round(max(drop, 0.0), 2)})
+                     "drop_db": drop if drop is not None else 0.0, "from_exact": exact})
     return rows
 
 
 def where_it_breaks(rows: list[dict], top: int = 5) -> list[dict]:
-    """The ``top`` layers that lose the most, largest drop first."""
-    return sorted(rows, key=lambda r: -r["drop_db"])[:top]
+    """The ``top`` layers that lose the most, largest drop first. A layer that made exact
+    inputs lossy (``from_exact``) is where the loss starts: it ranks by how far below exact
+    it brought them (a ranking only: no such figure is shown, EXACT_DB is no signal)."""
+    def loss(r):
+        return EXACT_DB - max(r["low_channels_db"], 0.0) if r.get("from_exact") else r["drop_db"]
+
+    return sorted(rows, key=lambda r: -loss(r))[:top]
 
 
 def what_to_try(worst: list[dict], calibration: dict | None, backend: str, floats: list[str]) -> list[str]:
     """Remedies for the layers that break, in the order to try them."""
     tips = []
-    if worst and worst[0]["drop_db"] >= ONE_LAYER_DB:
+    if worst and (worst[0]["drop_db"] >= ONE_LAYER_DB or worst[0].get("from_exact")):
         w = worst[0]
-        tips.append(f"leave {w['module']} ({w['type'] or w['op']}) in fp32: it alone takes {w['drop_db']:.1f} dB "
+        took = (f"it alone brings exact inputs to {w['sqnr_db']:.1f} dB" if w.get("from_exact")
+                else f"it alone takes {w['drop_db']:.1f} dB")
+        tips.append(f"leave {w['module']} ({w['type'] or w['op']}) in fp32: {took} "
                     f"(PT2E: quantizer.set_module_name(\"{w['module']}\", None))")
     if calibration and not calibration.get("images") and not calibration.get("files"):
         tips.append("calibrate on real inputs (--calibration DIR, more --calibration-samples): it saw synthetic ones only")

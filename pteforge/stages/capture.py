@@ -210,6 +210,7 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     if not exported.graph_signature.user_outputs:  # None, a number: a program with no output cannot be saved
         raise CaptureError("the model returns no tensor, so its program would have no output",
                            fix="return from forward() the tensors an app reads")
+    _check_not_broadcast(exported, spec)
     timings[Stage.CAPTURE.value] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -430,6 +431,53 @@ def validation_images(spec: ModelSpec, model) -> dict:
     if outputs and spec.source != "catalog":
         _check_labels(spec, outputs[0])
     return {"images": images, "image_outputs": outputs, "image_names": [p.name for p in photos]}
+
+
+# elementwise operators through which an input of size 1 in a dim silently takes a
+# constant's larger size there (a normalisation vector, a per-channel scale)
+_BROADCASTING = ("add", "sub", "rsub", "mul", "div")
+
+
+def broadcast_input(exported) -> tuple[str, int, int, list[int]] | None:
+    """(input, dim, its size there, the shape it took) of a user input that the first
+    operator it reaches widens by broadcasting against a constant of the model (a weight, a
+    buffer, a lifted tensor): an ``--input-shape`` of 1 channel where the model's first
+    layer (``(x - mean) / std`` with 3 means) takes 3 runs, computes on 3 copies of the
+    one, and would make the app feed one channel. None when no input is widened so."""
+    sig = exported.graph_signature
+    constants = {*sig.inputs_to_parameters, *sig.inputs_to_buffers, *getattr(sig, "inputs_to_lifted_tensor_constants", {})}
+    for node in exported.graph.nodes:
+        if node.op != "placeholder" or node.name not in sig.user_inputs or "val" not in node.meta:
+            continue
+        shape = list(getattr(node.meta["val"], "shape", []))
+        for user in node.users:
+            name = getattr(user.target, "__name__", str(user.target)).split(".")[0]
+            others = [a for a in user.args[:2] if a is not node and hasattr(a, "op")]
+            if name not in _BROADCASTING or len(others) != 1:
+                continue
+            other = others[0]
+            if not (other.op == "get_attr" or (other.op == "placeholder" and other.name in constants)):
+                continue
+            out = list(getattr(user.meta.get("val"), "shape", []))
+            for dim in range(1, min(len(shape), len(out))):
+                if len(out) == len(shape) and shape[dim] == 1 and out[dim] > 1:
+                    return node.name, dim, shape[dim], out
+    return None
+
+
+def _check_not_broadcast(exported, spec: ModelSpec) -> None:
+    """Refuse an input shape the model takes only by broadcasting it (``broadcast_input``)."""
+    from ..core.errors import UsageError
+
+    found = broadcast_input(exported)
+    if found is None:
+        return
+    name, dim, _, took = found
+    given = ",".join(str(d) for d in (spec.fed[0].shape if len(spec.fed) == 1 else ()))
+    wanted = ",".join(str(d) for d in took)
+    raise UsageError(f"--input-shape {given or name}: the model's first layer takes {took[dim]} at dim {dim} of input "
+                     f"'{name}' (shape {wanted}) and only broadcasts the 1 given there, so the manifest would tell the "
+                     f"app to feed 1 where the model computes on {took[dim]}", fix=f"give --input-shape {wanted}")
 
 
 def _check_labels(spec: ModelSpec, outputs: list) -> None:

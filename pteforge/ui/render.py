@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..core.result import Record, Stage, Status, accuracy_text, budget_missed, estimate_text, proof_counts
+from ..core.result import Record, Stage, Status, accuracy_text, estimate_text, proof_counts
 from ..core.units import pct, size_text
 
 def _generation_proof(r: Record, proof: str) -> str:
@@ -118,10 +118,11 @@ def estimate(models, plan) -> str:
 
 
 def mark(status) -> str:
-    """✓ only for a proven row (run here or on a reference simulator, and matching eager);
-    ○ for one written but not proven (it needs a device, or was not verified); ✗ for a failure."""
+    """✓ only for a proven row (run here or on a reference simulator, matching eager, within
+    its accuracy budget); ⚠ for one that ran and matched but misses its budget; ○ for one
+    written but not proven (it needs a device, or was not verified); ✗ for a failure."""
     status = Status(status)
-    return "✓" if status.proven else "○" if status.ok else "✗"
+    return "✓" if status.proven else "⚠" if status is Status.OUT_OF_BUDGET else "○" if status.ok else "✗"
 
 
 class Reporter:
@@ -180,9 +181,12 @@ class Renderer:
         self.err = _console(stderr=True)
         self.accuracy_report = False  # export --accuracy-report: every quantized row's worst layers
 
-    def final(self, line: str) -> None:
-        """The command's last line: printed as part of its output, and alone with -q."""
+    def final(self, line: str, failed: list[str] = ()) -> None:
+        """The command's last line: printed as part of its output, and with -q after one
+        line per file that failed, mismatched or missed its accuracy budget (``failed``)."""
         if self.quiet and not self.json:
+            for text in failed:
+                self.stdout.print(text)
             self.stdout.print(line)
 
     def document(self, data) -> None:
@@ -268,9 +272,10 @@ class Renderer:
                 self.out.print(f"{glyph} Successfully exported {len(good)}/{requested} backends: {proof_counts(rows)}")
             else:
                 self.out.print(f"❌ Exported 0/{requested} backends")
-            for r in sorted(good, key=lambda r: not r.status.proven):  # proven first, then those that need a device
-                self.out.print(f"   • {self._artifact_line(r)}")
-                self._accuracy(r, result.budget)
+            # proven first, then those that need a device, then those below their budget
+            for r in sorted(good, key=lambda r: (r.status is Status.OUT_OF_BUDGET, not r.status.proven)):
+                self.out.print(f"   {mark(r.status) if r.status is Status.OUT_OF_BUDGET else '•'} {self._artifact_line(r)}")
+                self._accuracy(r)
             if spec.family == "custom" and good:
                 self.out.print("   ℹ the executorch_flutter app does not show category custom: give --task (classification, "
                                "detection, pose, face, segmentation) and --labels-file to show it there", highlight=False)
@@ -284,7 +289,7 @@ class Renderer:
                     extra = f" ({self._artifact_line(r)})" if r.artifact else ""
                     fix = f" — fix: {r.fix}" if r.fix else ""
                     self.out.print(f"   • {r.target}: {r.status.value}: {r.reason}{extra}{fix}")
-                    self._accuracy(r, result.budget)
+                    self._accuracy(r)
                 for u in result.unavailable:
                     self.out.print(f"   • {u.target}: UNAVAILABLE: {u.check.reason}")
             for c in result.choices:
@@ -303,18 +308,21 @@ class Renderer:
         if lost:
             self.out.print(f"{CLUSTER_LOST[0].upper()}{CLUSTER_LOST[1:]} {len(lost)} unfinished row(s): {RESUME}")
 
-    def _accuracy(self, r: Record, budget) -> None:
-        """Under a quantized row that misses its accuracy budget, where it breaks; with
+    def _accuracy(self, r: Record) -> None:
+        """Under a row that misses its accuracy budget, why and where it breaks; with
         --accuracy-report, the layers that lose most, for every quantized row."""
-        missed = budget_missed(r, budget)
-        if missed and r.accuracy:
-            self.out.print(f"     ↳ misses its accuracy budget ({missed}): {accuracy_text(r.accuracy)}", highlight=False)
+        missed = r.verification.budget_missed if r.verification else None
+        if missed:
+            where = f": {accuracy_text(r.accuracy)}" if r.accuracy else ""
+            self.out.print(f"     ↳ OUT_OF_BUDGET, not proven and not offered to the app: misses its accuracy budget "
+                           f"({missed}){where}", highlight=False)
         if self.accuracy_report and r.accuracy and r.accuracy.get("worst"):
             table = Table(title=f"{r.model} {r.target}: the layers that lose most against fp32 (on {r.accuracy['on']})")
             for col in ("eager module", "type", "operator", "SQNR after it (dB)", "lost there (dB)"):
                 table.add_column(col, overflow="fold")
             for w in r.accuracy["worst"]:
-                table.add_row(w["module"], w["type"], w["op"], f"{w['sqnr_db']:.1f}", f"{w['drop_db']:.1f}")
+                table.add_row(w["module"], w["type"], w["op"], f"{w['sqnr_db']:.1f}",
+                              "from exact inputs" if w.get("from_exact") else f"{w['drop_db']:.1f}")
             self.out.print(table)
             for tip in r.accuracy.get("try", []):
                 self.out.print(f"       try: {tip}", highlight=False)
@@ -333,12 +341,14 @@ class Renderer:
             Status.NOT_RUNNABLE_HERE: f"needs a device: {r.reason}" + (f" ({r.fix})" if r.fix else ""),
             Status.NOT_VERIFIED: "not verified",
             Status.MISMATCH: "MISMATCH",
+            Status.OUT_OF_BUDGET: f"OUT_OF_BUDGET (ran {'on ' + r.verification.simulator if r.verification and r.verification.simulator else 'here'}{sqnr})",
         }.get(r.status, r.status.value)
-        if r.verification and r.verification.top1_agreement is not None and r.status.proven:
+        ran = r.status.proven or r.status is Status.OUT_OF_BUDGET
+        if r.verification and r.verification.top1_agreement is not None and ran:
             proof += f", top-1 agreement {pct(r.verification.top1_agreement)}%"
         if r.verification and r.verification.runtime_precision not in (None, r.precision):
             proof += f", ran in {r.verification.runtime_precision}"
-        if r.verification and r.verification.images and r.status.proven:
+        if r.verification and r.verification.images and ran:
             im = r.verification.images
             top1 = f", top-1 {pct(im['top1_agreement'])}%" if im.get("top1_agreement") is not None else ""
             if not top1 and im.get("agreement") is not None:
@@ -422,12 +432,14 @@ class Renderer:
                 "status": Status(r.status).value + (f": {r.reason}" if r.reason and r.status != Status.VERIFIED else ""),
                 "delegates": ", ".join(sorted(set(r.delegates))) or "portable",
                 "agreement": f"{pct(r.agreement)}%" if r.agreement is not None else "",
-                "SQNR dB": f"{r.sqnr_db:.1f}" if r.sqnr_db is not None else "",
+                "photos SQNR dB": f"{r.sqnr_db:.1f}" if r.sqnr_db is not None and r.images and r.images[0].results is not None
+                else "",
+                "export's inputs SQNR dB": f"{r.seeded_sqnr_db:.1f}" if getattr(r, "seeded_sqnr_db", None) is not None else "",
                 "ms/image": f"{sum(times) / len(times):.1f}" if times else "", "on the first photo": what,
             })
         if rows:
             self.out.print(fitted(self.out, "Validation on real images", rows, wrap=("status", "delegates", "on the first photo"),
-                                  drop=("on the first photo", "delegates", "ms/image")))
+                                  drop=("on the first photo", "delegates", "ms/image", "export's inputs SQNR dB")))
         for reason, files in _by_reason(device).items():
             self.out.print(f"not run here ({len(files)}): {', '.join(files)}: {reason}")
         self.out.print(proof_counts(results))

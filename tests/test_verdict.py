@@ -1,0 +1,284 @@
+"""One verdict, earned: proven = ran + matched + within its accuracy budget, decided once
+(``core.result.verdict`` / ``settle``) and read by export, validate, the manifest and
+``select``; a refused run changes nothing; "where int8 breaks" has figures that mean
+something. Real exports, real runtime, through the CLI."""
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import run_cli
+from pteforge.core.result import Record, Status, Verification, proof_counts, settle, verdict
+from pteforge.core.spec import AccuracyBudget
+
+BN_NET = """
+import torch.nn as nn
+def build():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+"""
+
+NORMALISED = """
+import torch, torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1))
+        self.conv = nn.Conv2d(3, 8, 3)
+    def forward(self, x):
+        return self.conv(x - self.mean).mean((2, 3))
+def build():
+    return Net()
+"""
+
+
+def _model(tmp_path: Path, text: str, name: str = "own_net") -> str:
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    return f"{path}:build"
+
+
+def _labels(tmp_path: Path, n: int, name: str = "labels.txt") -> Path:
+    path = tmp_path / name
+    path.write_text("".join(f"class {i}\n" for i in range(n)))
+    return path
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` and its sha256: what a refusal must leave alone."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _row(status: Status, task: str = "classification", top1=1.0, sqnr=40.0, simulator=None) -> Record:
+    v = Verification(inputs=4, max_abs_error=0.0, mean_abs_error=0.0, sqnr_db=sqnr, cosine=1.0, passed=True,
+                     images={"images": 5, "sqnr_db": sqnr, "top1_agreement": top1}, simulator=simulator)
+    return Record(model="m", family="mobilenet", task=task, target="xnnpack:int8", backends=["xnnpack"],
+                  precision="int8", status=status, verification=v)
+
+
+# -- the one function ------------------------------------------------------------------
+
+def test_verdict_is_proven_only_when_it_ran_matched_and_met_its_budget():
+    assert verdict("host", True, None) is Status.VERIFIED
+    assert verdict("simulator", True, None) is Status.SIMULATED
+    assert verdict("host", True, "top-1 agreement 80% < 99%") is Status.OUT_OF_BUDGET
+    assert verdict("simulator", False, None) is Status.MISMATCH
+    assert not Status.OUT_OF_BUDGET.proven and not Status.OUT_OF_BUDGET.offered and Status.OUT_OF_BUDGET.exported
+
+
+def test_settle_judges_every_row_again_under_the_budget_it_is_given():
+    rec = _row(Status.VERIFIED, top1=0.8)
+    settle(rec)
+    assert rec.status is Status.OUT_OF_BUDGET and "80% < 99%" in rec.reason
+    assert rec.verification.budget == {"top1": 0.99}
+    settle(rec, AccuracyBudget(top1=0.5))  # a laxer budget on a later run (a row from the cache)
+    assert rec.status is Status.VERIFIED and rec.reason is None
+    sim = _row(Status.SIMULATED, top1=0.6, simulator="Arm's TOSA reference model")
+    settle(sim)
+    assert sim.status is Status.OUT_OF_BUDGET
+    settle(sim, AccuracyBudget(top1=0.5))
+    assert sim.status is Status.SIMULATED
+    assert proof_counts([rec, _row(Status.OUT_OF_BUDGET)]) == \
+        "1 proven on this host, 1 out of its accuracy budget (not proven)"
+
+
+def test_a_part_of_the_budget_nothing_measured_is_not_judged():
+    rec = _row(Status.VERIFIED, task="pose", sqnr=35.0)
+    rec.verification.images = None
+    settle(rec)  # pose: sqnr=20 on the verification inputs' SQNR
+    assert rec.status is Status.VERIFIED
+    rec.verification.sqnr_db = 12.0
+    settle(rec)
+    assert rec.status is Status.OUT_OF_BUDGET and "SQNR 12.0 dB < 20 dB" in rec.reason
+
+
+# -- "where int8 breaks" ---------------------------------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=True, allow_infinity=True), st.floats(allow_nan=True, allow_infinity=True))
+def test_a_layers_sqnr_is_a_number_or_undefined_never_a_math_error(signal, noise):
+    from pteforge.stages.accuracy import EXACT_DB, _db
+
+    db = _db(signal, noise)
+    assert db is None or (math.isfinite(db) and db <= EXACT_DB)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(-50, 200), st.floats(-80, 200))
+def test_a_layer_never_loses_more_than_the_signal_it_had(before, after):
+    from pteforge.stages.accuracy import EXACT_DB, layer_loss
+
+    loss = layer_loss(before, after)
+    if before >= EXACT_DB:
+        assert loss is None  # exact inputs: no finite figure to lose from
+    else:
+        assert 0.0 <= loss <= max(before, 0.0)
+
+
+def test_the_worst_layer_from_exact_inputs_is_said_in_words_not_as_a_200_db_drop():
+    from pteforge.core.result import accuracy_text
+    from pteforge.stages.accuracy import where_it_breaks
+
+    rows = [{"module": "dense", "type": "Linear", "op": "linear", "sqnr_db": 26.2, "low_channels_db": 26.2,
+             "drop_db": 0.0, "from_exact": True},
+            {"module": "conv", "type": "Conv2d", "op": "conv2d", "sqnr_db": 20.0, "low_channels_db": 20.0,
+             "drop_db": 4.0, "from_exact": False}]
+    worst = where_it_breaks(rows)
+    text = accuracy_text({"worst": worst})
+    assert worst[0]["module"] == "dense" and "its inputs exact, 26.2 dB after it" in text
+    assert "173" not in text and "−" not in text
+
+
+# -- the app is offered what it loads --------------------------------------------------
+
+def test_the_manifest_lists_a_backend_only_where_the_apps_builds_link_it():
+    from pteforge.backends import default_registry
+    from pteforge.backends.base import APP_LOADS
+
+    for backend in default_registry():
+        words = backend.app_platforms()
+        assert set(words) <= set(APP_LOADS.get(backend.manifest_name(), ())), backend.name
+    registry = default_registry()
+    for name in ("tosa", "ethos-u55", "ethos-u85", "cortex-m", "openvino", "vgf", "mps"):
+        if name in registry:
+            assert registry.get(name).app_platforms() == [], name
+    assert registry.get("metal").app_platforms() == ["macos"]
+    assert set(registry.get("coreml").app_platforms()) == {"ios", "macos"}
+
+
+def test_entries_go_to_the_list_their_status_and_platforms_say():
+    from pteforge.report.manifest import ModelEntry, list_for
+
+    base = dict(name="m.pte", modelName="m", category="mobilenet", backend="xnnpack", hash="0", size=1, sizeMB=0.0,
+                remoteUrl="m.pte", platforms=["android"], file="m.pte", task="classification", target="xnnpack",
+                backends=["xnnpack"], precision="int8", delegation={})
+    assert list_for(ModelEntry(**base, status="VERIFIED"), False) == "models"
+    assert list_for(ModelEntry(**base, status="OUT_OF_BUDGET"), False) == "outOfBudget"
+    assert list_for(ModelEntry(**base, status="OUT_OF_BUDGET"), False, offer_out_of_budget=True) == "models"
+    assert list_for(ModelEntry(**{**base, "platforms": []}, status="SIMULATED"), False) == "notForApp"
+    assert list_for(ModelEntry(**base, status="MISMATCH"), False) == "failed"
+
+
+def test_an_offered_out_of_budget_file_is_never_first_in_the_fallback_order():
+    from types import SimpleNamespace
+
+    from pteforge.app.platforms import fallback_order
+
+    def entry(name, backend, status):
+        return SimpleNamespace(name=name, backends=[backend], precision="int8", status=status, devices=["android"],
+                               platforms=["android"])
+
+    order = fallback_order([entry("a", "qnn", "OUT_OF_BUDGET"), entry("b", "xnnpack", "VERIFIED"),
+                            entry("c", "vulkan", "NOT_RUNNABLE_HERE")], "android")
+    assert [e.name for e in order][-1] == "a"
+
+
+# -- through the CLI -------------------------------------------------------------------
+
+def test_an_input_shape_taken_only_by_broadcasting_is_refused_before_anything_is_written(tmp_path):
+    out = tmp_path / "out"
+    r = run_cli("export", "--model", _model(tmp_path, NORMALISED), "--input-shape", "1,1,32,32", "--weights", "none",
+                "--backends", "xnnpack", "--out", out, "--no-cache")
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip().splitlines()[-1]
+    assert "takes 3 at dim 1" in line and "give --input-shape 1,3,32,32" in line
+    assert "Traceback" not in r.stderr and not out.exists()
+
+
+def test_a_refused_run_changes_nothing_the_user_had_and_the_cache_checks_what_capture_checks(tmp_path):
+    """A good export; then refusals in the same --out (labels of another count, even with
+    every row in the cache; a shape taken only by broadcasting): the folder's bytes are the
+    same after each, and no stray labels file is left."""
+    out, model = tmp_path / "out", _model(tmp_path, BN_NET)
+    good = run_cli("export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task",
+                   "classification", "--labels-file", _labels(tmp_path, 10), "--backends", "xnnpack", "--out", out)
+    assert good.returncode == 0, good.stdout + good.stderr
+    before = _tree(out)
+    assert any(name.endswith("_labels.txt") for name in before)
+    wrong = run_cli("export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task",
+                    "classification", "--labels-file", _labels(tmp_path, 5, "five.txt"), "--backends", "xnnpack",
+                    "--out", out)
+    assert wrong.returncode == 4, wrong.stdout + wrong.stderr
+    assert "scores 10 classes" in wrong.stderr and "names 5" in wrong.stderr
+    assert _tree(out) == before
+    other = run_cli("export", "--model", _model(tmp_path, NORMALISED, "other_net"), "--input-shape", "1,1,32,32",
+                    "--weights", "none", "--task", "classification", "--labels-file", _labels(tmp_path, 8, "eight.txt"),
+                    "--backends", "xnnpack", "--out", out)
+    assert other.returncode == 2, other.stdout + other.stderr
+    assert _tree(out) == before  # no other_net_labels.txt, no manifest change
+
+
+def test_a_missed_budget_is_out_of_budget_everywhere_and_a_new_budget_judges_the_cached_row(tmp_path):
+    out, model = tmp_path / "out", _model(tmp_path, BN_NET)
+    args = ("export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task", "classification",
+            "--labels-file", _labels(tmp_path, 10), "--backends", "xnnpack:int8", "--out", out, "--json")
+    strict = run_cli(*args, "--accuracy-budget", "sqnr=100")  # int8 never reaches 100 dB (its fp32 reference does)
+    assert strict.returncode == 0, strict.stderr
+    index = json.loads((out / "index.json").read_text())
+    assert [e["target"] for e in index["models"]] == [] and \
+        [(e["target"], e["status"]) for e in index["outOfBudget"]] == [("xnnpack:int8", "OUT_OF_BUDGET")]
+    assert "SQNR" in index["outOfBudget"][0]["verification"]["budget_missed"]
+    assert (out / index["outOfBudget"][0]["file"]).is_file()
+    quiet = run_cli(*args[:-1], "--accuracy-budget", "sqnr=100", "-q")
+    lines = quiet.stdout.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("⚠") and "OUT_OF_BUDGET" in lines[0] and ".pte" in lines[0]
+    assert "1 out of its accuracy budget" in lines[1]
+    lax = run_cli(*args, "--accuracy-budget", "sqnr=1")  # the same row from the cache, judged again
+    assert lax.returncode == 0, lax.stderr
+    index = json.loads((out / "index.json").read_text())
+    assert [(e["target"], e["status"]) for e in index["models"]] == [("xnnpack:int8", "VERIFIED")]
+    assert index["outOfBudget"] == []
+    assert index["models"][0]["cache"]["hit"]
+    sel = run_cli("select", out, "own_net")
+    assert sel.returncode == 0 and "VERIFIED" in sel.stdout
+
+
+@pytest.mark.slow
+def test_export_and_validate_give_every_kind_of_file_the_same_status(tmp_path):
+    """Eight kinds, exported, then validated: the same status for each file."""
+    import torch
+
+    out = tmp_path / "out"
+    weights = tmp_path / "mnv3.pt"
+    import torchvision
+
+    torch.manual_seed(1)
+    torch.save(torchvision.models.mobilenet_v3_small(num_classes=1000).state_dict(), weights)
+    ts = tmp_path / "scripted.pt"
+    torch.jit.trace(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval(),
+                    torch.randn(1, 3, 32, 32)).save(str(ts))
+    onnx_file = tmp_path / "tiny.onnx"
+    torch.onnx.export(torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Sigmoid()).eval(),
+                      (torch.randn(1, 3, 32, 32),), str(onnx_file), dynamo=False)
+    runs = [
+        ("--mobilenet", "mobilenet_v3_small", "--weights", str(weights), "--backends", "xnnpack", "xnnpack:int8"),
+        ("--mobilenet", "mobilenet_v3_small", "--weights", "none", "--backends", "xnnpack", "tosa"),
+        ("--model", _model(tmp_path, BN_NET), "--input-shape", "1,3,64,64", "--weights", "none", "--task",
+         "classification", "--labels-file", str(_labels(tmp_path, 10)), "--backends", "xnnpack"),
+        ("--yolo", "yolo11n", "--weights", "none", "--input-shape", "1,3,160,160", "--backends", "xnnpack"),
+        ("--yolo-pose", "yolo11n-pose", "--weights", "none", "--input-shape", "1,3,160,160", "--backends", "xnnpack"),
+        ("--model", str(onnx_file), "--input-shape", "1,3,32,32", "--backends", "xnnpack"),
+        ("--model", str(ts), "--input-shape", "1,3,32,32", "--backends", "xnnpack"),
+    ]
+    for extra in runs:
+        r = run_cli("export", *extra, "--out", out, "--bench-runs", "0")
+        assert r.returncode in (0, 1), r.stdout + r.stderr
+    index = json.loads((out / "index.json").read_text())
+    exported = {e["file"]: e["status"] for key in ("models", "outOfBudget", "notForApp", "failed")
+                for e in index.get(key, [])}
+    assert len(exported) >= 9 and {"VERIFIED", "SIMULATED"} <= set(exported.values())
+    assert any("int8" in f for f in exported) and any("tosa" in f for f in exported)
+    v = run_cli("validate", out, "--json")
+    report = json.loads(v.stdout)
+    validated = {f["file"]: f["status"] for f in report["files"] if f["file"].endswith(".pte")}
+    for file, status in exported.items():
+        assert validated.get(file) == status, (file, status, validated.get(file), [
+            f["reason"] for f in report["files"] if f["file"] == file])
