@@ -495,15 +495,28 @@ def _cmd_manifest(args, ui) -> int:
     manifest = checked.manifest
     line = (f"{shown(checked.path)}: valid pteforge manifest (schema_version {manifest.schema_version}), read by the "
             f"executorch_flutter app (current and older parser): {len(manifest.models)} artifact(s) for the app, "
-            f"{len(manifest.references)} reference(s), {len(manifest.failed)} failed")
+            f"{len(manifest.references)} reference(s), {len(manifest.outOfBudget)} out of budget, "
+            f"{len(manifest.notForApp)} not loaded by the app on any platform, {len(manifest.failed)} failed")
     ui.out.print(line)
     for note in checked.notes:
         ui.out.print(f"  note: {note}")
+    seen = _per_platform(manifest)
+    for platform, names in seen.items():
+        ui.out.print(f"  {platform} sees: {', '.join(names) or 'nothing'}")
     ui.final(line)
     ui.document({"file": str(checked.path), "valid": True, "schemaVersion": manifest.schema_version,
                  "artifacts": len(manifest.models), "references": len(manifest.references),
-                 "failed": len(manifest.failed), "notes": checked.notes})
+                 "outOfBudget": len(manifest.outOfBudget), "notForApp": len(manifest.notForApp),
+                 "failed": len(manifest.failed), "notes": checked.notes, "perPlatform": seen})
     return int(ExitStatus.OK)
+
+
+def _per_platform(manifest) -> dict[str, list[str]]:
+    """What the app on each platform lists: the entries of ``models`` whose ``platforms``
+    name it (an entry with none, as the app reads it, on every platform)."""
+    from .backends.base import APP_PLATFORMS
+
+    return {p: [e.name for e in manifest.models if not e.platforms or p in e.platforms] for p in APP_PLATFORMS}
 
 
 def _cmd_publish(args, ui) -> int:

@@ -28,12 +28,14 @@ def test_both_parsers_read_it_and_keys_are_unique(run):
     parsed = assert_app_reads(run / "index.json")
     models = parsed[CURRENT].models
     keys = {f"{m.modelName}_{m.backend}": m for m in models}
-    assert len(keys) == len(models) == len(TARGETS), "one app entry per requested target"
+    loaded = ["xnnpack", "xnnpack:int8", "portable", "coreml"]  # what the app's builds link (backends.base.APP_LOADS)
+    assert len(keys) == len(models) == len(loaded), "one app entry per requested target the app loads"
     # the canonical target keeps the bare model name; variants add their slug
     assert {"tiny_xnnpack", "tiny_portable", "tiny_coreml"} <= set(keys)
     assert keys["tiny_xnnpack_int8_xnnpack"].backend == "xnnpack", "a variant still maps to its backend"
-    assert {"tiny_ethos-u55_arm", "tiny_ethos-u85_arm"} <= set(keys), "U55 and U85 no longer collide"
-    assert keys["tiny_tosa"].name == "tiny_tosa.pte"
+    held = {e["target"]: e for e in json.loads((run / "index.json").read_text())["notForApp"]}
+    assert set(held) == {"ethos-u55", "ethos-u85", "tosa"}, "microcontroller and NPU programs: not offered"
+    assert held["tosa"]["name"] == "tiny_tosa.pte" and held["ethos-u55"]["platforms"] == []
 
 
 def test_references_nobody_asked_for_stay_out_of_models(run):
@@ -57,7 +59,7 @@ def test_labels_in_the_apps_shape(run):
 def test_platforms_and_backends_in_the_apps_words(run):
     index = ModelIndex.from_json(json.loads((run / "index.json").read_text()), CURRENT)
     by_target = {e["target"]: e for e in json.loads((run / "index.json").read_text())["models"]}
-    assert by_target["ethos-u55"]["platforms"] == ["linux"] and by_target["ethos-u55"]["devices"] == ["embedded"]
+    assert "ethos-u55" not in by_target, "the app links no Ethos-U delegate: not offered on any platform"
     assert by_target["coreml"]["platforms"] == ["ios", "macos"]
     # custom models: the app parses them and shows none (its registry drops unknown categories)
     assert index.models and build_models(index, "linux") == []
@@ -104,7 +106,7 @@ def test_manifest_check_notes_what_the_app_reads_but_may_not_show(capsys, run, t
     assert everything in notes["have a relative remoteUrl: the app downloads remoteUrl as it is "
                                "(export or publish with --base-url)"]
     unknown = {m["backend"] for m in models} - {"xnnpack", "coreml"}
-    assert unknown == {"portable", "arm", "tosa"}
+    assert unknown == {"portable"}  # arm and tosa programs are not offered (notForApp)
     for backend in unknown:
         [text] = [t for t in notes if t.startswith(f"have backend '{backend}', not one the app knows")]
         assert at(lambda m, b=backend: m["backend"] == b) in notes[text]

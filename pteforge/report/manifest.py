@@ -288,11 +288,13 @@ def list_for(entry: ModelEntry, reference: bool, offer_out_of_budget: bool = Fal
     """Which of the manifest's lists an entry belongs in (the app reads ``models`` only)."""
     if entry.status == "MISMATCH":
         return "failed"
+    if reference:
+        return "references"
     if not entry.platforms:
         return "notForApp"
     if entry.status == "OUT_OF_BUDGET" and not offer_out_of_budget:
         return "outOfBudget"
-    return "references" if reference else "models"
+    return "models"
 
 
 def _url(base_url: str | None, rel: str) -> str:
