@@ -6,29 +6,48 @@ it downloads every ``remoteUrl`` and ``labelsRemoteUrl`` as written. ``publish``
 the artifacts of ``OUT`` into ``DIR/<version>/`` for every runtime version that loads
 them (``runtimes_for``: ExecuTorch's runtime compatibility policy), writes each version's
 ``index.json`` (merged with what it held: other artifacts of that version are kept) and
-adds the versions to ``DIR/versions.json``. A version directory is built beside the old
-one and swapped in by rename, and ``versions.json`` is replaced atomically, so a reader
-sees the site before or after, never half of it. The lock that keeps two publishes apart
-lives in pteforge's cache, not in the site a web server serves.
+adds the versions to ``DIR/versions.json``.
+
+The site is treated as served (docs/site-safety.md):
+
+* nothing in it is followed: a symbolic link (or a FIFO, socket, device) at any path
+  publish reads, writes or descends into below ``DIR`` is refused in one line; nothing
+  is written through a link and none is left. ``DIR`` itself is resolved once.
+* a version directory and ``versions.json`` are built in a staging directory beside the
+  site, ``.<name>.pteforge-staging`` in its parent (a web server serving ``DIR`` does not
+  serve its parent), and renamed in; only where that parent cannot be written or lies on
+  another file system (``DIR`` a mount point) does staging go to ``DIR/.pteforge-staging``.
+  A reader sees a version before or after, never half of it.
+* a publish killed at any moment leaves staging behind (and, where the OS cannot swap two
+  directories in one step, a version moved aside into it); the next publish puts such a
+  version back and removes the staging, the old in-site ``.<version>.<id>.tmp``/``.old``
+  directories included, before anything else, so a killed publish then run again leaves the
+  site as that second run alone would have.
+* publishes into one site take turns on a lock on the site directory itself
+  (``directory_lock``), whatever their caches, users or processes; no lock file is left in it.
+* files come from ``OUT`` as copies (``OUT``'s are often hard links of the cache's); the
+  files a version keeps are hard links of its own only where no other path links them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.io import path_lock
-from ..core.errors import ManifestError, UsageError
-from ..core.io import link_or_copy, write_atomic
+from ..core.errors import ManifestError, OutputError, UsageError
+from ..core.io import directory_lock, link_unshared_or_copy, replace_durably, write_atomic
 from ..report.manifest import MANIFEST_NAME, Manifest, load_manifest, now
 from ..core.spec import check_base_url
 
 VERSIONS_NAME = "versions.json"
+STAGING_NAME = ".pteforge-staging"  # DIR/.pteforge-staging, or .<DIR's name>.pteforge-staging beside DIR
+_LEGACY_RE = re.compile(r"^\.(?P<version>.+)\.[0-9a-f]{8}\.(?P<kind>tmp|old)$")  # what publish built in DIR before
+_LEGACY_TMP_RE = re.compile(r"^\.versions\.json\..+\.tmp$")  # write_atomic's temporary of DIR/versions.json
 _RELEASE_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 POLICY = ("ExecuTorch's runtime compatibility policy (runtime/COMPATIBILITY.md): a program made with X.Y.Z "
           "loads in the runtimes of its minor release X.Y and of the next one, X.(Y+1)")
@@ -72,7 +91,7 @@ def runtimes_for(made_with: str, chosen: list[str] | None = None, flag: str = "-
 
 
 def check_site(site: Path, flag: str = "--site") -> None:
-    """Refuse, before any work, a site that cannot be a directory."""
+    """Refuse, before any work, a site that cannot be a directory, or whose versions are links."""
     existing = Path(site)
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -81,6 +100,13 @@ def check_site(site: Path, flag: str = "--site") -> None:
         raise UsageError(f"{flag} {site} {what}, not a directory", fix=f"give {flag} a directory")
     if not os.access(existing, os.W_OK):
         raise UsageError(f"{flag} {site} is not writable", fix=f"give {flag} a directory you can write")
+    if existing == Path(site):
+        try:
+            names = [e.name for e in os.scandir(site) if e.name == VERSIONS_NAME or _RELEASE_RE.match(e.name)]
+        except OSError:
+            return  # publish says why, under its lock
+        for name in names:
+            _refuse_link(Path(site) / name)
 
 
 def publish(out: Path, site: Path, runtimes: list[str] | None = None, base_url: str | None = None,
@@ -97,36 +123,162 @@ def publish(out: Path, site: Path, runtimes: list[str] | None = None, base_url: 
         raise UsageError(f"no manifest at {Path(out) / MANIFEST_NAME}", fix="export first: pteforge export --out " + str(out))
     made_with = _executorch_version(manifest)
     runtimes = runtimes_for(made_with, runtimes)
-    site = Path(site)
-    site.mkdir(parents=True, exist_ok=True)
-    files = 0
-    with path_lock(site):
-        versions = read_versions(site)
-        for version in runtimes:
-            files = _publish_version(Path(out), manifest, site, version, base_url)
-        listed = sorted(set(versions) | set(runtimes), key=_version_key)
-        latest = listed[-1]
-        write_atomic(site / VERSIONS_NAME, json.dumps({"versions": listed, "latest": latest}, indent=2) + "\n")
-    return Published(made_with, runtimes, files, listed, latest)
-
-
-def _publish_version(out: Path, manifest: Manifest, site: Path, version: str, base_url: str | None) -> int:
-    """``site/version`` with ``out``'s artifacts, swapped in whole; the files copied."""
-    target = site / version
-    current = load_manifest(target / MANIFEST_NAME) if target.is_dir() else None
-    staging = site / f".{version}.{uuid.uuid4().hex[:8]}.tmp"
+    root = _site_root(Path(site))
     try:
-        if target.is_dir():
-            shutil.copytree(target, staging, copy_function=link_or_copy)  # kept files cost nothing
-        else:
-            staging.mkdir()
-        files = _copy_files(out, manifest, staging)
-        index = _site_index(manifest, current, base_url.rstrip("/") + f"/{version}" if base_url else None)
-        write_atomic(staging / MANIFEST_NAME, index.model_dump_json(indent=2, exclude_none=True) + "\n")
-        _swap(staging, target)
+        with directory_lock(root):
+            files, listed = _publish_locked(Path(out), manifest, root, runtimes, base_url)
+    except OSError as exc:
+        raise OutputError(f"cannot publish into {site}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else ""),
+                          fix=f"check that you can write {site} and the directory it is in") from None
+    return Published(made_with, runtimes, files, listed, listed[-1])
+
+
+def _site_root(site: Path) -> Path:
+    """``site`` made, and resolved once: the path the user gave may be a link; nothing below it may."""
+    try:
+        site.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot make --site {site}: {exc.strerror}", fix="give --site a directory you can write") from None
+    return Path(os.path.realpath(site))
+
+
+def _publish_locked(out: Path, manifest: Manifest, site: Path, runtimes: list[str],
+                    base_url: str | None) -> tuple[int, list[str]]:
+    """The publish proper, holding the site's lock: (files copied, versions listed)."""
+    staging = _fresh_staging(site)
+    try:
+        _refuse_unless_file(site / VERSIONS_NAME)
+        for version in runtimes:  # all of them before any is swapped in: a refusal changes nothing
+            _check_version(site / version, version)
+        versions = read_versions(site)
+        files = 0
+        for version in runtimes:
+            files = _publish_version(out, manifest, site, staging, version, base_url)
+        listed = sorted(set(versions) | set(runtimes), key=_version_key)
+        write_atomic(staging / VERSIONS_NAME, json.dumps({"versions": listed, "latest": listed[-1]}, indent=2) + "\n")
+        replace_durably(staging / VERSIONS_NAME, site / VERSIONS_NAME)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError, OutputError):  # what is left, the next publish removes
+            _clear_stale(staging, site)  # a version moved aside and not replaced goes back
+    return files, listed
+
+
+def _publish_version(out: Path, manifest: Manifest, site: Path, staging: Path, version: str, base_url: str | None) -> int:
+    """``site/version`` with ``out``'s artifacts, built in ``staging`` and swapped in whole; the files copied."""
+    target, built = site / version, staging / version
+    _check_version(target, version)
+    if target.is_dir():
+        _carry_over(target, built)  # what the version held, checked again on the way: kept files cost nothing
+    else:
+        built.mkdir()
+    current = load_manifest(built / MANIFEST_NAME)  # read from the checked copy, never through a link
+    files = _copy_files(out, manifest, built)
+    index = _site_index(manifest, current, base_url.rstrip("/") + f"/{version}" if base_url else None)
+    write_atomic(built / MANIFEST_NAME, index.model_dump_json(indent=2, exclude_none=True) + "\n")
+    _swap(built, target, staging)
     return files
+
+
+def _check_version(target: Path, version: str) -> None:
+    """Refuse a version that is a link, not a directory, or holds a link or special file."""
+    _refuse_link(target)
+    if os.path.lexists(target) and not target.is_dir():
+        raise OutputError(f"{target} is not a directory, where publish keeps version {version}",
+                          fix=f"move {target} away, then publish again")
+    for dirpath, dirnames, filenames in os.walk(target):  # never into a link: os.walk lists it, does not follow
+        for name in dirnames:
+            _refuse_link(Path(dirpath) / name)
+        for name in filenames:
+            _refuse_unless_file(Path(dirpath) / name)
+
+
+def _refuse_link(path: Path) -> None:
+    if path.is_symlink():
+        raise OutputError(f"{path} is a symbolic link to {os.readlink(path)}: publish never follows a link in the site "
+                          "it serves", fix=f"replace the link {path} by a copy of what it points to (or remove it), "
+                          "then publish again")
+
+
+def _refuse_unless_file(path: Path) -> None:
+    """Refuse a link, a directory or a special file (a FIFO would hang the read) where a file is read."""
+    _refuse_link(path)
+    if os.path.lexists(path) and not path.is_file():
+        raise OutputError(f"{path} is not a regular file", fix=f"move {path} away, then publish again")
+
+
+def _carry_over(src: Path, dst: Path) -> None:
+    """``dst`` a copy of the version directory ``src``, refusing any link or special file in
+    it at any depth. Its files are hard links where the site's alone (a file of the site is
+    replaced, never rewritten), copies where another path links them (maybe from outside)."""
+    dst.mkdir()
+    with os.scandir(src) as entries:
+        for entry in entries:
+            path = Path(entry.path)
+            if entry.is_symlink():
+                _refuse_link(path)
+            elif entry.is_dir(follow_symlinks=False):
+                _carry_over(path, dst / entry.name)
+            elif entry.is_file(follow_symlinks=False):
+                link_unshared_or_copy(path, dst / entry.name)
+            else:
+                _refuse_unless_file(path)
+
+
+def _fresh_staging(site: Path) -> Path:
+    """An empty staging directory for ``site``, after what killed publishes left is undone:
+    beside the site where its parent takes it on the same file system, else inside it."""
+    beside = site.parent / f".{site.name}{STAGING_NAME}"
+    inside = site / STAGING_NAME
+    for stale in (beside, inside) if site.parent != site else (inside,):
+        _clear_stale(stale, site)
+    _clear_legacy(site)
+    if site.parent != site and os.access(site.parent, os.W_OK):
+        with contextlib.suppress(OSError):
+            beside.mkdir()
+            if beside.stat().st_dev == site.stat().st_dev:  # renames from it into the site stay renames
+                return beside
+            beside.rmdir()
+    inside.mkdir()
+    return inside
+
+
+def _clear_stale(staging: Path, site: Path) -> None:
+    """Remove a staging directory a killed publish left, first putting back in ``site`` any
+    version it had moved aside (``old/<version>``) and not replaced."""
+    _refuse_link(staging)
+    if not os.path.lexists(staging):
+        return
+    if not staging.is_dir():
+        raise OutputError(f"{staging} is not a directory, where publish stages {site}",
+                          fix=f"move {staging} away, then publish again")
+    old = staging / "old"
+    if old.is_dir() and not old.is_symlink():
+        for entry in os.scandir(old):
+            _restore(Path(entry.path), site / entry.name)
+    shutil.rmtree(staging)
+
+
+def _clear_legacy(site: Path) -> None:
+    """Remove what a killed publish of an earlier pteforge left in ``site`` itself
+    (``.<version>.<id>.tmp``, ``.<version>.<id>.old``, ``.versions.json.*.tmp``)."""
+    with os.scandir(site) as entries:
+        found = [(Path(e.path), _LEGACY_RE.match(e.name)) for e in entries
+                 if _LEGACY_RE.match(e.name) or _LEGACY_TMP_RE.match(e.name)]
+    for path, legacy in found:
+        _refuse_link(path)
+        if legacy and legacy["kind"] == "old" and path.is_dir():
+            _restore(path, site / legacy["version"])
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            path.unlink()
+
+
+def _restore(moved: Path, target: Path) -> None:
+    """``moved`` (a version moved aside) back at ``target``, where nothing replaced it."""
+    _refuse_link(moved)
+    if moved.is_dir() and not os.path.lexists(target):
+        os.rename(moved, target)
 
 
 def _executorch_version(manifest: Manifest) -> str:
@@ -154,13 +306,15 @@ def read_versions(site: Path) -> list[str]:
     return list(versions)
 
 
-def _copy_files(out: Path, manifest: Manifest, staging: Path) -> int:
-    """Every file the manifest points at, under the same relative path (replaced, never
-    written through a hard link into the live version)."""
+def _copy_files(out: Path, manifest: Manifest, built: Path) -> int:
+    """Every file the manifest points at, copied under the same relative path (what a link
+    in ``out`` points to, never the link). Copied, not linked: ``out``'s files are often hard
+    links of the cache's, whose inodes would then be served. A file ``built`` kept (a hard
+    link of the live version's) is unlinked first, never written through."""
     rels = {e.file for e in manifest.artifacts()} | {e.bundle["file"] for e in manifest.artifacts() if e.bundle}
     rels |= {lab.file for lab in manifest.labels} | {e.labelsFile for e in manifest.artifacts() if e.labelsFile}
     for rel in sorted(rels):
-        src, dst = out / rel, staging / rel
+        src, dst = out / rel, built / rel
         if not src.is_file():
             raise UsageError(f"{src} is listed in {out / MANIFEST_NAME} but missing", fix="export again, then publish")
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -194,20 +348,21 @@ def _site_index(manifest: Manifest, current: Manifest | None, base: str | None) 
     return merged
 
 
-def _swap(staging: Path, target: Path) -> None:
-    """``staging`` becomes ``target`` in one step where the OS can (pteforge.core.system); elsewhere
-    two renames. The old contents end in ``staging`` and are removed by the caller."""
+def _swap(built: Path, target: Path, staging: Path) -> None:
+    """``built`` becomes ``target`` in one step where the OS can (pteforge.core.system): the
+    old contents end in ``built``, inside ``staging``. Elsewhere two renames, the old version
+    moved aside to ``staging/old/`` first, where a killed publish's successor finds it."""
     from ..core.system import rename_exchange
 
-    if not target.exists():
-        os.rename(staging, target)
+    if not os.path.lexists(target):
+        os.rename(built, target)
         return
-    if rename_exchange(os.fsencode(staging), os.fsencode(target)):
+    if rename_exchange(os.fsencode(built), os.fsencode(target)):
         return
-    old = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.old")
+    old = staging / "old" / target.name
+    old.parent.mkdir(exist_ok=True)
     os.rename(target, old)
-    os.rename(staging, target)
-    shutil.rmtree(old, ignore_errors=True)
+    os.rename(built, target)
 
 
 def _version_key(version: str):
