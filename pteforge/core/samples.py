@@ -12,9 +12,16 @@ model's inputs are (an ONNX file's input names) or ``arr_0``, ``arr_1``, ... in 
 
 from __future__ import annotations
 
+import math
+import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from .errors import UsageError
+from .limits import check_archive
+
+if TYPE_CHECKING:
+    import numpy
 
 SUFFIXES = (".npy", ".npz")
 FIX = ("save one sample a file: numpy.save('x.npy', array) for a one-input model, or "
@@ -45,8 +52,11 @@ def split(config) -> tuple[list[Path], list[Path]]:
 
 def load(path: Path, spec) -> tuple:
     """One sample file as the model's fed inputs, in order, as tensors of their dtypes.
-    A file that cannot be read, or whose arrays do not fit the inputs, is refused in one
-    line naming the file, the input and what it expects."""
+    Each array's shape and dtype are read from its header first: a file that cannot be
+    read, whose arrays do not fit the inputs, or whose header asks for more data than the
+    file holds, is refused in one line naming the file, the input and what it expects,
+    before its data is read. An ``.npz`` is judged by its zip directory before that
+    (``limits.check_archive``). Pickled objects are never loaded."""
     import numpy as np
     import torch
 
@@ -57,38 +67,96 @@ def load(path: Path, spec) -> tuple:
             if len(fed) != 1:
                 raise UsageError(f"{path}: a .npy file holds one array, and the model takes {len(fed)} inputs "
                                  f"({', '.join(names)})", fix=FIX)
+            with path.open("rb") as f:
+                _expect(path, names[0], fed[0], *header(f, path.stat().st_size))
             arrays = [np.load(path, allow_pickle=False)]
         else:
+            keys = _npz_keys(path, fed, names)
             with np.load(path, allow_pickle=False) as held:
-                keys = list(held.files)
-                if all(i.name in keys for i in fed if i.name) and all(i.name for i in fed):
-                    arrays = [held[i.name] for i in fed]
-                elif keys == [f"arr_{k}" for k in range(len(fed))]:
-                    arrays = [held[k] for k in keys]
-                else:
-                    raise UsageError(f"{path} holds arrays {', '.join(keys) or 'none'}; the model's inputs are "
-                                     f"{', '.join(names)}", fix=FIX)
+                arrays = [held[k] for k in keys]
     except UsageError:
         raise
-    except Exception as exc:  # noqa: BLE001 - numpy's own reasons: not an array file, pickled objects, truncated
+    except Exception as exc:  # noqa: BLE001 - numpy's own reasons: not an array file, truncated, not a zip
         raise UsageError(f"{path} is not a readable numpy file: {str(exc).splitlines()[0]}", fix=FIX) from exc
-    return tuple(_fit(torch.from_numpy(np.ascontiguousarray(a)), i, name, path) for a, i, name in zip(arrays, fed, names))
+    native = [np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("=")) for a in arrays]  # torch takes no '>f4'
+    return tuple(_fit(torch.from_numpy(a), i) for a, i in zip(native, fed))
 
 
-def _fit(tensor, inp, name: str, path: Path):
-    """``tensor`` as input ``inp`` takes it: a batch dimension of 1 added where left out,
-    cast within its kind (float64 to float32, int32 to int64); anything else refused."""
+def header(f: BinaryIO, size: int) -> tuple[tuple[int, ...], numpy.dtype]:
+    """(shape, dtype) from the header of the ``.npy`` data at ``f``'s position, ``size``
+    bytes long; what follows it is not read. Refused: a dtype holding Python objects (a
+    pickle), and a header declaring more data than ``size`` leaves after it."""
+    from numpy.lib import format as npy
+
+    start = f.tell()
+    version = npy.read_magic(f)
+    if version not in ((1, 0), (2, 0)):
+        raise ValueError(f".npy format version {version[0]}.{version[1]} (numpy.save writes 1.0 or 2.0)")
+    read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+    shape, _, dtype = read(f)
+    if dtype.hasobject:
+        raise ValueError("it holds Python objects (a pickle), which pteforge never loads")
+    if any(d < 0 for d in shape):
+        raise ValueError(f"its header declares a negative dimension: {tuple(shape)}")
+    declared = math.prod(shape) * dtype.itemsize
+    held = size - (f.tell() - start)
+    if declared > held:
+        raise ValueError(f"its header declares {declared} bytes of {dtype} {tuple(shape)}, and {held} follow it")
+    return tuple(int(d) for d in shape), dtype
+
+
+def _npz_keys(path: Path, fed, names: list[str]) -> list[str]:
+    """The arrays of ``.npz`` file ``path`` that are the model's inputs, in order, once its
+    zip directory and each one's header have passed."""
+    members = {m.filename.removesuffix(".npy"): m for m in check_archive(path)}
+    keys = list(members)
+    if all(i.name in keys for i in fed if i.name) and all(i.name for i in fed):
+        chosen = [i.name for i in fed]
+    elif keys == [f"arr_{k}" for k in range(len(fed))]:
+        chosen = keys
+    else:
+        raise UsageError(f"{path} holds arrays {', '.join(keys) or 'none'}; the model's inputs are "
+                         f"{', '.join(names)}", fix=FIX)
+    with zipfile.ZipFile(path) as archive:
+        for key, inp, name in zip(chosen, fed, names):
+            with archive.open(members[key]) as f:  # inflates the header alone
+                try:
+                    found = header(f, members[key].file_size)
+                except ValueError as exc:
+                    raise ValueError(f"array {key}: {exc}") from None
+            _expect(path, name, inp, *found)
+    return chosen
+
+
+def _expect(path: Path, name: str, inp, shape: tuple[int, ...], dtype) -> None:
+    """An array of ``shape`` and numpy ``dtype``, judged as input ``inp`` takes it: its
+    shape, or the shape without its leading 1 (a batch dimension left out); a dtype of
+    the input's kind (float, integer, bool)."""
+    want = tuple(inp.shape)
+    if shape != want and not (want[:1] == (1,) and shape == want[1:]):
+        raise UsageError(f"{path}: {name} has shape {shape}, and the model takes {want}",
+                         fix="save arrays of the input shapes the model is exported with (--input-shape)")
+    if KINDS.get(dtype.kind) != _kind(inp.dtype):
+        raise UsageError(f"{path}: {name} is {dtype.name}, and the model takes {inp.dtype}",
+                         fix=f"save {name} as {inp.dtype}")
+
+
+KINDS = {"f": "float", "i": "integer", "u": "integer", "b": "bool"}  # numpy's dtype kinds fed; not complex, text
+
+
+def _kind(dtype: str) -> str:
+    """The kind of a dtype torch names (an input's): float, bool or integer."""
+    if dtype == "bool":
+        return "bool"
+    return "float" if dtype.startswith(("float", "bfloat")) else "integer"
+
+
+def _fit(tensor, inp):
+    """``tensor`` (its shape and dtype judged by ``_expect``) as input ``inp`` takes it: a
+    batch dimension of 1 added where left out, cast within its kind (float64 to float32,
+    int32 to int64)."""
     import torch
 
-    want = tuple(inp.shape)
-    if tuple(tensor.shape) != want and want[:1] == (1,) and tuple(tensor.shape) == want[1:]:
+    if tuple(tensor.shape) != tuple(inp.shape):
         tensor = tensor.unsqueeze(0)
-    if tuple(tensor.shape) != want:
-        raise UsageError(f"{path}: {name} has shape {tuple(tensor.shape)}, and the model takes {want}",
-                         fix="save arrays of the input shapes the model is exported with (--input-shape)")
-    dtype = getattr(torch, inp.dtype)
-    kinds = (dtype.is_floating_point, tensor.dtype.is_floating_point)
-    if kinds[0] != kinds[1] or (dtype == torch.bool) != (tensor.dtype == torch.bool):
-        raise UsageError(f"{path}: {name} is {str(tensor.dtype).replace('torch.', '')}, and the model takes {inp.dtype}",
-                         fix=f"save {name} as {inp.dtype}")
-    return tensor.to(dtype)
+    return tensor.to(getattr(torch, inp.dtype))

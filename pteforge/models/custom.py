@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 from ..core.errors import ModelError, UsageError, WeightsError, one_line
+from ..core.limits import Entry, check_archive, check_entries
 from ..core.spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, InputSpec, ModelSpec
 
 
@@ -263,6 +264,10 @@ def pt2_spec(path: str, given: tuple[InputSpec, ...] = (), dtypes: tuple[str, ..
     fix = "write it with torch.export.save(torch.export.export(model, inputs), 'model.pt2')"
     if not zipfile.is_zipfile(p):  # checked first: torch logs a whole traceback before raising
         raise ModelError(f"'{path}' is not a torch.export program (not a zip archive, as torch.export.save writes)", fix=fix)
+    try:  # its members' declared sizes and count, before torch inflates any (core/limits.py)
+        check_archive(p, error=ModelError)
+    except zipfile.BadZipFile as exc:
+        raise ModelError(f"'{path}' is not a torch.export program (a damaged zip archive: {exc})", fix=fix) from None
     export_log = logging.getLogger("torch.export")
     level = export_log.level
     export_log.setLevel(logging.ERROR)  # its "Ran into the following error" traceback: the line below says it
@@ -362,14 +367,15 @@ def file_kind(path: str | Path) -> str | None:
     """What a model file is, read from its content, whatever its name (``.jit``, ``.bin``,
     none): ``pt2`` (torch.export.save), ``torchscript`` (a zip with TorchScript's ``code/``),
     ``checkpoint`` (a torch.save zip: weights or a pickled module, never unpickled here),
-    ``onnx`` (an ONNX ModelProto with a graph), or None."""
+    ``onnx`` (an ONNX ModelProto with a graph), or None. A zip archive whose directory
+    breaks ``core.limits`` (a member's or the total declared size, the count, the ratio) is
+    refused (ModelError) before anything reads a member."""
     p = Path(path)
     if not p.is_file():
         return None
     if zipfile.is_zipfile(p):
-        try:
-            with zipfile.ZipFile(p) as archive:
-                names = archive.namelist()
+        try:  # judged by its directory (core/limits.py) before any reader inflates a member
+            names = [m.filename for m in check_archive(p, error=ModelError)]
         except (zipfile.BadZipFile, OSError):
             return None
         if any(n.endswith("/archive_format") or n.endswith("serialized_exported_program.json") for n in names):
@@ -474,6 +480,7 @@ def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = (), dtypes: tuple[str, 
     if not p.is_file():
         raise UsageError(f"model file '{path}' does not exist", fix="give the path of an .onnx file")
     graph = _onnx_graph(path)
+    check_external_data(p, graph)
     weights = {init.name for init in graph.initializer}
     values = [v for v in graph.input if v.name not in weights]
     names = [v.name for v in values]
@@ -525,6 +532,59 @@ def _onnx_graph(path: str):
     except Exception as exc:
         raise ModelError(f"'{path}' is not an ONNX model ({one_line(exc, 120)})",
                          fix="give a file written by torch.onnx.export or an ONNX exporter") from None
+
+
+def check_external_data(path: Path, graph) -> None:
+    """An ONNX file's external data judged before ``onnx.load`` reads it: every tensor's
+    file inside the model's folder and there, no more tensors, bytes each and bytes in all
+    than ``core.limits`` allows. Refused in one line naming the file, the tensor and the limit."""
+    from onnx import TensorProto
+
+    folder = Path(os.path.abspath(path)).parent  # where onnx.load looks, a symlinked file's own folder
+    entries = []
+    for tensor in _graph_tensors(graph):
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        location = info.get("location", "")
+        if not location or os.path.isabs(location) or os.path.normpath(location).split(os.sep)[0] == "..":
+            raise ModelError(f"'{path}': tensor {tensor.name}'s external data '{location}' is not a file in the "
+                             "model's folder",
+                             fix="keep the external data files beside the .onnx file, named relatively")
+        where = folder / location
+        if not where.is_file():
+            raise ModelError(f"'{path}': tensor {tensor.name}'s external data file '{location}' is missing",
+                             fix="copy the .onnx file together with its external data files")
+        entries.append(Entry(tensor.name, _external_length(info, where)))
+    check_entries(path, entries, error=ModelError, part="external tensor")
+
+
+def _external_length(info: dict[str, str], where: Path) -> int:
+    """The bytes an external tensor's entry says ``onnx.load`` will read: its ``length``, or
+    the rest of its file after ``offset``."""
+    try:
+        offset = int(info.get("offset") or 0)
+        return int(info["length"]) if info.get("length") else max(where.stat().st_size - offset, 0)
+    except ValueError:
+        return 0  # onnx.load refuses it in its own words
+
+
+def _graph_tensors(graph):
+    """Every tensor a graph holds: its initializers, sparse ones, and its nodes' attributes,
+    subgraphs (an If's branches, a Loop's body) included."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _graph_tensors(attr.g)
+            for sub in attr.graphs:
+                yield from _graph_tensors(sub)
 
 
 def _given_by_name(path: str, names: list[str], inputs: tuple[InputSpec, ...]) -> dict[str, InputSpec]:
@@ -1038,7 +1098,9 @@ def as_task(spec: ModelSpec, task: str | None = None, name: str | None = None, l
         path = Path(labels_file)
         if not path.is_file():
             raise UsageError(f"--labels-file {labels_file}: no such file", fix="give a text file, one class name per line")
-        names = tuple(line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+        from ..core.limits import read_text_file
+
+        names = tuple(line.strip() for line in read_text_file(path, "--labels-file").splitlines() if line.strip())
         if not names:
             raise UsageError(f"--labels-file {labels_file} names no class", fix="write one class name per line")
     return replace(spec, family=fam.category, task=fam.task, preprocessing=pre,

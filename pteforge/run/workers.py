@@ -6,6 +6,15 @@ worker imports torch and ExecuTorch once and serves many jobs; a worker that die
 overruns its job's deadline is killed and replaced, and its job fails with the
 signal or the timeout. Workers ignore Ctrl-C (the parent ends them) and die with
 the parent (PR_SET_PDEATHSIG), so a killed run leaves no orphan writing files.
+
+A worker's whole process tree goes with it: each leads a session of its own
+(``isolate.new_group``), so whatever a model starts (a subprocess, a multiprocessing pool,
+its resource tracker) is in the worker's process group, and a worker ended at --timeout,
+at Ctrl-C, after a crash, when its pipe broke, or at the pool's close has its group ended
+(``isolate.end_group``: SIGTERM, SIGKILL after a grace). The same on macOS; on Windows
+only the worker is ended (see ``runtime/isolate.py``). What a model's processes do not
+survive: the parent's own SIGKILL, which runs none of this (the worker dies by
+PR_SET_PDEATHSIG, its children are left to init).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any
 
-from ..runtime.isolate import describe_exit
+from ..runtime.isolate import describe_exit, end_group, new_group, signal_group
 from ..core.system import start_method
 
 
@@ -85,6 +94,8 @@ def _die_with_parent() -> None:
 
 
 def _worker_main(conn, quiet: bool, env: dict[str, str], spawned: bool = False) -> None:
+    if new_group():  # first, before any job: its own process group, ended whole with it
+        conn.send(("group", os.getpid()))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     # Forked from the fork server: take the parent's environment as it is now, plus
@@ -234,8 +245,22 @@ class _Worker:
             _forked = True
         self.job: Job | None = None
         self.deadline = 0.0
+        # its process group, once it has said it leads one (its first message): never guessed
+        # from its pid, which may be another's by the time it is ended
+        self.group: int | None = None
+
+    def terminate(self) -> None:
+        """SIGTERM to its process group (or to it alone, not knowing its group): ``kill``
+        follows. Several workers ended together get their grace side by side."""
+        if self.group is not None:
+            signal_group(self.group, signal.SIGTERM)
+        elif self.proc.is_alive():
+            self.proc.terminate()
 
     def kill(self) -> None:
+        """End it and everything it started (its process group), then close its pipe."""
+        if self.group is not None:
+            end_group(self.group, reap=self.proc.is_alive)
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(timeout=10)
@@ -274,7 +299,9 @@ class WorkerPool:
                 pass
         for w in self.idle:
             w.proc.join(timeout=5)
-            w.kill()
+            w.kill()  # what its models left running, too
+        for w in self.busy:
+            w.terminate()
         for w in self.busy:
             w.kill()
         self.idle, self.busy = [], []
@@ -341,6 +368,9 @@ class WorkerPool:
             try:
                 while w.conn.poll():
                     msg = w.conn.recv()
+                    if msg[0] == "group":
+                        w.group = msg[1]
+                        continue
                     if msg[0] == "stage":
                         self.on_stage(msg[1], msg[2])
                         continue

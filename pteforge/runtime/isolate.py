@@ -3,6 +3,19 @@
 One long-lived child serves many requests (``import executorch.runtime`` costs
 ~10 s, paid once); when it dies — signal, timeout, out of memory — the request it
 was serving fails with the cause, and the next request starts a fresh child.
+
+A child's whole process tree goes with it. On POSIX (Linux, macOS) each child, and each
+worker of ``run/workers.py``, leads a session of its own (``setsid``), so every process it
+starts is in its process group; ending it ends the group (:func:`end_group`): SIGTERM,
+then SIGKILL to what is left after ``GRACE_S``. A multiprocessing resource tracker started
+in the group ignores SIGTERM and exits by itself once the processes writing to it are
+gone, having removed what they left (semaphores, shared memory); the grace gives it that
+time. A process that starts a session of its own escapes the group, as it escapes any
+process group. On Windows there are no process groups to end: ``new_group`` and
+``end_group`` do nothing, and only the child itself is ended (``TerminateProcess``, as
+``kill`` is there); what it started is left running. Ending its tree would need a Job
+object (``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE``) the child is assigned to when it starts,
+which pteforge does not make yet.
 """
 
 from __future__ import annotations
@@ -16,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Callable
 
 from ..core.native_log import account, noted
 
@@ -36,6 +51,75 @@ def describe_exit(code: int | None) -> str:
     return f"exited with code {code}"
 
 
+GRACE_S = 2.0  # between SIGTERM to a group and SIGKILL to what is left of it
+
+
+def new_group() -> bool:
+    """Make this process lead a new session, so its process group, of its own: what it
+    starts, and what they start, is ended with it (:func:`end_group`). False where it
+    cannot (Windows) or could not."""
+    if not hasattr(os, "setsid"):
+        return False
+    try:
+        os.setsid()
+    except OSError:  # already a group leader (EPERM): then it leads its own group only if it is its id
+        pass
+    return os.getpgid(0) == os.getpid()
+
+
+def end_group(pgid: int, grace: float = GRACE_S, reap: Callable[[], object] = lambda: None) -> None:
+    """End every process of process group ``pgid`` (a child made by :func:`new_group` or
+    ``start_new_session``): SIGTERM, then, after up to ``grace`` seconds, SIGKILL to those
+    left. ``reap`` is called while waiting, to reap the leader where this process is its
+    parent (a zombie stays in its group). Never this process's own group."""
+    if not signal_group(pgid, signal.SIGTERM):
+        return  # no process left in it (or not a group to end)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        reap()
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.02)
+    signal_group(pgid, signal.SIGKILL)
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Whether ``sig`` reached a process of group ``pgid``; never sent to this process's
+    own group, nor where there are no process groups (Windows)."""
+    if not hasattr(os, "killpg") or pgid <= 1 or pgid == os.getpgrp():
+        return False
+    try:
+        os.killpg(pgid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs. A killed process whose parent has not
+    reaped it yet (a zombie) does not count, where /proc says so (Linux): an orphan is
+    reaped by init, and some containers' init never reaps."""
+    if not signal_group(pgid, 0):
+        return False
+    if not os.path.isdir("/proc/self"):
+        return True
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit() and _running_in(entry.name, pgid):
+                return True
+    return False
+
+
+def _running_in(pid: str, pgid: int) -> bool:
+    """Whether process ``pid`` (of /proc) is in group ``pgid`` and not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state, _, group = f.read().rsplit(")", 1)[1].split()[:3]
+    except (OSError, ValueError, IndexError):
+        return False  # gone meanwhile
+    return int(group) == pgid and state != "Z"
+
+
 class IsolatedRuntime:
     def __init__(self, timeout: float = 300.0):
         self.timeout = timeout
@@ -47,7 +131,9 @@ class IsolatedRuntime:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
+        if exc_type is not None:  # Ctrl-C (a child of its own session is not sent the terminal's) or a failure:
+            self._kill()          # a request may be under way, not waited for
         self.close()
 
     def _start(self) -> subprocess.Popen:
@@ -60,6 +146,7 @@ class IsolatedRuntime:
             text=True,
             env=env,
             bufsize=1,
+            start_new_session=True,  # its process group: ended whole with it (end_group); ignored on Windows
         )
         # a thread reads the child's answers, so a request waits on a queue with a timeout:
         # select() on a pipe is POSIX-only
@@ -102,7 +189,9 @@ class IsolatedRuntime:
 
     def _kill(self) -> None:
         if self.proc is not None:
-            self.proc.kill()
+            end_group(self.proc.pid, reap=self.proc.poll)  # its tree; POSIX only
+            if self.proc.poll() is None:
+                self.proc.kill()
             self.proc.wait()
             _release(self.proc)
             self.proc = None
@@ -131,7 +220,8 @@ def _read_lines(stream, lines: queue.Queue) -> None:
 
 
 def _release(proc: subprocess.Popen) -> None:
-    """Close the pipes of a child that is gone."""
+    """End what a child that is gone left running (its process group), and close its pipes."""
+    end_group(proc.pid, reap=proc.poll)
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None:
             try:
