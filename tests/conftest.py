@@ -90,3 +90,16 @@ def run_cli(*args, cwd=None, timeout=900, env=None):
 @pytest.fixture
 def out(tmp_path):
     return tmp_path / "out"
+
+
+def written(index) -> list[dict]:
+    """Every entry of a manifest (a dict, or its path) with a file written and not failed:
+    those offered to the app (``models``) and those held back from it (``outOfBudget``,
+    ``notForApp``: programs no build of the app loads)."""
+    import json
+    from pathlib import Path
+
+    if not isinstance(index, dict):
+        index = json.loads(Path(index).read_text())
+    return [e for key in ("models", "outOfBudget", "notForApp") for e in index.get(key, [])]
+

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, written
 
 from pteforge.cli import main
 from pteforge.core.errors import ExitStatus
@@ -229,7 +229,7 @@ def test_a_variant_capture_is_a_job_of_its_own_and_its_failure_ends_only_its_tar
 def test_chain_reports_the_split_as_it_is(capsys, out):
     code, stdout, err = cli(capsys, *TINY, "--backends", "openvino+xnnpack", "--out", out)
     assert code == ExitStatus.OK, err
-    entry = json.loads((out / "index.json").read_text())["models"][0]
+    entry = written(out / "index.json")[0]
     assert entry["backends"] == ["openvino", "xnnpack"] and entry["backend"] == "openvino"
     split = entry["delegation"]["nodes_per_backend"]
     assert split.get("OpenvinoBackend", 0) > 0
@@ -502,7 +502,7 @@ def test_targets_with_the_same_lowering_are_lowered_once(out):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "tiny › vulkan: lowering" in result.stderr and "tiny › webgpu: lowering" not in result.stderr
     assert "(the same program as vulkan's, lowered once)" in result.stdout
-    entries = {e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]}
+    entries = {e["target"]: e for e in written(out / "index.json")}
     vulkan, webgpu = entries["vulkan"], entries["webgpu"]
     assert webgpu["sameProgramAs"] == "vulkan" and "sameProgramAs" not in vulkan
     assert webgpu["hash"] == vulkan["hash"] and webgpu["file"] != vulkan["file"]
@@ -613,7 +613,7 @@ def test_a_catalog_model_at_another_size_is_built_and_validated_at_it():
     for spec in (yolo, mobilenet):
         exported = build_model(spec, "none", 0)
         entry = ModelEntry.model_construct(model=spec.name, source="catalog", inputShapes=[[1, 3, 64, 64]], weights="none", seed=0)
-        rebuilt = EagerCache._build(entry)
+        rebuilt = EagerCache().get(entry)
         with torch.no_grad():
             assert torch.equal(exported(x)[0], rebuilt(x)[0]), spec.name
     assert exported(x).shape == (1, 1000) and build_model(yolo, "none", 0)(x).shape == (1, 84, 84), "anchors for 64 x 64"

@@ -1,5 +1,6 @@
 """One answer to "can this program run here": export, validate, bench, select and load_best agree."""
 
+from conftest import written
 import json
 
 from test_cli import TINY, cli
@@ -15,7 +16,7 @@ def test_cortex_m_and_xnnpack_get_one_verdict_everywhere(capsys, tmp_path):
     out = tmp_path / "out"
     code, _, err = cli(capsys, *TINY, "--backends", "cortex-m", "xnnpack", "--out", out)
     assert code == ExitStatus.OK, err
-    entries = {e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]}
+    entries = {e["target"]: e for e in written(out / "index.json")}
     # this runtime lacks its kernels: proven on their reference implementations instead
     assert entries["cortex-m"]["status"] == "SIMULATED", entries["cortex-m"].get("reason")
     assert "cortex_m:: reference implementations" in entries["cortex-m"]["verification"]["method"]
@@ -41,18 +42,18 @@ def test_cortex_m_and_xnnpack_get_one_verdict_everywhere(capsys, tmp_path):
     code, stdout, _ = cli(capsys, "bench", out, "--runs", "2")
     assert code == ExitStatus.OK and "1 proven on reference simulators at export, which time nothing" in stdout
 
-    # select (child process) and load_best (this process): skip cortex-m for the same reason
-    # (every platform's artifacts: a Cortex-M one is no candidate for this desktop host otherwise)
+    # select (child process) and load_best (this process): a Cortex-M program is not offered
+    # to the app at all (no build of it links the cortex_m:: kernels: manifest notForApp), so
+    # it is no candidate on any platform
+    assert [e["target"] for e in json.loads((out / "index.json").read_text())["notForApp"]] == ["cortex-m"]
     code, stdout, _ = cli(capsys, "select", "tiny", "--manifest", out / "index.json", "--platform", "all")
     assert code == ExitStatus.OK
-    assert f"skip tiny_cortex-m.pte: {KERNELS_MISSING}" in stdout and "→ tiny_xnnpack.pte" in stdout
+    assert "tiny_cortex-m.pte" not in stdout and "→ tiny_xnnpack.pte" in stdout
 
     from pteforge.app.selection import load_best
 
     chosen = load_best(out / "index.json", "tiny", platform="all")
-    assert chosen.entry.name == "tiny_xnnpack.pte" and chosen.program is not None
-    [(skipped, why)] = chosen.skipped
-    assert skipped == "tiny_cortex-m.pte" and KERNELS_MISSING in why
+    assert chosen.entry.name == "tiny_xnnpack.pte" and chosen.program is not None and chosen.skipped == []
 
 
 def test_host_knows_the_kernels_the_wheel_ships():

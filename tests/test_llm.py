@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import written
 from test_cli import cli, error_lines
 
 from pteforge.core.errors import ExitStatus
@@ -46,7 +47,7 @@ def exported(tmp_path_factory):
     code = main(["export", "--llm", str(ckpt), "--weights", "none", "--max-seq-len", str(MAX_SEQ_LEN),
                  "--backends", "xnnpack", "xnnpack:8da4w", "coreml", "mlx", "vulkan", "--oplist", "--out", str(out)])
     manifest = json.loads((out / "index.json").read_text())
-    return code, ckpt, out, {m["target"]: m for m in manifest["models"]}, manifest
+    return code, ckpt, out, {m["target"]: m for m in written(manifest)}, manifest
 
 
 def test_fp32_program_decodes_what_eager_transformers_decodes(exported):
@@ -396,7 +397,7 @@ def test_a_text_generation_family_is_one_file_through_the_same_pipeline(tmp_path
     import sys
     import textwrap
 
-    from conftest import ROOT
+    from conftest import ROOT, written
 
     shutil.copytree(ROOT / "pteforge", tmp_path / "pteforge", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "pteforge" / "families" / "story.py").write_text(textwrap.dedent('''

@@ -5,6 +5,7 @@
 import json
 
 import pytest
+from conftest import written
 
 from flutter_app import build_models, parse_both
 from test_cli import cli, error_lines
@@ -111,7 +112,7 @@ def test_a_config_file_describes_a_zoo_with_model_tables(capsys, tmp_path):
     assert code == ExitStatus.OK, err
     out = tmp_path / "out"
     man = json.loads((out / "index.json").read_text())
-    rows = {(e["model"], e["target"]): e for e in man["models"] + man["references"]}
+    rows = {(e["model"], e["target"]): e for e in written(man) + man["references"]}
     assert {t for m, t in rows if m == "pets"} == {"xnnpack"}, "the top level's backends"
     assert {t for m, t in rows if m == "hardswish_net"} == {"xnnpack:int8", "tosa", "xnnpack", "tosa:fp32"}, "its own, and references"
     pets = rows[("pets", "xnnpack")]

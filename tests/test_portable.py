@@ -82,14 +82,16 @@ def test_the_rename_exchange_and_its_portable_path(tmp_path, monkeypatch):
     for portable in ("", "1"):
         monkeypatch.setenv("PTEFORGE_PORTABLE", portable)
         target, staging = tmp_path / f"v{portable}", tmp_path / f"staging{portable}"
+        built = staging / "built"
         target.mkdir()
         (target / "old.txt").write_text("old")
-        staging.mkdir()
-        (staging / "new.txt").write_text("new")
-        publish._swap(staging, target)
+        built.mkdir(parents=True)
+        (built / "new.txt").write_text("new")
+        publish._swap(built, target, staging)
         assert (target / "new.txt").read_text() == "new" and not (target / "old.txt").exists()
-        # renameat2 leaves the old contents in staging for the caller; two renames remove them
-        assert (staging / "old.txt").exists() if not portable else not staging.exists()
+        # renameat2 leaves the old contents where the new were, in staging; two renames move the
+        # old version aside to staging/old/ first, where a killed publish's successor finds it
+        assert (built / "old.txt").exists() if not portable else (staging / "old" / target.name / "old.txt").exists()
 
 
 def test_memory_and_threads_without_proc(monkeypatch):

@@ -535,7 +535,7 @@ def test_a_run_where_every_target_fails_says_so_and_select_says_why(capsys, tmp_
     code, _, err = cli(capsys, "select", "tiny", "--manifest", out / "index.json")
     assert code == ExitStatus.USAGE
     [line] = error_lines(err)
-    assert "no working artifact of tiny: every one failed (portable: MISMATCH)" in line, line
+    assert "offers the app no artifact of tiny (portable: MISMATCH)" in line, line
 
 
 def test_a_runtime_error_code_is_named_with_the_operator_and_the_check_that_refused(capsys, out):

@@ -289,7 +289,7 @@ def test_latency_chart_shows_only_measured_p50s(run):
     shown = row(section(html_report(man), "matrix"), target="portable")
     assert "—" in shown and " ms" not in shown, "the verification's wall time is no p50"
     md = markdown(man, []).splitlines()
-    assert "| model | target | precision | status | why | size | delegated | export time | p50 (ms, after warm-up) |" in md
+    assert "| model | target | precision | status | why | in the app | size | delegated | export time | p50 (ms, after warm-up) |" in md
     assert next(line for line in md if line.startswith("| tiny | xnnpack |")).endswith("| 1.23 ms |")
     assert next(line for line in md if line.startswith("| tiny | portable |")).endswith("|  |")
 

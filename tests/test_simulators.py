@@ -12,7 +12,7 @@ import shutil
 import struct
 
 import pytest
-from conftest import TESTS, run_cli
+from conftest import TESTS, run_cli, written
 
 from pteforge.core.result import Status
 
@@ -31,7 +31,7 @@ def exported(tmp_path_factory):
 
 def entries(out) -> dict:
     man = json.loads((out / "index.json").read_text())
-    return {e["target"]: e for e in man["models"] + man["references"]}
+    return {e["target"]: e for e in written(man) + man["references"]}
 
 
 def test_arm_programs_are_proven_on_reference_simulators_and_said_apart(exported):
@@ -93,7 +93,7 @@ def test_a_weight_flipped_after_lowering_is_a_mismatch_not_simulated(exported, t
     assert proc.returncode == 1, proc.stdout + proc.stderr
     for name in ("dominant_tosa.pte", "dominant_tosa_fp32.pte"):
         assert files[name]["status"] == "MISMATCH", files[name]
-        assert "differs from eager on seeded inputs: SQNR" in files[name]["reason"]
+        assert "differs from eager on the export's 4 seeded inputs: SQNR" in files[name]["reason"]
     # the files left alone are proven as before
     assert files["dominant_ethos-u55.pte"]["status"] == "NOT_RUNNABLE_HERE", "only its export knows Vela's TOSA graph"
     assert "simulated at export" in files["dominant_ethos-u55.pte"]["reason"]
@@ -167,7 +167,7 @@ def test_where_int8_breaks_is_named_by_eager_module(tmp_path):
                    "--backends", "xnnpack:int8", "tosa", "--out", out, "--bench-runs", "0", "--no-cache",
                    "--accuracy-report")
     man = json.loads((out / "index.json").read_text())
-    rows = {e["target"]: e for e in man["models"] + man.get("failed", [])}
+    rows = {e["target"]: e for e in written(man) + man.get("failed", [])}
     for target in ("xnnpack:int8", "tosa"):
         acc = rows[target]["accuracy"]
         assert acc["worst"][0]["module"] == "spread", (target, acc["worst"])
@@ -188,7 +188,7 @@ def test_cortex_m_hardswish_computes_on_floats_not_int8(tmp_path):
     proc = run_cli("export", "--model", f"{TESTS / 'tiny_models.py'}:hardswish_net", "--input-shape", "1,3,16,16",
                    "--backends", "cortex-m", "--out", out, "--bench-runs", "0", "--no-cache")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    [e] = json.loads((out / "index.json").read_text())["models"]
+    [e] = written(out / "index.json")
     assert e["status"] == "SIMULATED", e.get("reason")
     assert "aten::hardswish.out" in e["delegation"]["kernels"]
 

@@ -214,6 +214,12 @@ def test_a_refused_run_changes_nothing_the_user_had_and_the_cache_checks_what_ca
                     "--backends", "xnnpack", "--out", out)
     assert other.returncode == 2, other.stdout + other.stderr
     assert _tree(out) == before  # no other_net_labels.txt, no manifest change
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("".join(f"caf\u00e9 {i}\n" for i in range(10)).encode("latin-1"))
+    bad_text = run_cli("export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task",
+                       "classification", "--labels-file", latin, "--backends", "xnnpack", "--out", out)
+    assert bad_text.returncode == 2 and "is not UTF-8 text" in bad_text.stderr, bad_text.stderr
+    assert "Traceback" not in bad_text.stderr and _tree(out) == before
 
 
 def test_a_missed_budget_is_out_of_budget_everywhere_and_a_new_budget_judges_the_cached_row(tmp_path):
@@ -282,3 +288,92 @@ def test_export_and_validate_give_every_kind_of_file_the_same_status(tmp_path):
     for file, status in exported.items():
         assert validated.get(file) == status, (file, status, validated.get(file), [
             f["reason"] for f in report["files"] if f["file"] == file])
+
+
+# -- "where int8 breaks" on real quantized programs ---------------------------------------
+
+PLANTED = """
+import torch, torch.nn as nn
+class Planted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU())
+        self.broken = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU())
+        self.tail = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1), nn.ReLU())
+        self.head = nn.Linear(16, 10)
+        with torch.no_grad():  # one channel ~100x the others: per-tensor int8 crushes the rest there
+            self.broken[0].bias[0] = 60.0
+    def forward(self, x):
+        return self.head(self.tail(self.broken(self.stem(x))).mean((2, 3)))
+def build():
+    return Planted()
+"""
+
+LSTM = """
+import torch.nn as nn
+class Speaker(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(16, 32, num_layers=2, batch_first=True)
+        self.proj = nn.Linear(32, 8)
+    def forward(self, x):
+        out, _ = self.lstm(x)
+        return self.proj(out[:, -1])
+def build():
+    return Speaker()
+"""
+
+ENCODER = """
+import torch, torch.nn as nn
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 32)
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.dense = nn.Linear(32, 4)
+    def forward(self, ids):
+        return self.dense(self.encoder(self.embed(ids)).mean(1))
+def build():
+    return Encoder()
+"""
+
+
+def _accuracy_of(tmp_path: Path, text: str, name: str, *shape: str) -> dict:
+    out = tmp_path / f"out_{name}"
+    r = run_cli("export", "--model", _model(tmp_path, text, name), *shape, "--weights", "none",
+                "--backends", "xnnpack:int8", "--accuracy-report", "--bench-runs", "0", "--out", out)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    assert "math domain" not in r.stdout + r.stderr and "−" not in r.stdout
+    index = json.loads((out / "index.json").read_text())
+    [entry] = [e for key in ("models", "outOfBudget", "failed") for e in index.get(key, [])
+               if e["target"] == "xnnpack:int8"]
+    return entry["accuracy"]
+
+
+def _meaningful(accuracy: dict) -> None:
+    """Figures that mean something: a loss is never negative nor more than an input can
+    have; where layers could not be compared, the row says why."""
+    from pteforge.stages.accuracy import EXACT_DB
+
+    if accuracy.get("error"):
+        assert "math domain" not in accuracy["error"] and len(accuracy["error"]) > 10
+        return
+    assert accuracy["worst"], accuracy
+    for w in accuracy["worst"]:
+        assert 0.0 <= w["drop_db"] <= EXACT_DB
+        assert w["sqnr_db"] <= EXACT_DB and math.isfinite(w["sqnr_db"])
+        assert w["from_exact"] in (True, False)
+
+
+def test_where_int8_breaks_names_the_planted_broken_layer(tmp_path):
+    accuracy = _accuracy_of(tmp_path, PLANTED, "planted", "--input-shape", "1,3,16,16")
+    _meaningful(accuracy)
+    assert accuracy["worst"][0]["module"].startswith("broken"), accuracy["worst"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, text, shape", [("speaker", LSTM, "1,20,16"), ("encoder", ENCODER, "int64:1,12")])
+def test_where_int8_breaks_means_something_on_recurrent_and_attention_models(tmp_path, name, text, shape):
+    _meaningful(_accuracy_of(tmp_path, text, name, "--input-shape", shape))

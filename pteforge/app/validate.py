@@ -82,9 +82,13 @@ class EagerCache:
         self._models: dict[tuple, object] = {}
 
     def get(self, entry: ModelEntry):
+        """The eager model, as the export built it."""
+        return self.built(entry)[0]
+
+    def built(self, entry: ModelEntry) -> tuple:
         """(the eager model, the spec it was built from), as the export built them."""
-        key = (entry.base_model, entry.source, entry.weights, entry.seed, entry.task, entry.category,
-               str(entry.preprocessing), str(entry.inputShapes))
+        key = (entry.base_model, entry.source, entry.weights, entry.seed, getattr(entry, "task", None),
+               getattr(entry, "category", None), str(getattr(entry, "preprocessing", None)), str(entry.inputShapes))
         if key not in self._models:
             self._models[key] = self._build(entry)
         return self._models[key]
@@ -133,7 +137,9 @@ def _as_exported(spec, entry: ModelEntry):
 
 def _labels(entry: ModelEntry, manifest_dir: Path | None) -> list[str] | None:
     if entry.labelsFile and manifest_dir and (manifest_dir / entry.labelsFile).exists():
-        return (manifest_dir / entry.labelsFile).read_text().splitlines()
+        from ..core.limits import read_text_file
+
+        return read_text_file(manifest_dir / entry.labelsFile, "the manifest's labelsFile").splitlines()
     return None
 
 
@@ -285,7 +291,7 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
 def _eager(entry, eager, res):
     """(the eager model, its spec) rebuilt from the entry, or None with ``res`` saying why."""
     try:
-        return eager.get(entry)
+        return eager.built(entry)
     except Exception as exc:  # e.g. pretrained weights offline
         res.reason = f"no eager reference ({one_line(exc, 160)})"
         return None
@@ -393,8 +399,8 @@ def _judge(res, entry, seeded: dict, agreements: list, sqnrs: list, boxes: list)
 
     v = entry.verification or {}
     res.agreement = sum(agreements) / len(agreements) if agreements else None
-    res.sqnr_db = _finite_db(min(sqnrs)) if sqnrs else None
     res.seeded_sqnr_db = seeded.get("sqnr")
+    res.sqnr_db = _finite_db(min(sqnrs)) if sqnrs else res.seeded_sqnr_db  # no photo: the seeded inputs'
     threshold = seeded["threshold"]
     judged = res.seeded_sqnr_db if "sqnr" in seeded else res.sqnr_db
     matched = judged is not None and judged >= threshold

@@ -80,7 +80,8 @@ APP_PLATFORMS = ("android", "ios", "macos", "linux", "windows", "web")
 # run_build.dart, _getBackendDefines, at 5ee4c6f8; the prebuilt variants of its
 # executorch_native submodule's scripts/build-*.sh at 943005ad): xnnpack everywhere (web:
 # Wasm, backend_query_web.dart); coreml on ios and macos; metal on Apple-silicon macOS
-# only; vulkan on all but web (opt-in); qnn on android (opt-in, source builds). The app
+# only; vulkan on all but web (opt-in); qnn on android (opt-in, source builds); mlx, for
+# language models, on Apple-silicon macOS (its xnnpack-mlx-llm build). The app
 # maps these names (model_registry.dart _stringToBackend) and skips an entry whose backend
 # a device lacks; a name it does not know it does NOT skip, and loading that file fails.
 # So a backend not in this table (openvino, tosa, ethos-u, cortex-m, vgf, mps, mediatek,
@@ -93,6 +94,7 @@ APP_LOADS: dict[str, tuple[str, ...]] = {
     "metal": ("macos",),
     "vulkan": ("android", "ios", "macos", "linux", "windows"),
     "qnn": ("android",),
+    "mlx": ("macos",),  # the language-model runner's xnnpack-mlx-llm build, Apple-silicon macOS
 }
 
 

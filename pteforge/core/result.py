@@ -321,11 +321,13 @@ def settle(record: "Record", budget=None) -> None:
     from .spec import AccuracyBudget
 
     v = record.verification
-    if v is None or record.status not in (Status.VERIFIED, Status.SIMULATED, Status.OUT_OF_BUDGET):
+    if v is None or record.status not in (Status.VERIFIED, Status.SIMULATED, Status.OUT_OF_BUDGET, Status.MISMATCH):
         return
     budget = budget or AccuracyBudget.for_task(record.task)
     v.budget = {k: val for k, val in _asdict(budget).items() if val is not None}
     v.budget_missed = budget_missed(record.task, v, budget)
+    if record.status is Status.MISMATCH:
+        return  # wrong already: what of the budget it misses is said beside it, its status stays
     record.status = verdict("simulator" if v.simulator else "host", True, v.budget_missed)
     if v.budget_missed:
         record.reason = f"misses its accuracy budget ({v.budget_missed}; budget: {budget.describe()})"

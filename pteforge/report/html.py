@@ -221,7 +221,7 @@ def accuracy_section(man: Manifest) -> str:
         v = e.verification or {}
         budget = AccuracyBudget(**v["budget"]) if v.get("budget") else AccuracyBudget.for_task(e.task or "")
         missed = v.get("budget_missed") if "budget" in v else None  # the row's own verdict (core.result.settle)
-        verdict = (f'<span class="bad">OUT_OF_BUDGET: misses its budget: {_e(missed)}</span>' if missed
+        verdict = (f'<span class="bad">misses its budget: {_e(missed)}</span>' if missed
                    else f'<span class="good">within its budget ({_e(budget.describe())})</span>' if "budget" in v
                    else '<span>not judged against a budget (it did not run here)</span>')
         rows = "".join(f"<tr><td>{_e(w['module'])}</td><td>{_e(w['type'])}</td><td>{_e(w['op'])}</td>"

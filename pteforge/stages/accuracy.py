@@ -24,6 +24,18 @@ def _module_of(node) -> str:
     return next(reversed(stack.values()))[0] if stack else ""
 
 
+def _rounded(node):
+    """Where ``node``'s value ends after the quantize/dequantize pair a quantized program
+    puts on it (itself when there is none): its float value as its consumers read it."""
+    last = node
+    while True:
+        step = [u for u in last.users if "quantize_per" in str(u.target)]  # quantize and dequantize
+        if len(step) != 1 and not (step and all("dequantize" in str(u.target) for u in step)):
+            break
+        last = step[0]
+    return node if "quantize_per" in str(last.target) and "dequantize" not in str(last.target) else last
+
+
 class _Recorded:
     """One program's layer operators, keyed (module, operator, n-th in that module) alike in
     both programs; each key's input keys and module type; ``run`` gives each key's output."""
@@ -35,10 +47,7 @@ class _Recorded:
         # (the input's own rounding, which the first layer's drop is measured from)
         for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
             keys[node] = ("(input)", "input", i)
-            last = node
-            while len(step := [u for u in last.users if any(q in str(u.target) for q in ("quantize_per", "dequantize_per"))]) == 1:
-                last = step[0]
-            self.carried[last] = keys[node]
+            self.carried[_rounded(node)] = keys[node]
         for node in gm.graph.nodes:
             if node.op != "call_function" or any(s in str(node.target) for s in _SKIP):
                 continue
@@ -54,7 +63,10 @@ class _Recorded:
         self.sources, self.types = {}, {}
         for node, key in keys.items():
             self.sources[key] = [k for k in (producer(a) for a in node.all_input_nodes) if k is not None]
-            self.carried.setdefault(node, key)
+            # a layer's output as the next layer gets it: after its own int8 rounding, so a layer
+            # whose output int8 cannot hold (one channel far above the rest) is where it breaks,
+            # not the layer that reads it
+            self.carried.setdefault(_rounded(node), key)
             stack = node.meta.get("nn_module_stack") or {}
             kind = next(reversed(stack.values()))[1] if stack else ""
             self.types[key] = getattr(kind, "__name__", str(kind)).rsplit(".", 1)[-1]

@@ -117,6 +117,14 @@ def estimate(models, plan) -> str:
     return text or "nothing to do"
 
 
+def _app_loads(backend: str) -> bool:
+    """Whether the executorch_flutter app loads ``backend``'s programs on some platform."""
+    from ..backends import default_registry
+
+    registry = default_registry()
+    return backend not in registry or bool(registry.get(backend).app_platforms())
+
+
 def mark(status) -> str:
     """✓ only for a proven row (run here or on a reference simulator, matching eager, within
     its accuracy budget); ⚠ for one that ran and matched but misses its budget; ○ for one
@@ -314,8 +322,8 @@ class Renderer:
         missed = r.verification.budget_missed if r.verification else None
         if missed:
             where = f": {accuracy_text(r.accuracy)}" if r.accuracy else ""
-            self.out.print(f"     ↳ OUT_OF_BUDGET, not proven and not offered to the app: misses its accuracy budget "
-                           f"({missed}){where}", highlight=False)
+            held = "OUT_OF_BUDGET, not proven and not offered to the app: " if r.status is Status.OUT_OF_BUDGET else ""
+            self.out.print(f"     ↳ {held}misses its accuracy budget ({missed}){where}", highlight=False)
         if self.accuracy_report and r.accuracy and r.accuracy.get("worst"):
             table = Table(title=f"{r.model} {r.target}: the layers that lose most against fp32 (on {r.accuracy['on']})")
             for col in ("eager module", "type", "operator", "SQNR after it (dB)", "lost there (dB)"):
@@ -381,6 +389,8 @@ class Renderer:
             proof += f"; warning: {r.verification.warning}"
         if r.caution:
             proof += f"; caution: {r.caution}"
+        if r.status.ok and not _app_loads(r.backends[0]):
+            proof += "; not offered to the app (no build of it links this backend: manifest notForApp)"
         return (
             f"{r.target}: {Path(r.artifact.path).name} ({size_text(r.artifact.size)}, "
             f"{pct(d.percent / 100)} % delegated) — {proof}"
