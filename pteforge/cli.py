@@ -7,6 +7,7 @@ Kept light: importing this module imports neither torch nor ExecuTorch, so
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -356,7 +357,13 @@ def _option_table() -> list[str]:
 
 def _cmd_export(args, ui, debug: bool) -> int:
     from .api import TargetPlan, check_run, check_surroundings, export, requested
+    from .core.limits import ENV_GB
 
+    if args.archive_limit_gb is not None:  # read wherever a file is judged, workers included
+        if not args.archive_limit_gb > 0:
+            raise UsageError(f"--archive-limit-gb {args.archive_limit_gb:g} is not a positive number of GiB",
+                             fix="give e.g. --archive-limit-gb 16")
+        os.environ[ENV_GB] = str(args.archive_limit_gb)
     job = requested(vars(args))
     for note in job.notes:
         ui.warn(note)

@@ -3,6 +3,7 @@ from its .npy header, an archive's members from its zip directory, an ONNX file'
 data from its entries, a text file's encoding; each refusal is one line naming the file."""
 
 import math
+import os
 import re
 import types
 import zipfile
@@ -128,7 +129,7 @@ def test_bad_samples_are_refused_before_any_work_through_the_cli(capsys, tmp_pat
     assert code == ExitStatus.USAGE
     [line] = error_lines(err)
     assert f"'{folder / 's0.npz'}': member 'arr_0.npy' declares 3.125 KiB, over the limit of 2 KiB per member" in line
-    assert f"set {ENV_GB}=1 and run again" in line
+    assert f"run again with --archive-limit-gb 1 (or {ENV_GB}=1)" in line
     assert not (tmp_path / "out" / "index.json").exists()
 
 
@@ -183,11 +184,11 @@ def refused(call, pattern: str, error=UsageError) -> None:
 def test_declared_sizes_count_and_ratio_are_judged_from_the_directory(tmp_path):
     big = forged_zip(tmp_path / "big.zip", {"a": b"x", "b": b"y"}, {"b": 5 * GiB})
     refused(lambda: check_archive(big), r"^'.*big.zip': member 'b' declares 5 GiB, over the limit of 4 GiB per member "
-                                        rf"\(fix: if you trust this file, set {ENV_GB}=5 and run again\)$")
+                                        rf"\(fix: if you trust this file, run again with --archive-limit-gb 5 \(or {ENV_GB}=5\)\)$")
     many = forged_zip(tmp_path / "many.zip", {"a": b"x", "b": b"y", "c": b"z"}, {n: 3 * GiB for n in "abc"})
     refused(lambda: check_archive(many), r"member 'a' inflates 3221225472:1 \(3 GiB from 1 bytes\)")  # a forged size
     refused(lambda: check_archive(many, ArchiveLimits(ratio=math.inf)),
-            rf"its 3 members declare 9 GiB in all, over the limit of 8 GiB .*{ENV_GB}=9 ")
+            rf"its 3 members declare 9 GiB in all, over the limit of 8 GiB .*--archive-limit-gb 9 \(or {ENV_GB}=9\)")
     bomb = tmp_path / "bomb.zip"
     with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("zeros", bytes(8 * MiB))
@@ -214,7 +215,12 @@ def test_a_pt2_declaring_a_huge_member_is_refused_through_the_cli(capsys, tmp_pa
     assert code == ExitStatus.MODEL
     [line] = error_lines(err)
     assert f"'{bad}': member '{weight}' declares 5 GiB, over the limit of 4 GiB per member" in line
-    assert f"set {ENV_GB}=5 and run again" in line
+    assert f"run again with --archive-limit-gb 5 (or {ENV_GB}=5)" in line
+    os.environ.pop(ENV_GB, None)
+    code, _, err = cli(capsys, "export", "--model", bad, "--backends", "xnnpack", "--out", tmp_path / "out",
+                       "--archive-limit-gb", "6")
+    os.environ.pop(ENV_GB, None)  # the flag raised it for that run, in this process
+    assert "over the limit" not in err  # judged against 6 GiB: on to torch, which finds the file forged
 
 
 def test_limits_are_raised_through_the_environment():
@@ -258,7 +264,7 @@ def test_onnx_external_data_is_judged_before_it_is_read(tmp_path, monkeypatch):
     with pytest.raises(ModelError) as err:
         onnx_spec(str(path))
     assert one_line(err.value) == (f"'{path}': external tensor 'W' declares 64 bytes, over the limit of 32 bytes per "
-                                   f"external tensor (fix: if you trust this file, set {ENV_GB}=1 and run again)")
+                                   f"external tensor (fix: if you trust this file, run again with --archive-limit-gb 1 (or {ENV_GB}=1))")
     monkeypatch.delenv(ENV_GB)
     (tmp_path / "weights.data").unlink()
     with pytest.raises(ModelError, match="tensor W's external data file 'weights.data' is missing"):

@@ -135,7 +135,8 @@ def _check_count(path: Path | str, count: int, limits: ArchiveLimits, error: typ
 
 
 def _raise_gb(needed: int) -> str:
-    return f"if you trust this file, set {ENV_GB}={max(1, math.ceil(needed / GiB))} and run again"
+    gb = max(1, math.ceil(needed / GiB))
+    return f"if you trust this file, run again with --archive-limit-gb {gb} (or {ENV_GB}={gb})"
 
 
 def check_archive(path: Path | str, limits: ArchiveLimits | None = None,

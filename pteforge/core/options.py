@@ -165,6 +165,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("dry_run", ("--dry-run",), "output",
            "check the options and print the plan (models, targets, downloads), then stop: nothing is written",
            REQUEST, False, "flag", file=False),
+    Option("archive_limit_gb", ("--archive-limit-gb",), "output",
+           "the most an archive member (a .pt2's, a TorchScript file's, an .npz's, ONNX external data) may declare, "
+           "and the members together, in GiB, judged before anything is inflated (default 4 and 8; as "
+           "PTEFORGE_ARCHIVE_LIMIT_GB)", REQUEST, type=float, metavar="GB"),
     Option("verify_inputs", ("--verify-inputs",), "output",
            "inputs besides the example input used to verify (default 3): seeded, or the input files of --calibration "
            "DIR that calibration does not use", ARTIFACT, 3, type=int, metavar="N"),
