@@ -117,6 +117,32 @@ def test_at_timeout_every_process_a_model_started_is_ended(tree, tmp_path):
     assert_tree_gone(marker, pids)
 
 
+@pytest.mark.slow
+def test_on_ray_at_timeout_every_process_a_model_started_is_ended(tree, tmp_path):
+    """A Ray task cancelled at --timeout: its worker is killed, and what the model started
+    goes with it (Ray's kill_child_processes_on_worker_exit, which pteforge relies on)."""
+    pytest.importorskip("ray", reason="needs pteforge[ray]")
+    model, marker, pids = tree
+    proc = subprocess.run([sys.executable, "-m", "pteforge", "export", "--model", f"{model}:build", "--input-shape",
+                           "1,4", "--weights", "none", "--backends", "xnnpack", "--timeout", "30", "--executor", "ray",
+                           "--out", tmp_path / "out"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode in (ExitStatus.TARGETS_FAILED, ExitStatus.MODEL), proc.stdout + proc.stderr
+    assert "timed out after 30 s (--timeout)" in proc.stdout + proc.stderr
+    assert_tree_gone(marker, pids)
+
+
+def test_a_job_in_a_process_that_lives_on_ends_what_it_started():
+    """``descendants_ended`` in this process (as in a Ray worker, which serves the next task):
+    what the block started is ended at its end, this process spared."""
+    from pteforge.runtime.isolate import descendants_ended
+
+    marker = f"pteforge-tree-{uuid.uuid4().hex}"
+    with descendants_ended():
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", marker])
+        time.sleep(0.5)
+    assert child.wait(timeout=10) is not None and not marked(marker)
+
+
 def test_at_ctrl_c_every_process_a_model_started_is_ended(tree, tmp_path):
     model, marker, pids = tree
     proc = popen_cli("export", "--model", f"{model}:build", "--input-shape", "1,4", "--weights", "none", "--backends",

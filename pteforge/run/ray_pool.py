@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from ..core.errors import UsageError
+from ..runtime.isolate import descendants_ended
 from .workers import CLUSTER_LOST, Job, Outcome
 
 INFRA_RETRIES = 3
@@ -48,7 +49,10 @@ def _run_job(job: Job, board):
     # the CPUs Ray gave this task, as a local worker gets its share of the cores
     # (torch would spin a thread per core in every task on the node)
     set_threads(max(1, int(ray.get_runtime_context().get_assigned_resources().get("CPU", 1))))
-    return job(on_stage=lambda stage: board is not None and board.set.remote(job.key, stage))
+    # what the model starts ends with the job (the worker lives on to serve the next task);
+    # a worker Ray kills takes its children with it (runtime/isolate.py)
+    with descendants_ended():
+        return job(on_stage=lambda stage: board is not None and board.set.remote(job.key, stage))
 
 
 def _run_chain(jobs: list[Job], board):

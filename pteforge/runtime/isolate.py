@@ -120,6 +120,40 @@ def _running_in(pid: str, pgid: int) -> bool:
     return int(group) == pgid and state != "Z"
 
 
+def end_descendants(grace: float = GRACE_S) -> int:
+    """End every process this one started, and theirs (SIGTERM, SIGKILL after ``grace``):
+    what a model left running when its job ended in a process that lives on (a Ray worker).
+    Returns how many there were."""
+    import psutil
+
+    procs = psutil.Process().children(recursive=True)
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=grace)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    return len(procs)
+
+
+@contextlib.contextmanager
+def descendants_ended():
+    """``with descendants_ended():`` what this process starts in the block is ended when the
+    block ends: the process tree of a job run in a process that lives on to serve the next
+    (a Ray worker, ``run/ray_pool.py``). When Ray kills a worker (a task cancelled at
+    --timeout or Ctrl-C, a lost node), Ray itself ends that worker's children on Linux
+    (``kill_child_processes_on_worker_exit``; tests/test_process_tree.py holds it to that)."""
+    try:
+        yield
+    finally:
+        end_descendants()
+
+
 class IsolatedRuntime:
     def __init__(self, timeout: float = 300.0):
         self.timeout = timeout
