@@ -17,7 +17,7 @@ from .backends import Availability, availability, default_registry
 from .core.errors import CaptureError, NoBackendError, PteforgeError, UsageError, one_line
 from .families import family
 from .core.registry import Registry
-from .core.result import Record, Stage, Status, Unavailable, settle  # noqa: F401 - part of the API
+from .core.result import Record, Stage, Status, Unavailable, ran_here, settle  # noqa: F401 - part of the API
 from .core.spec import AccuracyBudget, ExportConfig, ModelSpec, Target, TargetRequest
 
 
@@ -747,8 +747,8 @@ def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config:
     pairs = reference_pairs(records)
     # Only pairs whose both sides run here are compared: the portable fp32 reference of
     # device-only int8 targets (Ethos-U, Cortex-M) has nothing to be compared with.
-    needed = [r for pair in pairs if all(p.status is Status.VERIFIED for p in pair) for r in pair]
-    needed += [r for r in records if r.status is Status.VERIFIED and r.auto_group and r not in needed]
+    needed = [r for pair in pairs if all(ran_here(p) for p in pair) for r in pair]
+    needed += [r for r in records if ran_here(r) and r.auto_group and r not in needed]
     # a language model's speed is its tokens/s, measured by its proof: not timed as one call
     _time([r for r in records if r.generation is None], [r for r in needed if r.generation is None],
           config, reporter, pool, seconds)

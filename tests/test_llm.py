@@ -397,7 +397,7 @@ def test_a_text_generation_family_is_one_file_through_the_same_pipeline(tmp_path
     import sys
     import textwrap
 
-    from conftest import ROOT, written
+    from conftest import ROOT
 
     shutil.copytree(ROOT / "pteforge", tmp_path / "pteforge", ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "pteforge" / "families" / "story.py").write_text(textwrap.dedent('''

@@ -5,7 +5,7 @@ import re
 import shutil
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, written
 
 from pteforge.core.spec import AccuracyBudget, Precision
 
@@ -98,7 +98,7 @@ def test_precision_auto_picks_the_fastest_within_budget(auto_run):
 def test_calibration_directory_and_relative_numbers_are_recorded(auto_run):
     _, out, photos = auto_run
     manifest = json.loads((out / "index.json").read_text())
-    entries = {e["target"]: e for e in manifest["models"] + manifest["failed"]}
+    entries = {e["target"]: e for e in written(manifest) + manifest["failed"]}
     int8 = entries["xnnpack:int8"]
     cal = int8["quantization"]["calibration"]
     assert cal["source"].startswith("--calibration ") and cal["images"] == len(photos) == 2

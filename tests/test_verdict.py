@@ -6,7 +6,6 @@ something. Real exports, real runtime, through the CLI."""
 import hashlib
 import json
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -274,12 +273,13 @@ def test_export_and_validate_give_every_kind_of_file_the_same_status(tmp_path):
         ("--model", str(onnx_file), "--input-shape", "1,3,32,32", "--backends", "xnnpack"),
         ("--model", str(ts), "--input-shape", "1,3,32,32", "--backends", "xnnpack"),
     ]
-    for extra in runs:
-        r = run_cli("export", *extra, "--out", out, "--bench-runs", "0")
+    exported = {}
+    for i, extra in enumerate(runs):  # a folder each (two runs write mobilenet_v3_small_xnnpack.pte); validate finds all
+        r = run_cli("export", *extra, "--out", out / str(i), "--bench-runs", "0")
         assert r.returncode in (0, 1), r.stdout + r.stderr
-    index = json.loads((out / "index.json").read_text())
-    exported = {e["file"]: e["status"] for key in ("models", "outOfBudget", "notForApp", "failed")
-                for e in index.get(key, [])}
+        index = json.loads((out / str(i) / "index.json").read_text())
+        exported.update({f"{i}/{e['file']}": e["status"] for key in ("models", "outOfBudget", "notForApp", "failed")
+                         for e in index.get(key, [])})
     assert len(exported) >= 9 and {"VERIFIED", "SIMULATED"} <= set(exported.values())
     assert any("int8" in f for f in exported) and any("tosa" in f for f in exported)
     v = run_cli("validate", out, "--json")

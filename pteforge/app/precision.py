@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..backends import default_registry
-from ..core.result import Record, Status
+from ..core.result import Record, ran_here
 from ..core.spec import AccuracyBudget, Precision, Target
 
 
@@ -144,7 +144,7 @@ def choose(model: str, group: AutoGroup, records: list[Record], task: str, budge
 
 
 def _judge(rec: Record, row: dict, budget: AccuracyBudget) -> tuple[bool, str]:
-    if rec.status is not Status.VERIFIED:
+    if not ran_here(rec):  # below the run's budget is judged here, against auto's own budget
         return False, rec.status.value
     if row["p50_ms"] is None:
         return False, "not timed"

@@ -22,9 +22,7 @@ from ..runtime.host import Host
 from ..runtime.isolate import ChildCrashed, IsolatedRuntime
 from ..report.manifest import MANIFEST_NAME, ModelEntry, load_manifest
 from ..core.result import Status
-from ..core.units import pct
 
-FP_PRECISIONS = {"fp32", "fp16", "bf16"}
 
 
 @dataclass

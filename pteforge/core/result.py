@@ -274,6 +274,13 @@ def proof_counts(records) -> str:
     return ", ".join(parts)
 
 
+def ran_here(record) -> bool:
+    """It ran on this host's runtime and matched (proven or only below its budget): what can
+    be timed here and measured against fp32."""
+    v = record.verification
+    return record.status in (Status.VERIFIED, Status.OUT_OF_BUDGET) and not (v is not None and v.simulator)
+
+
 def verdict(ran_on: str | None, matched: bool, missed: str | None) -> Status:
     """The one verdict of a program that ran (export, validate, the cache's restore): on
     ``ran_on`` (``"host"``: this host's runtime, ``"simulator"``: the target's reference

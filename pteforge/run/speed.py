@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from ..backends import program_check
-from ..core.result import Record, Status
+from ..core.result import Record, ran_here
 
 DEFAULT_RUNS = 10  # timed runs per artifact in an export (pteforge bench: 20)
 WARMUP = 3
@@ -33,13 +33,13 @@ MAX_FRACTION = 0.25  # of the export's wall time
 
 
 def timing_plan(records: list[Record], needed: list[Record], export_seconds: float, runs: int) -> list[tuple[Record, int]]:
-    """(row, runs) to time: ``needed`` rows, then every other verified row within the
+    """(row, runs) to time: ``needed`` rows, then every other row that ran here within the
     budget; rows left out get ``latency = {"skipped": why}``. ``runs`` 0: none at all."""
     plan = [(r, max(runs, COMPARISON_RUNS)) for r in needed if r.artifact and r.latency is None] if runs > 0 else []
     chosen = {id(r) for r, _ in plan}
     budget, spent = MAX_FRACTION * export_seconds, 0.0
     for rec in records:
-        if id(rec) in chosen or rec.status is not Status.VERIFIED or rec.artifact is None or rec.latency is not None:
+        if id(rec) in chosen or not ran_here(rec) or rec.artifact is None or rec.latency is not None:
             continue
         cost = estimated_seconds(rec, runs)
         if runs <= 0:
