@@ -278,8 +278,8 @@ def test_export_and_validate_give_every_kind_of_file_the_same_status(tmp_path):
         r = run_cli("export", *extra, "--out", out / str(i), "--bench-runs", "0")
         assert r.returncode in (0, 1), r.stdout + r.stderr
         index = json.loads((out / str(i) / "index.json").read_text())
-        exported.update({f"{i}/{e['file']}": e["status"] for key in ("models", "outOfBudget", "notForApp", "failed")
-                         for e in index.get(key, [])})
+        lists = ("models", "references", "outOfBudget", "notForApp", "failed")
+        exported.update({f"{i}/{e['file']}": e["status"] for key in lists for e in index.get(key, [])})
     assert len(exported) >= 9 and {"VERIFIED", "SIMULATED"} <= set(exported.values())
     assert any("int8" in f for f in exported) and any("tosa" in f for f in exported)
     v = run_cli("validate", out, "--json")

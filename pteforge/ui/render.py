@@ -322,8 +322,7 @@ class Renderer:
         missed = r.verification.budget_missed if r.verification else None
         if missed:
             where = f": {accuracy_text(r.accuracy)}" if r.accuracy else ""
-            held = "OUT_OF_BUDGET, not proven and not offered to the app: " if r.status is Status.OUT_OF_BUDGET else ""
-            self.out.print(f"     ↳ {held}misses its accuracy budget ({missed}){where}", highlight=False)
+            self.out.print(f"     ↳ misses its accuracy budget ({missed}){where}", highlight=False)
         if self.accuracy_report and r.accuracy and r.accuracy.get("worst"):
             table = Table(title=f"{r.model} {r.target}: the layers that lose most against fp32 (on {r.accuracy['on']})")
             for col in ("eager module", "type", "operator", "SQNR after it (dB)", "lost there (dB)"):
@@ -391,6 +390,8 @@ class Renderer:
             proof += f"; caution: {r.caution}"
         if r.status.ok and not _app_loads(r.backends[0]):
             proof += "; not offered to the app (no build of it links this backend: manifest notForApp)"
+        elif r.status is Status.OUT_OF_BUDGET:
+            proof += "; not offered to the app (below its budget: manifest outOfBudget; --offer-out-of-budget offers it)"
         return (
             f"{r.target}: {Path(r.artifact.path).name} ({size_text(r.artifact.size)}, "
             f"{pct(d.percent / 100)} % delegated) — {proof}"
