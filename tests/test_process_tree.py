@@ -137,10 +137,16 @@ def test_a_job_in_a_process_that_lives_on_ends_what_it_started():
     from pteforge.runtime.isolate import descendants_ended
 
     marker = f"pteforge-tree-{uuid.uuid4().hex}"
-    with descendants_ended():
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", marker])
-        time.sleep(0.5)
-    assert child.wait(timeout=10) is not None and not marked(marker)
+    before = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", marker + "-kept"])
+    try:
+        with descendants_ended():
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", marker])
+            time.sleep(0.5)
+        assert child.wait(timeout=10) is not None and marked(marker) == [before.pid]
+        assert before.poll() is None, "what the process had started before the job is spared"
+    finally:
+        before.kill()
+        before.wait()
 
 
 def test_at_ctrl_c_every_process_a_model_started_is_ended(tree, tmp_path):

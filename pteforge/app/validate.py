@@ -283,7 +283,8 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
     if broken:  # no SQNR judges it: the model's NaN, or the program's NaN or constant output
         res.status, res.reason = Status.MISMATCH, broken[1]
         return
-    _judge(res, entry, _evidence(entry, outputs[n:], reference[n:], seeded is not None), agreements, sqnrs, boxes)
+    whose = "the export's" if seeded is not None else "validate's own" if not spec else None
+    _judge(res, entry, _evidence(entry, outputs[n:], reference[n:], whose), agreements, sqnrs, boxes)
 
 
 def _eager(entry, eager, res):
@@ -307,21 +308,21 @@ def _export_inputs(entry, spec) -> list | None:
     return [list(make_inputs(spec, (entry.seed or 0) + i)) for i in range(int(v["inputs"]))]
 
 
-def _evidence(entry, outputs, reference, seeded: bool) -> dict:
+def _evidence(entry, outputs, reference, whose: str | None) -> dict:
     """What the export's own test says on its own inputs, run again: SQNR (worst) and, for a
     classifier, top-1 agreement, against the threshold the export recorded."""
     from ..stages.verify import compare, threshold_for
 
     v = entry.verification or {}
     threshold = v.get("threshold_sqnr_db") or threshold_for(v.get("runtime_precision") or entry.precision, None)
-    if not seeded or not outputs:
+    if whose is None or not outputs:
         return {"threshold": threshold}
     worst = min(compare(e, a)["sqnr"] for e, a in zip(reference, outputs))
     top1 = None
     if entry.task == "classification":
         top1 = sum(int(e[0].flatten().argmax()) == int(a[0].flatten().argmax())
                    for e, a in zip(reference, outputs)) / len(outputs)
-    return {"threshold": threshold, "sqnr": _finite_db(worst), "top1": top1, "inputs": len(outputs)}
+    return {"threshold": threshold, "sqnr": _finite_db(worst), "top1": top1, "inputs": len(outputs), "whose": whose}
 
 
 def _finite_db(value: float) -> float | None:
@@ -397,20 +398,20 @@ def _judge(res, entry, seeded: dict, agreements: list, sqnrs: list, boxes: list)
 
     v = entry.verification or {}
     res.agreement = sum(agreements) / len(agreements) if agreements else None
-    res.seeded_sqnr_db = seeded.get("sqnr")
-    res.sqnr_db = _finite_db(min(sqnrs)) if sqnrs else res.seeded_sqnr_db  # no photo: the seeded inputs'
+    res.seeded_sqnr_db = seeded.get("sqnr") if seeded.get("whose") == "the export's" else None
+    res.sqnr_db = _finite_db(min(sqnrs)) if sqnrs else seeded.get("sqnr")  # no photo: the seeded inputs'
     threshold = seeded["threshold"]
-    judged = res.seeded_sqnr_db if "sqnr" in seeded else res.sqnr_db
+    judged = seeded["sqnr"] if "sqnr" in seeded else res.sqnr_db
     matched = judged is not None and judged >= threshold
     photos = {"sqnr_db": res.sqnr_db, "boxes_matched": sum(boxes) / len(boxes) if boxes else None}
     if entry.task == "classification" and agreements:
         photos["top1_agreement"] = res.agreement
-    measured = {"images": photos if sqnrs else None, "sqnr_db": res.seeded_sqnr_db, "top1_agreement": seeded.get("top1")}
+    measured = {"images": photos if sqnrs else None, "sqnr_db": seeded.get("sqnr"), "top1_agreement": seeded.get("top1")}
     budget = AccuracyBudget(**v["budget"]) if v.get("budget") else AccuracyBudget.for_task(entry.task)
     res.budget_missed = budget_missed(entry.task, measured, budget) if matched else None
     res.status = verdict("simulator" if res.method else "host", matched, res.budget_missed)
     if res.status is Status.MISMATCH:
-        where = f"on the export's {seeded['inputs']} seeded inputs" if "sqnr" in seeded else "on real images"
+        where = f"on {seeded['whose']} {seeded['inputs']} seeded inputs" if "sqnr" in seeded else "on real images"
         sqnr = f"SQNR {judged:.1f} dB" if judged is not None else "eager's output all zeros where the program's is not"
         res.reason = f"differs from eager {where}: {sqnr} (needs {threshold:.0f})"
     elif res.status is Status.OUT_OF_BUDGET:

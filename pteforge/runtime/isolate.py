@@ -120,13 +120,33 @@ def _running_in(pid: str, pgid: int) -> bool:
     return int(group) == pgid and state != "Z"
 
 
-def end_descendants(grace: float = GRACE_S) -> int:
-    """End every process this one started, and theirs (SIGTERM, SIGKILL after ``grace``):
-    what a model left running when its job ended in a process that lives on (a Ray worker).
-    Returns how many there were."""
+def _descendants() -> dict[int, float]:
+    """This process's descendants: pid -> start time (a recycled pid is another process)."""
     import psutil
 
-    procs = psutil.Process().children(recursive=True)
+    found = {}
+    for p in psutil.Process().children(recursive=True):
+        try:
+            found[p.pid] = p.create_time()
+        except psutil.Error:
+            pass
+    return found
+
+
+def end_descendants(spare: dict[int, float] | None = None, grace: float = GRACE_S) -> int:
+    """End every process this one started, and theirs (SIGTERM, SIGKILL after ``grace``),
+    but those of ``spare`` (``_descendants()`` taken before: what the process had started
+    for itself, a fork server, a pool). Returns how many were ended."""
+    import psutil
+
+    spare = spare or {}
+    procs = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if spare.get(p.pid) != p.create_time():
+                procs.append(p)
+        except psutil.Error:
+            pass
     for p in procs:
         try:
             p.terminate()
@@ -144,14 +164,16 @@ def end_descendants(grace: float = GRACE_S) -> int:
 @contextlib.contextmanager
 def descendants_ended():
     """``with descendants_ended():`` what this process starts in the block is ended when the
-    block ends: the process tree of a job run in a process that lives on to serve the next
-    (a Ray worker, ``run/ray_pool.py``). When Ray kills a worker (a task cancelled at
-    --timeout or Ctrl-C, a lost node), Ray itself ends that worker's children on Linux
+    block ends (what it had started before, and its children, are spared): the process tree
+    of a job run in a process that lives on to serve the next (a Ray worker,
+    ``run/ray_pool.py``). When Ray kills a worker (a task cancelled at --timeout or Ctrl-C,
+    a lost node), Ray itself ends that worker's children on Linux
     (``kill_child_processes_on_worker_exit``; tests/test_process_tree.py holds it to that)."""
+    before = _descendants()
     try:
         yield
     finally:
-        end_descendants()
+        end_descendants(before)
 
 
 class IsolatedRuntime:
