@@ -107,6 +107,7 @@ def tree(tmp_path):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 def test_at_timeout_every_process_a_model_started_is_ended(tree, tmp_path):
     model, marker, pids = tree
     proc = subprocess.run([sys.executable, "-m", "pteforge", "export", "--model", f"{model}:build", "--input-shape",
@@ -149,6 +150,7 @@ def test_a_job_in_a_process_that_lives_on_ends_what_it_started():
         before.wait()
 
 
+@pytest.mark.slow
 def test_at_ctrl_c_every_process_a_model_started_is_ended(tree, tmp_path):
     model, marker, pids = tree
     proc = popen_cli("export", "--model", f"{model}:build", "--input-shape", "1,4", "--weights", "none", "--backends",

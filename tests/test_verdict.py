@@ -192,6 +192,7 @@ def test_an_input_shape_taken_only_by_broadcasting_is_refused_before_anything_is
     assert "Traceback" not in r.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_a_refused_run_changes_nothing_the_user_had_and_the_cache_checks_what_capture_checks(tmp_path):
     """A good export; then refusals in the same --out (labels of another count, even with
     every row in the cache; a shape taken only by broadcasting): the folder's bytes are the
@@ -221,6 +222,7 @@ def test_a_refused_run_changes_nothing_the_user_had_and_the_cache_checks_what_ca
     assert "Traceback" not in bad_text.stderr and _tree(out) == before
 
 
+@pytest.mark.slow
 def test_a_missed_budget_is_out_of_budget_everywhere_and_a_new_budget_judges_the_cached_row(tmp_path):
     out, model = tmp_path / "out", _model(tmp_path, BN_NET)
     args = ("export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task", "classification",
