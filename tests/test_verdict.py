@@ -379,3 +379,17 @@ def test_where_int8_breaks_names_the_planted_broken_layer(tmp_path):
 @pytest.mark.parametrize("name, text, shape", [("speaker", LSTM, "1,20,16"), ("encoder", ENCODER, "int64:1,12")])
 def test_where_int8_breaks_means_something_on_recurrent_and_attention_models(tmp_path, name, text, shape):
     _meaningful(_accuracy_of(tmp_path, text, name, "--input-shape", shape))
+
+
+def test_a_row_not_offered_to_the_app_says_why_in_the_summary():
+    from pteforge.core.result import Artifact, Delegation
+    from pteforge.ui.render import Renderer
+
+    rec = _row(Status.OUT_OF_BUDGET, top1=0.6)
+    rec.artifact = Artifact(path="m_xnnpack_int8.pte", size=1000, sha256="0",
+                            delegation=Delegation(10, 10, {}, {}, [], ["XnnpackBackend"]))
+    assert "below its budget: manifest outOfBudget; --offer-out-of-budget offers it" in Renderer._artifact_line(rec)
+    rec.status, rec.backends = Status.SIMULATED, ["tosa"]
+    assert "no build of it links this backend: manifest notForApp" in Renderer._artifact_line(rec)
+    rec.backends = ["xnnpack"]
+    assert "not offered" not in Renderer._artifact_line(rec)

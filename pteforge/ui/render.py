@@ -117,12 +117,17 @@ def estimate(models, plan) -> str:
     return text or "nothing to do"
 
 
-def _app_loads(backend: str) -> bool:
-    """Whether the executorch_flutter app loads ``backend``'s programs on some platform."""
+def _held_back(r: Record) -> str:
+    """Why a written row is not offered to the app, as a clause ("" when it is): no build of
+    the app loads its backend, or it is below its accuracy budget."""
     from ..backends import default_registry
 
     registry = default_registry()
-    return backend not in registry or bool(registry.get(backend).app_platforms())
+    if r.status.ok and r.backends[0] in registry and not registry.get(r.backends[0]).app_platforms():
+        return "; not offered to the app (no build of it links this backend: manifest notForApp)"
+    if r.status is Status.OUT_OF_BUDGET:
+        return "; not offered to the app (below its budget: manifest outOfBudget; --offer-out-of-budget offers it)"
+    return ""
 
 
 def mark(status) -> str:
@@ -388,10 +393,7 @@ class Renderer:
             proof += f"; warning: {r.verification.warning}"
         if r.caution:
             proof += f"; caution: {r.caution}"
-        if r.status.ok and not _app_loads(r.backends[0]):
-            proof += "; not offered to the app (no build of it links this backend: manifest notForApp)"
-        elif r.status is Status.OUT_OF_BUDGET:
-            proof += "; not offered to the app (below its budget: manifest outOfBudget; --offer-out-of-budget offers it)"
+        proof += _held_back(r)
         return (
             f"{r.target}: {Path(r.artifact.path).name} ({size_text(r.artifact.size)}, "
             f"{pct(d.percent / 100)} % delegated) — {proof}"
