@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from .core.errors import ExitStatus, NoBackendError, PteforgeError, UsageError
+from .ui.argv import Parser, unknown_command, unrecognised
 
 GLOBAL = ("--debug", "-q", "--quiet", "-v", "--verbose", "--json")
 COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "backends", "models", "docs", "cache")
@@ -21,7 +22,7 @@ COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "bac
 def _common(default) -> argparse.ArgumentParser:
     """The options of every command. A command's own subcommands (``manifest check``) take
     them too, with ``default`` SUPPRESS so that they do not undo one given before them."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--debug", action="store_true", default=default, help="show tracebacks")
     said = common.add_mutually_exclusive_group()
     said.add_argument("-q", "--quiet", action="store_true", default=default, help="print only errors and the final line")
@@ -37,7 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     from . import __version__
 
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="pteforge",
         description="Turn PyTorch models into ExecuTorch programs (.pte) for every backend, and prove each one works.",
         epilog="With no command, exports every catalog model with every backend that can lower here.",
@@ -112,7 +113,8 @@ def _inspection_commands(sub, common) -> None:
                     help="images to run (default: the photos our dependencies ship: Ultralytics' bus.jpg and zidane.jpg, "
                          "Matplotlib's grace_hopper.jpg, scikit-learn's china.jpg and flower.jpg, those installed)")
     va.add_argument("--output-file", default=None, metavar="FILE",
-                    help="JSON report (default: <models-dir>/validation_report.json)")
+                    help="JSON report (default: <models-dir>/validation_report.json; in a published site, which "
+                         "validate only reads, the cache's validation/ folder)")
     va.add_argument("--timeout", type=float, default=300.0, metavar="S", help="seconds per file before it is killed")
     va.add_argument("--draw", nargs="?", const="", default=None, metavar="DIR",
                     help="write every photo annotated with what each program found (boxes, keypoints, masks, top-5) "
@@ -144,15 +146,16 @@ def _file_commands(sub, common, inner) -> None:
 
     pb = sub.add_parser("publish", parents=[common],
                         help="lay out OUT as the executorch_flutter app fetches it: SITE/versions.json, SITE/<version>/index.json")
-    pb.add_argument("out", metavar="OUT", help="an export's output directory (with index.json)")
+    pb.add_argument("out", metavar="OUT", help="an export's manifest: its index.json, or the directory holding it")
     pb.add_argument("--site", required=True, metavar="DIR", help="the directory a web server serves to the app")
     pb.add_argument("--runtime", "--version", dest="site_runtimes", nargs="+", default=None, metavar="V",
                     help="the ExecuTorch versions of the app runtimes to publish for, one directory each (default: "
                          "every one that loads the artifacts: for 1.5.1, 1.5.0 1.5.1 1.6.0)")
     pb.add_argument("--base-url", default=None, metavar="URL",
-                    help="the URL SITE is served at: remoteUrl becomes URL/<version>/<file> (the app downloads it as is)")
+                    help="the URL SITE is served at: remoteUrl becomes URL/<version>/<file> (the app downloads it as "
+                         "is); default: the baseUrl OUT's manifest records (export --base-url)")
     pb.add_argument("--relative", action="store_true",
-                    help="publish without --base-url: remoteUrl stays relative, for an app given such URLs on purpose")
+                    help="publish without a base URL: remoteUrl stays relative, for an app given such URLs on purpose")
 
     dc = sub.add_parser("docs", parents=[common], help="write the generated docs pages: DIR/backends/<name>.md for every "
                                                        "backend, and DIR/cli.md, this reference")
@@ -171,7 +174,7 @@ def _file_commands(sub, common, inner) -> None:
 def _with_config(parser, given, argv: list[str]):
     """The command line again, with the config file's values as the export's defaults:
     a flag on the command line wins over the file (a repeated flag replaces its list)."""
-    from .ui.config import load_config, locations
+    from .ui.config import load_config, locations, table_locations
 
     values = load_config(Path(given.config), {a.dest: list(a.choices) for a in parser.export_parser._actions if a.choices})
     if values.get("model"):  # its package.module:factory references, from a subdirectory too
@@ -187,6 +190,8 @@ def _with_config(parser, given, argv: list[str]):
     # the options the file set and no flag overrode: a later error about one names its line
     args.from_file = {dest: (where.get(dest, given.config), value) for dest, value in values.items()
                       if getattr(args, dest, None) == value}
+    if "model" in args.from_file:  # each [[model]] table's keys too: an error about one names its line
+        args.from_file.update(table_locations(Path(given.config), values))
     return args
 
 
@@ -203,7 +208,8 @@ def _located(exc: UsageError, args) -> UsageError:
     if len(about) != 1 or text.startswith(str(about[0][1])):
         return exc
     dest, where = about[0]
-    located = type(exc)(f"{where}: {dest.replace('_', '-')}: {text}", fix=exc.fix)
+    located = type(exc)(f"{where}: {dest.replace('_', '-')}: {text}",
+                        fix=exc.fix or ("use one of the names listed" if "Available: " in text else None))
     located.__cause__ = exc.__cause__
     return located
 
@@ -219,17 +225,37 @@ def _normalise_argv(argv: list[str]) -> list[str]:
         flags += 1
     if flags < len(argv) and argv[flags] in COMMANDS:
         return [argv[flags], *argv[:flags], *argv[flags + 1:]]
+    if flags < len(argv) and not argv[flags].startswith("-"):  # export takes no bare word: a mistyped command
+        raise unknown_command(argv[flags], COMMANDS)
     return ["export", *argv]
+
+
+def _parsed(parser, argv: list[str]):
+    """The command line parsed; one that does not parse raises UsageError, one line
+    (``ui.argv``: the closest option, value or command, no usage dump)."""
+    args, extra = parser.parse_known_args(_normalise_argv(argv))
+    if extra and args.command == "select" and not any(e.startswith("-") for e in extra):
+        args.names += extra  # select's names around an option (`select models --platform ios m`): argparse takes the first only
+    elif extra:
+        raise unrecognised(parser, args, extra)
+    return args
+
+
+def _refused(argv: list[str], exc: UsageError) -> int:
+    """A command line that does not parse: its one line, and with --json its error document."""
+    from .ui.render import Renderer
+
+    ui = Renderer(quiet=bool({"-q", "--quiet"} & set(argv)), json="--json" in argv)
+    return _failed(ui, exc.one_line(), exc.exit_status)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
-    args, extra = parser.parse_known_args(_normalise_argv(argv))
-    if extra and args.command == "select" and not any(e.startswith("-") for e in extra):
-        args.names += extra  # select's names around an option (`select models --platform ios m`): argparse takes the first only
-    elif extra:
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        args = _parsed(parser, argv)
+    except UsageError as exc:
+        return _refused(argv, exc)
     args.bare = not argv
     debug = bool(getattr(args, "debug", False)) or "--debug" in argv
     if not debug and not getattr(args, "verbose", False):
@@ -305,10 +331,12 @@ def _cmd_docs(args, ui) -> int:
     from .core.io import write_atomic
     from .ui.docs import write_docs
 
-    for path in write_docs(Path(args.out) / "backends", host()):
+    written = [*write_docs(Path(args.out) / "backends", host()), Path(args.out) / "cli.md"]
+    write_atomic(written[-1], cli_reference())
+    for path in written:
         ui.out.print(f"wrote {path}")
-    write_atomic(Path(args.out) / "cli.md", cli_reference())
-    ui.out.print(f"wrote {Path(args.out) / 'cli.md'}")
+    ui.final(f"wrote {len(written)} page(s) under {args.out}")
+    ui.document({"out": str(args.out), "wrote": [str(path) for path in written]})
     return int(ExitStatus.OK)
 
 
@@ -356,7 +384,7 @@ def _option_table() -> list[str]:
 
 
 def _cmd_export(args, ui, debug: bool) -> int:
-    from .api import TargetPlan, check_run, check_surroundings, export, requested
+    from .api import TargetPlan, check_before_work, check_surroundings, export, planned_jobs, requested
     from .core.limits import ENV_GB
 
     if args.archive_limit_gb is not None:  # read wherever a file is judged, workers included
@@ -373,10 +401,11 @@ def _cmd_export(args, ui, debug: bool) -> int:
     config = _export_config(args, debug)
     plan = job.plan or TargetPlan([])
     if args.dry_run or getattr(args, "bare", False):  # bare `pteforge` is the largest run: its plan first
-        check_run(job.models, config, job.plan)
-        ui.plan(job.models, plan, config)
+        check_before_work(job.models, config, job.plan)
+        said = ui.plan(planned_jobs(job.models, job.plan, config), plan, config)
         if args.dry_run:
             ui.dry_run()
+            ui.document(said)
             return int(ExitStatus.OK)
     for note in check_surroundings(vars(args)):
         ui.warn(note)
@@ -447,6 +476,10 @@ def _cmd_validate(args, ui) -> int:
     if run.report_html:
         ui.out.print(f"Report: {shown(run.root / 'report.html')} (with this validation"
                      f"{' and its drawings' if args.draw is not None else ''})")
+    if run.site is not None:
+        ui.note(f"{shown(run.root)} is in the published site {shown(run.site)}, which validate only reads: report "
+                f"{shown(run.output)}" + (f", drawings under {shown(run.drawn)}" if run.drawn else "")
+                + ", nothing written into the site")
     failed = [f"{mark(r.status)} {r.file}: {Status(r.status).value}: {r.reason}" for r in run.results
               if not Status(r.status).offered]
     ui.final(f"validated {len(run.results)} file(s): {proof_counts(run.results) or 'none proven'}; report {shown(run.output)}",
@@ -527,11 +560,16 @@ def _per_platform(manifest) -> dict[str, list[str]]:
 
 
 def _cmd_publish(args, ui) -> int:
-    _publish(ui, Path(args.out), args.site, args.site_runtimes, args.base_url, args.relative)
+    done = _publish(ui, Path(args.out), args.site, args.site_runtimes, args.base_url, args.relative)
+    ui.document({"site": str(args.site), "manifest": str(done.manifest), "madeWith": done.made_with,
+                 "runtimes": done.runtimes, "files": done.files, "baseUrl": done.base_url or "",
+                 "baseUrlFrom": done.base_from, "versions": done.versions, "latest": done.latest,
+                 "indexes": [str(Path(args.site) / v / "index.json") for v in done.runtimes]})
     return int(ExitStatus.OK)
 
 
-def _publish(ui, out: Path, site: str, runtimes: list[str] | None, base_url: str | None, relative: bool | None) -> None:
+def _publish(ui, out: Path, site: str, runtimes: list[str] | None, base_url: str | None, relative: bool | None):
+    """Publish ``out`` (an export's index.json or its directory) into ``site``; what was published."""
     from .app.publish import publish
 
     done = publish(Path(out), Path(site), runtimes, base_url, bool(relative))
@@ -539,8 +577,12 @@ def _publish(ui, out: Path, site: str, runtimes: list[str] | None, base_url: str
             f"{', '.join(done.runtimes)} (under {site}); versions.json: {', '.join(done.versions)} (latest {done.latest})")
     ui.out.print(line)
     ui.final(line)
-    if not base_url:
+    if done.base_url is None:
         ui.warn("--relative: remoteUrl entries are relative, and the executorch_flutter app downloads remoteUrl as it is")
+    elif base_url is None:
+        ui.note(f"remoteUrl under {done.base_url}/<version>/: the baseUrl {shown(done.manifest)} records (its export's "
+                "--base-url); give --base-url URL where the site is served elsewhere")
+    return done
 
 
 def _cmd_backends(args, ui) -> int:
