@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ..core.errors import ManifestError, OutputError, UsageError
 from ..core.io import directory_lock, link_unshared_or_copy, replace_durably, write_atomic
-from ..report.manifest import MANIFEST_NAME, Manifest, load_manifest, now
+from ..report.manifest import ENTRY_LISTS, MANIFEST_NAME, Manifest, load_manifest, now
 from ..core.spec import check_base_url
 
 VERSIONS_NAME = "versions.json"
@@ -60,6 +60,9 @@ class Published:
     files: int
     versions: list[str]
     latest: str
+    base_url: str | None = None  # the URL the site is served at; None: relative remoteUrl (--relative)
+    base_from: str | None = None  # where base_url came from: "--base-url", or the export's manifest
+    manifest: Path | None = None  # the export's manifest that was published
 
 
 def _release(version: str, what: str) -> tuple[int, int, int]:
@@ -111,26 +114,58 @@ def check_site(site: Path, flag: str = "--site") -> None:
 
 def publish(out: Path, site: Path, runtimes: list[str] | None = None, base_url: str | None = None,
             relative: bool = False) -> Published:
+    """Publish the export whose manifest is ``out`` (an ``index.json``, or its directory) into
+    ``site``; ``base_url`` by default the one the export recorded (its ``--base-url``)."""
     if base_url is not None:
         check_base_url(base_url, "--base-url")
-    elif not relative:
-        raise UsageError("no --base-url: the executorch_flutter app downloads remoteUrl as it is, and a relative one "
-                         "does not download", fix="give --base-url URL (where the site will be served), or --relative "
-                         "if the app is given relative URLs on purpose")
     check_site(site)
-    manifest = load_manifest(Path(out) / MANIFEST_NAME)
-    if manifest is None:
-        raise UsageError(f"no manifest at {Path(out) / MANIFEST_NAME}", fix="export first: pteforge export --out " + str(out))
+    index, manifest = read_export(out)
+    base_url, base_from = _base_url(base_url, relative, manifest, index)
     made_with = _executorch_version(manifest)
     runtimes = runtimes_for(made_with, runtimes)
     root = _site_root(Path(site))
     try:
         with directory_lock(root):
-            files, listed = _publish_locked(Path(out), manifest, root, runtimes, base_url)
+            files, listed = _publish_locked(index, manifest, root, runtimes, base_url)
     except OSError as exc:
         raise OutputError(f"cannot publish into {site}: {exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else ""),
                           fix=f"check that you can write {site} and the directory it is in") from None
-    return Published(made_with, runtimes, files, listed, listed[-1])
+    return Published(made_with, runtimes, files, listed, listed[-1], base_url, base_from, index)
+
+
+def read_export(out: Path) -> tuple[Path, Manifest]:
+    """(the manifest's path, the manifest) of the export ``out`` names: an ``index.json`` (or
+    another manifest file), or the directory holding one, as ``select`` and ``manifest check`` take."""
+    out = Path(out)
+    index = out / MANIFEST_NAME if out.is_dir() else out
+    manifest = load_manifest(index)
+    if manifest is None:
+        folder = out if out.suffix != ".json" else out.parent
+        raise UsageError(f"no manifest at {index}", fix=f"give an export's index.json or its directory, or export first: "
+                         f"pteforge export --out {folder}")
+    return index, manifest
+
+
+def _base_url(given: str | None, relative: bool, manifest: Manifest, index: Path) -> tuple[str | None, str | None]:
+    """The URL the site is served at, and where it came from: ``--base-url``, else (unless
+    ``--relative``) the one the export recorded in its manifest; refused when there is none."""
+    if given is not None:
+        return given, "--base-url"
+    if relative:
+        return None, None
+    if manifest.baseUrl:
+        try:
+            check_base_url(manifest.baseUrl, "--base-url")
+        except UsageError:
+            raise UsageError(f"no --base-url, and the baseUrl {index} records ({manifest.baseUrl!r}) is not an http(s) "
+                             "URL the app can download from", fix="give --base-url URL (where the site will be "
+                             "served), or --relative if the app is given relative URLs on purpose") from None
+        return manifest.baseUrl, str(index)
+    example = next((f" (e.g. {e.file})" for e in manifest.artifacts()), "")
+    raise UsageError(f"no --base-url, and {index} records none (its export had no --base-url): every remoteUrl "
+                     f"published would be a relative path{example}, and the executorch_flutter app downloads "
+                     "remoteUrl as it is", fix="give --base-url URL (where the site will be served), or --relative "
+                     "if the app is given relative URLs on purpose")
 
 
 def _site_root(site: Path) -> Path:
@@ -142,9 +177,22 @@ def _site_root(site: Path) -> Path:
     return Path(os.path.realpath(site))
 
 
-def _publish_locked(out: Path, manifest: Manifest, site: Path, runtimes: list[str],
+def published_site(path: Path) -> Path | None:
+    """The published site ``path`` lies in: itself, or the nearest directory above it, holding
+    publish's ``versions.json`` (what the app fetches first); None when there is none."""
+    here = Path(os.path.realpath(path))
+    for folder in (here, *here.parents):
+        if (folder / VERSIONS_NAME).is_file():
+            with contextlib.suppress(ManifestError, OSError):
+                read_versions(folder)
+                return folder
+    return None
+
+
+def _publish_locked(index: Path, manifest: Manifest, site: Path, runtimes: list[str],
                     base_url: str | None) -> tuple[int, list[str]]:
-    """The publish proper, holding the site's lock: (files copied, versions listed)."""
+    """The publish proper, holding the site's lock: (files copied, versions listed);
+    ``index``: the export's manifest, whose directory holds its files."""
     staging = _fresh_staging(site)
     try:
         _refuse_unless_file(site / VERSIONS_NAME)
@@ -153,7 +201,7 @@ def _publish_locked(out: Path, manifest: Manifest, site: Path, runtimes: list[st
         versions = read_versions(site)
         files = 0
         for version in runtimes:
-            files = _publish_version(out, manifest, site, staging, version, base_url)
+            files = _publish_version(index, manifest, site, staging, version, base_url)
         listed = sorted(set(versions) | set(runtimes), key=_version_key)
         write_atomic(staging / VERSIONS_NAME, json.dumps({"versions": listed, "latest": listed[-1]}, indent=2) + "\n")
         replace_durably(staging / VERSIONS_NAME, site / VERSIONS_NAME)
@@ -163,8 +211,9 @@ def _publish_locked(out: Path, manifest: Manifest, site: Path, runtimes: list[st
     return files, listed
 
 
-def _publish_version(out: Path, manifest: Manifest, site: Path, staging: Path, version: str, base_url: str | None) -> int:
-    """``site/version`` with ``out``'s artifacts, built in ``staging`` and swapped in whole; the files copied."""
+def _publish_version(index: Path, manifest: Manifest, site: Path, staging: Path, version: str, base_url: str | None) -> int:
+    """``site/version`` with the artifacts of the manifest ``index``, built in ``staging`` and
+    swapped in whole; the files copied."""
     target, built = site / version, staging / version
     _check_version(target, version)
     if target.is_dir():
@@ -172,9 +221,9 @@ def _publish_version(out: Path, manifest: Manifest, site: Path, staging: Path, v
     else:
         built.mkdir()
     current = load_manifest(built / MANIFEST_NAME)  # read from the checked copy, never through a link
-    files = _copy_files(out, manifest, built)
-    index = _site_index(manifest, current, base_url.rstrip("/") + f"/{version}" if base_url else None)
-    write_atomic(built / MANIFEST_NAME, index.model_dump_json(indent=2, exclude_none=True) + "\n")
+    files = _copy_files(index, manifest, built)
+    merged = _site_index(manifest, current, base_url.rstrip("/") + f"/{version}" if base_url else None)
+    write_atomic(built / MANIFEST_NAME, merged.model_dump_json(indent=2, exclude_none=True) + "\n")
     _swap(built, target, staging)
     return files
 
@@ -306,17 +355,18 @@ def read_versions(site: Path) -> list[str]:
     return list(versions)
 
 
-def _copy_files(out: Path, manifest: Manifest, built: Path) -> int:
-    """Every file the manifest points at, copied under the same relative path (what a link
-    in ``out`` points to, never the link). Copied, not linked: ``out``'s files are often hard
+def _copy_files(index: Path, manifest: Manifest, built: Path) -> int:
+    """Every file the manifest ``index`` points at, copied under the same relative path (what
+    a link in its directory ``out`` points to, never the link). Copied, not linked: ``out``'s files are often hard
     links of the cache's, whose inodes would then be served. A file ``built`` kept (a hard
     link of the live version's) is unlinked first, never written through."""
     rels = {e.file for e in manifest.artifacts()} | {e.bundle["file"] for e in manifest.artifacts() if e.bundle}
     rels |= {lab.file for lab in manifest.labels} | {e.labelsFile for e in manifest.artifacts() if e.labelsFile}
+    out = index.parent
     for rel in sorted(rels):
         src, dst = out / rel, built / rel
         if not src.is_file():
-            raise UsageError(f"{src} is listed in {out / MANIFEST_NAME} but missing", fix="export again, then publish")
+            raise UsageError(f"{src} is listed in {index} but missing", fix="export again, then publish")
         dst.parent.mkdir(parents=True, exist_ok=True)
         dst.unlink(missing_ok=True)
         shutil.copyfile(src, dst)
@@ -324,22 +374,29 @@ def _copy_files(out: Path, manifest: Manifest, built: Path) -> int:
 
 
 def _site_index(manifest: Manifest, current: Manifest | None, base: str | None) -> Manifest:
-    """The version's index: ``manifest``'s entries over what the version held, URLs under ``base``."""
+    """The version's index: ``manifest``'s entries over what the version held, in each of its
+    lists (``ENTRY_LISTS``: the app's ``models``, ``references``, ``outOfBudget``, ``notForApp``,
+    ``failed``: every file the version holds stays listed), URLs under ``base``."""
 
     def url(rel: str) -> str:
         return f"{base}/{rel}" if base else rel
 
-    new = [e.model_copy(update={"remoteUrl": url(e.file),
-                                "labelsRemoteUrl": url(e.labelsFile) if e.labelsFile else None})
-           for e in manifest.models]
-    taken = {e.name for e in new} | {(e.modelName, e.backend) for e in new}
-    kept = [e for e in (current.models if current else []) if e.name not in taken and (e.modelName, e.backend) not in taken]
+    lists = {key: [e.model_copy(update={"remoteUrl": url(e.file), "labelsRemoteUrl": url(e.labelsFile) if e.labelsFile
+                                        else None}) for e in getattr(manifest, key)] for key in ENTRY_LISTS}
+    names = {e.name for entries in lists.values() for e in entries}  # an artifact listed anew, in whichever list
+    keys = {(e.modelName, e.backend) for e in lists["models"]}  # the app's key: one entry each
+    for key, new in lists.items():
+        kept = [e for e in (getattr(current, key) if current else []) if e.name not in names
+                and (key != "models" or (e.modelName, e.backend) not in keys)]
+        lists[key] = sorted([*kept, *new], key=lambda m: (m.category, m.base_model, m.name))
     labels = {lab.category: lab for lab in (current.labels if current else [])}
     labels.update({lab.category: lab.model_copy(update={"remoteUrl": url(lab.file)}) for lab in manifest.labels})
+    chosen = {(c.get("model"), c.get("backend")) for c in manifest.precisionChoices}
     merged = manifest.model_copy(update={
-        "generated": now(), "baseUrl": base or "", "models": sorted([*kept, *new], key=lambda m: (m.category, m.base_model, m.name)),
-        "labels": [labels[c] for c in sorted(labels, key=str)],
+        "generated": now(), "baseUrl": base or "", **lists, "labels": [labels[c] for c in sorted(labels, key=str)],
         "backends": {**(current.backends if current else {}), **manifest.backends},
+        "precisionChoices": [c for c in (current.precisionChoices if current else [])
+                             if (c.get("model"), c.get("backend")) not in chosen] + manifest.precisionChoices,
     })
     from ..core.fallback import fallback_table
     from .platforms import fallback_tables

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..backends import program_check
-from ..core.errors import one_line
+from ..core.errors import UsageError, one_line
 from ..runtime.host import Host
 from ..runtime.isolate import ChildCrashed, IsolatedRuntime
 from ..report.manifest import MANIFEST_NAME, ModelEntry, load_manifest
@@ -71,6 +71,42 @@ def discover(models_dir: Path) -> list[tuple[Path, ModelEntry | None, Path | Non
     for f in sorted([*models_dir.rglob("*.pte"), *models_dir.rglob("*.bpte")]):
         found.setdefault(f.resolve(), (f.resolve(), None, None))
     return sorted(found.values(), key=lambda t: str(t[0]))
+
+
+@dataclass
+class ReportPlace:
+    """Where ``validate`` writes: its JSON report and the drawings (``--draw``); ``site``: the
+    published site the directory lies in, which validate only reads (nothing goes into it:
+    the report goes to the cache's ``validation/`` folder, or where --output-file says)."""
+
+    output: Path
+    draw: Path | None
+    site: Path | None = None
+
+
+def report_place(root: Path, output_file: str | None, draw: str | None) -> ReportPlace:
+    """Where the validation of ``root`` writes, refused (before any work) inside a published site."""
+    from ..report.summary import VALIDATION_NAME
+    from .publish import published_site
+
+    site = published_site(root)
+    if site is None:
+        return ReportPlace(Path(output_file) if output_file else Path(root) / VALIDATION_NAME,
+                           None if draw is None else Path(draw or Path(root) / "validation"))
+    import hashlib
+
+    from ..core.io import cache_root
+
+    real = os.path.realpath(root)
+    folder = cache_root() / "validation" / f"{Path(real).name}-{hashlib.sha256(os.fsencode(real)).hexdigest()[:8]}"
+    place = ReportPlace(Path(output_file) if output_file else folder / VALIDATION_NAME,
+                        None if draw is None else Path(draw or folder / "validation"), site)
+    for flag, path, alone in (("--output-file", place.output, f"leave it out: the report then goes to {folder}"),
+                              ("--draw", place.draw, f"give --draw alone: the drawings then go to {folder}")):
+        if path is not None and Path(os.path.realpath(path)).is_relative_to(site):
+            raise UsageError(f"{flag} {path} is inside {site}, a published site: validate only reads a site and writes "
+                             "nothing into it", fix=f"give {flag} a path outside {site}, or {alone}")
+    return place
 
 
 class EagerCache:
