@@ -45,7 +45,11 @@ def test_pyproject_tool_table(capsys, tmp_path):
     [
         ('out = "x"\nbackend = ["xnnpack"]\n', "pteforge.toml:2: backend is not an option; did you mean backends?"),
         ('seed = "seven"\n', "pteforge.toml:1: seed has a wrong value"),
-        ("backends = [xnnpack]\n", "pteforge.toml: not valid TOML"),
+        ('out = "x"\nbackends = [xnnpack]\n', "pteforge.toml:2: not valid TOML: Invalid value, column 13 (fix: "),
+        ('seed = 1\nbackends = ["xnnpack"\n', "pteforge.toml:2: not valid TOML: Unclosed array (the file ends inside it)"),
+        ('seed = 1\nseed = 2\n', "pteforge.toml:2: not valid TOML: Cannot overwrite a value, column 9 (fix: that key is set twice"),
+        ('model = ["tiny_models:tiny"]\ntask = "clasification"\n',
+         "pteforge.toml:2: task has a wrong value: 'clasification' is not one of classification, detection"),
         ('target = "ios"\nplatform = "web"\n', "pteforge.toml:2: target and platform are the same option"),
         ('platform = "mars"\n', "pteforge.toml:1: platform has a wrong value: 'mars' is not one of ios, android"),
         ('out = "x"\nexecutor = "dask"\n', "pteforge.toml:2: executor has a wrong value: 'dask' is not one of local, ray"),
@@ -224,7 +228,7 @@ def test_a_file_that_is_not_text_is_one_error_and_never_found(capsys, tmp_path):
     code, _, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml")
     assert code == ExitStatus.USAGE
     [line] = error_lines(err)
-    assert "pteforge.toml: not valid TOML" in line, line
+    assert "pteforge.toml:1: not valid TOML: byte 0xff is not UTF-8 text (fix: save the file as UTF-8" in line, line
 
     from pteforge.ui.config import discover
 
@@ -323,3 +327,86 @@ def test_worker_jobs_get_the_artifact_options_and_only_the_run_options_they_read
     new = options.Option("polish_level", ("--polish-level",), "output", "how much", options.ARTIFACT, 2, type=int)
     monkeypatch.setattr(options, "OPTIONS", options.OPTIONS + (new,))
     assert "polish_level" in {f.name for f in dataclasses.fields(spec._job_config())}
+
+
+TABLES = """\
+weights = "none"
+bench-runs = 0
+
+[[model]]
+source = "tiny_models:tiny"
+input-shape = "1,3,8,8"
+
+[[model]]
+source = "tiny_models:sized"
+input-shape = [1, 3, 8, 8]
+"""
+
+
+@pytest.mark.parametrize(
+    "second, needle",
+    [
+        ('task = "clasification"\n', "pteforge.toml:11: [[model]] table 2: task has a wrong value: 'clasification' is "
+                                     "not one of classification, detection, pose, face, segmentation (or a family's "
+                                     "category: mobilenet"),
+        ('fit = "squash"\n', "pteforge.toml:11: [[model]] table 2: fit has a wrong value: 'squash' is not one of crop, "
+                             "letterbox, stretch (fix: use one of those values)"),
+        ('# its own targets\nbackends = ["xnnpak"]\n',
+         "pteforge.toml:12: [[model]] table 2: backends: unknown backend 'xnnpak'. Did you mean 'xnnpack'?"),
+        ('precision = "int3"\n', "pteforge.toml:11: [[model]] table 2: precision: unknown precision 'int3'"),
+        ('input-dtype = ["complex64"]\n', "pteforge.toml:11: [[model]] table 2: input-dtype: unsupported --input-dtype"),
+        ('seed = 3\n', "pteforge.toml:11: [[model]] table 2: seed is not a key of a model table"),
+        ('input-shap = [1, 3, 8, 8]\n', "pteforge.toml:11: [[model]] table 2: input-shap is not a key of a model table; "
+                                        "did you mean input-shape?"),
+        ('mean = [1, 2]\n', "pteforge.toml:11: [[model]] table 2: mean has a wrong value"),
+    ],
+)
+def test_errors_in_a_model_table_name_the_line_of_its_key(capsys, tmp_path, second, needle):
+    """What is wrong in a [[model]] table, found by the file's schema, its choices, or only
+    by the export itself (backends, precisions, dtypes): the line of the key in that table."""
+    (tmp_path / "pteforge.toml").write_text(TABLES + second)
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml", "--dry-run")
+    assert code == ExitStatus.USAGE, err
+    [line] = error_lines(err)
+    assert needle in line and "(fix: " in line, line
+    assert line.startswith(f"error: {tmp_path / 'pteforge.toml'}:"), line
+
+
+def test_two_model_tables_of_one_name_are_told_to_add_a_name(capsys, tmp_path):
+    twice = TABLES.replace("tiny_models:sized", "tiny_models:tiny").replace("[1, 3, 8, 8]", "[1, 3, 16, 16]")
+    (tmp_path / "pteforge.toml").write_text(twice)
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml", "--dry-run")
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert (f"{tmp_path / 'pteforge.toml'}:8: [[model]] tables 1 and 2 are both named 'tiny'; one model would "
+            'overwrite the other\'s files (fix: add name = "tiny_2" (or another name) to [[model]] table 2)') in line, line
+    # with a name of its own, both export
+    (tmp_path / "pteforge.toml").write_text(twice + 'name = "tiny16"\n')
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml", "--dry-run")
+    assert code == ExitStatus.OK, err
+    # the same table twice is one model, as the same --model twice
+    (tmp_path / "pteforge.toml").write_text(TABLES.replace("tiny_models:sized", "tiny_models:tiny"))
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml", "--dry-run")
+    assert code == ExitStatus.OK, err
+
+
+def test_model_tables_in_pyproject_name_the_pyprojects_lines(capsys, tmp_path):
+    body = TABLES.replace("[[model]]", "[[tool.pteforge.model]]")
+    (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "app"\ntask = "x"\n\n[tool.pteforge]\n{body}task = "detecton"\n')
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "pyproject.toml", "--dry-run")
+    assert code == ExitStatus.USAGE
+    [line] = error_lines(err)
+    assert (f"{tmp_path / 'pyproject.toml'}:16: [[tool.pteforge.model]] table 2: task has a wrong value: 'detecton' "
+            "is not one of classification") in line and "did you mean detection?" in line, line
+    (tmp_path / "pyproject.toml").write_text(f'[project]\nname = "app"\n\n[tool.pteforge]\n{body}input-shape = [1, 3,\n')
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "pyproject.toml", "--dry-run")
+    [line] = error_lines(err)
+    assert code == ExitStatus.USAGE and f"{tmp_path / 'pyproject.toml'}:15: not valid TOML" in line, line
+
+
+def test_inline_model_tables_name_the_line_of_model(capsys, tmp_path):
+    (tmp_path / "pteforge.toml").write_text('weights = "none"\nmodel = [\n  {source = "tiny_models:tiny", '
+                                            'input-shape = "1,3,8,8"},\n  {source = "tiny_models:tiny", fit = "x"},\n]\n')
+    code, _, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml", "--dry-run")
+    [line] = error_lines(err)
+    assert code == ExitStatus.USAGE and "pteforge.toml:2: [[model]] table 2: fit has a wrong value" in line, line

@@ -138,16 +138,11 @@ def discover(start: Path) -> Path | None:
 
 def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str, Any]:
     """The export options ``path`` sets, as the command line's destinations; a value that
-    ``choices`` (destination -> the flag's choices) does not hold is an error naming it."""
+    ``choices`` (destination -> the flag's choices) does not hold, or a task ``--task`` does
+    not take, is an error naming it and its line, at the top level or in a ``[[model]]`` table."""
     path = Path(path)
-    try:
-        text = path.read_text()
-        data = tomllib.loads(text)
-    except OSError as exc:
-        raise UsageError(f"-c {path}: {exc.strerror}", fix="give the path of a pteforge.toml or pyproject.toml") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: not valid TOML ({exc})", fix="fix the TOML syntax at that line") from None
-    table, prefix = _options(path, data)
+    text = _text(path)
+    table, prefix = _options(path, _toml(path, text))
     if table is None:
         raise UsageError(f"{path} has no [tool.pteforge] table", fix="add [tool.pteforge] with the export options")
     table = {key.replace("-", "_"): value for key, value in table.items()}
@@ -162,18 +157,123 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
     except ValidationError as exc:
         raise _refusal(exc, path, text, prefix, schema) from None
     values = parsed.model_dump(exclude_none=True)
-    for dest, allowed in (choices or {}).items():
+    choices = {**(choices or {}), "task": _tasks()}
+    for dest, allowed in choices.items():
         if dest in values and values[dest] not in allowed:
             key = next(k for k in _spellings(schema, dest) if k in table)
             raise UsageError(f"{_where(path, text, key, prefix[:-1])}: {prefix}{key.replace('_', '-')} has a wrong value: "
-                             f"{values[dest]!r} is not one of {', '.join(map(str, allowed))}",
-                             fix="use one of those values")
+                             f"{_not_one_of(values[dest], allowed, dest)}", fix="use one of those values")
+    _check_tables(path, text, prefix, values, choices)
     for family in set(schema.model_fields) - set(ExportOptions.model_fields):  # true: the default model
         if values.get(family) is True:
             values[family] = []
         elif values.get(family) is False:
             values.pop(family)
     return _relative_to(path.parent, values)
+
+
+def _text(path: Path) -> str:
+    """``path``'s text (TOML is UTF-8); one error line naming the file (and the line) when
+    it cannot be read."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"-c {path}: {exc.strerror}", fix="give the path of a pteforge.toml or pyproject.toml") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}:{line}: not valid TOML: byte {raw[exc.start]:#04x} is not UTF-8 text",
+                         fix=f"save the file as UTF-8 text, or remove that byte from line {line}") from None
+
+
+def _toml(path: Path, text: str) -> dict:
+    """``text`` parsed; invalid TOML is one error line naming the file and the line
+    (tomllib's "(at line N, column M)", or the file's last line at "end of document")."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        at = re.search(r"\s*\(at line (\d+), column (\d+)\)", message)
+        end = re.search(r"\s*\(at end of document\)", message)
+        line = int(at.group(1)) if at else max(len(text.splitlines()), 1)
+        cause = message[:(at or end).start()] if at or end else message
+        column = f", column {at.group(2)}" if at else " (the file ends inside it)" if end else ""
+        fix = ("that key is set twice: keep one of them" if cause.startswith("Cannot overwrite") else
+               "fix the TOML syntax of that line" + (": strings take quotes, e.g. backends = [\"xnnpack\"]"
+                                                     if at and cause.startswith("Invalid value") else ""))
+        raise UsageError(f"{path}:{line}: not valid TOML: {cause}{column}", fix=fix) from None
+
+
+def _tasks() -> list[str]:
+    """The words ``--task`` takes (``custom.as_task``): the app's tasks that a family with its
+    preprocessing does, then each family's category."""
+    from ..families import families
+    from ..models.custom import TASKS
+
+    fams = families()
+    words = [t for t in TASKS if any(f.task == TASKS[t] and f.preprocessing is not None for f in fams)]
+    return words + [f.category for f in fams if f.category not in words]
+
+
+def _not_one_of(value, allowed: list, key: str = "") -> str:
+    """``'clasification' is not one of ...; did you mean classification?`` (a task: the app's
+    tasks, then the families' categories, as ``--task``'s help says them)."""
+    from ..core.registry import closest
+    from ..models.custom import TASKS
+
+    hint = closest(value, [str(a) for a in allowed]) if isinstance(value, str) else None
+    words = [str(a) for a in allowed]
+    said = ", ".join(words)
+    if key == "task":
+        said = ", ".join(w for w in words if w in TASKS) + " (or a family's category: " + \
+            ", ".join(w for w in words if w not in TASKS) + ")"
+    return f"{value!r} is not one of {said}" + (f"; did you mean {hint}?" if hint else "")
+
+
+def _check_tables(path: Path, text: str, prefix: str, values: dict, choices: dict[str, list]) -> None:
+    """Each ``[[model]]`` table's values that have choices (``task``, ``fit``) among them, and
+    no two tables naming different models alike (one would overwrite the other): an error
+    naming the table and its line."""
+    entries = values.get("model") or []
+    for number, entry in enumerate(entries, 1):
+        for key, value in entry.items() if isinstance(entry, dict) else ():
+            if key in choices and value not in choices[key]:
+                raise UsageError(f"{_table_line(path, text, prefix + 'model', number, key)}: [[{prefix}model]] table "
+                                 f"{number}: {key.replace('_', '-')} has a wrong value: {_not_one_of(value, choices[key], key)}",
+                                 fix="use one of those values")
+    names = [_model_name(entry, values.get("name")) for entry in entries]
+    for later, name in enumerate(names):
+        first = next((i for i in range(later) if name and names[i] == name and entries[i] != entries[later]), None)
+        if first is None or not any(isinstance(entries[i], dict) for i in (first, later)):
+            continue  # plain --model strings: the export names them (api._check_names)
+        table = later if isinstance(entries[later], dict) else first
+        key = "name" if entries[table].get("name") else None
+        both = (f"[[{prefix}model]] tables" if all(isinstance(entries[i], dict) for i in (first, later))
+                else f"{prefix}model entries")
+        raise UsageError(f"{_table_line(path, text, prefix + 'model', table + 1, key)}: {both} {first + 1} and "
+                         f"{later + 1} are both named {name!r}; one model would overwrite the other's files",
+                         fix=f'{"write" if key else "add"} name = "{name}_{table + 1}" (or another name) '
+                             f'{"there" if key else f"to [[{prefix}model]] table {table + 1}"}')
+
+
+def _model_name(entry, given: str | None) -> str | None:
+    """The name a ``model`` entry exports under (``custom.factory_spec``, ``custom_spec``):
+    its table's ``name``, the top level's, its factory's or its file's; None if unknown."""
+    from ..models.custom import factory_name, parse_factory
+
+    ref = entry.get("source") if isinstance(entry, dict) else entry
+    name = (entry.get("name") if isinstance(entry, dict) else None) or given
+    if name or not isinstance(ref, str):
+        return name
+    module, colon, _ = ref.partition(":")
+    if colon and not re.match(r"^[A-Za-z]:[\\/]", ref):  # not a Windows drive
+        try:
+            module, func, args, _ = parse_factory(ref)
+        except UsageError:
+            return None  # the export says what is wrong with it
+        return factory_name(func, args, module)
+    return Path(ref).stem
 
 
 def _refusal(exc: ValidationError, path: Path, text: str, prefix: str, schema) -> UsageError:
@@ -192,7 +292,7 @@ def _refusal(exc: ValidationError, path: Path, text: str, prefix: str, schema) -
                 if err["type"] == "extra_forbidden" else "is missing: what --model takes" if err["type"] == "missing"
                 else f"has a wrong value: {err['msg']}")
         number = int(err["loc"][1]) + 1
-        return UsageError(f"{_table_line(path, text, prefix + 'model', number)}: [[{prefix}model]] table {number}: "
+        return UsageError(f"{_table_line(path, text, prefix + 'model', number, field)}: [[{prefix}model]] table {number}: "
                           f"{field.replace('_', '-')} {what}",
                           fix="a model table takes source, name, task, input-shape, input-dtype, labels-file, mean, std, "
                               "fit, backends and precision")
@@ -205,11 +305,24 @@ def _refusal(exc: ValidationError, path: Path, text: str, prefix: str, schema) -
                       fix="use the export flags' names and types (pteforge export --help)")
 
 
-def _table_line(path: Path, text: str, name: str, number: int) -> str:
-    """``path:line`` of the ``number``-th ``[[name]]`` header (``path`` alone if not found)."""
+def _table_line(path: Path, text: str, name: str, number: int, key: str | None = None) -> str:
+    """``path:line`` of ``key`` (in either spelling) in the ``number``-th ``[[name]]`` table, or
+    of its header when ``key`` is None or not there; for tables written inline
+    (``model = [{source = ...}]``), the line of ``name`` itself."""
     pattern = re.compile(r"\s*\[\[\s*" + re.escape(name).replace("\\.", r"\s*\.\s*") + r"\s*\]\]")
-    lines = [i for i, line in enumerate(text.splitlines(), 1) if pattern.match(line)]
-    return f"{path}:{lines[number - 1]}" if len(lines) >= number else str(path)
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines, 1) if pattern.match(line)]
+    if len(starts) < number:
+        table, _, last = name.rpartition(".")
+        return _where(path, text, last, table)
+    spellings = {key, key.replace("_", "-")} if key else set()
+    for number_, line in enumerate(lines[starts[number - 1]:], starts[number - 1] + 1):
+        if re.match(r"\s*\[\[?\s*[\w\-.\"' ]+\]\]?\s*(#.*)?$", line):
+            break  # the next table
+        m = re.match(r"\s*([\w\-\"']+)\s*=", line)
+        if m and m.group(1).strip("\"'") in spellings:
+            return f"{path}:{number_}"
+    return f"{path}:{starts[number - 1]}"
 
 
 def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
@@ -263,6 +376,18 @@ def locations(path: Path) -> dict[str, str]:
     dests = {spelling: name for name in schema.model_fields for spelling in _spellings(schema, name)}
     keys = [key.replace("-", "_") for key in table or {}]
     return {dests.get(key, key): _where(path, text, key, prefix[:-1]) for key in keys}
+
+
+def table_locations(path: Path, values: dict[str, Any]) -> dict[str, tuple[str, Any]]:
+    """Each key of each ``[[model]]`` table of ``path`` (whose options are ``values``,
+    ``load_config``'s) by a label naming it (``[[model]] table 2: backends``): its
+    ``path:line`` and its value, so an error the export finds in it names its line."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    _, prefix = _options(path, {})
+    return {f"[[{prefix}model]] table {number}: {key}": (_table_line(path, text, prefix + "model", number, key), value)
+            for number, entry in enumerate(values.get("model") or [], 1) if isinstance(entry, dict)
+            for key, value in entry.items()}
 
 
 def _spellings(schema: type[BaseModel], name: str) -> list[str]:
