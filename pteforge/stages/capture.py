@@ -7,6 +7,7 @@ so that every target lowers from the same capture, in this process or another.
 from __future__ import annotations
 
 import importlib
+import math
 import re
 import time
 from collections import OrderedDict
@@ -30,6 +31,9 @@ class Capture:
     variants: dict[str, str] = field(default_factory=dict)
     # more than one target of this run quantizes it: each saves what it quantized for the others
     share_quantized: bool = False
+    # the program's weights and constants at fp32 (integer tensors at their own size): what a
+    # reduced precision's size is measured against when no fp32 program is lowered
+    fp32_bytes: int = 0
 
 
 def variant_key(backend: str, precision) -> str:
@@ -152,6 +156,151 @@ def _dtype_fix(model, example: tuple) -> str | None:
             f"give --input-dtype {dtype} for each float input, or return model.float() from the factory")
 
 
+# A capture that fails because the input shape is not the one a layer takes: the layer,
+# what it takes and what it got, from an eager run of the model (``shape_mismatch``).
+_MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+_CHANNELS = re.compile(r"expected input\[[\d, ]*\] to have (\d+) channels, but got (\d+) channels")
+_SIZES = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)")
+_TRIES, _TRY_SECONDS, _TRY_ELEMENTS = 9, 30.0, 1 << 26  # the shapes tried eagerly before one is suggested
+
+
+def failing_layer(model, example: tuple) -> tuple[str, object, tuple, BaseException] | None:
+    """(name, module, its arguments, what it raised) of the innermost module running when an
+    eager run of ``model`` on ``example`` raised (name "" for the model's own forward); None
+    when it runs, or its modules take no hooks (TorchScript)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
+        return None
+    names = {m: n for n, m in model.named_modules()}
+    running: list[tuple] = []
+
+    def enter(module, args):
+        running.append((module, args))
+
+    def leave(module, args, output):
+        at = next((i for i in range(len(running) - 1, -1, -1) if running[i][0] is module), None)
+        if at is not None:
+            del running[at:]  # and what it caught of its children's
+
+    handles = []
+    try:
+        for m in names:
+            handles += [m.register_forward_pre_hook(enter), m.register_forward_hook(leave)]
+        with torch.no_grad():
+            model(*example)
+    except Exception as exc:  # noqa: BLE001 - what the model raised is the answer
+        if len(handles) < 2 * len(names):
+            return None  # a module that takes no hooks
+        module, args = running[-1] if running else (model, example)
+        return names.get(module, ""), module, args, exc
+    finally:
+        for h in handles:
+            h.remove()
+    return None
+
+
+def _mismatch(module, args: tuple, text: str) -> tuple[str, int, int, int | None] | None:
+    """(what, wanted, got, dim) of a layer's input that is not the size it takes: ``features``
+    (a Linear's last dim, a matmul's), ``channels`` (a convolution's), or ``sizes`` (two
+    tensors combined elementwise, at ``dim``); None for another failure."""
+    import torch
+
+    x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    features = getattr(module, "in_features", None)
+    if x is not None and isinstance(features, int) and x.dim() >= 1 and x.shape[-1] != features:
+        return "features", features, x.shape[-1], None
+    kernel, channels = getattr(module, "kernel_size", None), getattr(module, "in_channels", None)
+    if x is not None and isinstance(channels, int) and isinstance(kernel, tuple) and x.dim() in (len(kernel) + 1, len(kernel) + 2):
+        dim = x.dim() - len(kernel) - 1
+        if x.shape[dim] != channels:
+            return "channels", channels, x.shape[dim], None
+    if m := _MATMUL.search(text):
+        return "features", int(m.group(3)), int(m.group(2)), None
+    if m := _CHANNELS.search(text):
+        return "channels", int(m.group(1)), int(m.group(2)), None
+    if m := _SIZES.search(text):
+        return "sizes", int(m.group(2)), int(m.group(1)), int(m.group(3))
+    return None
+
+
+def _candidates(shape: list[int], fed: bool, what: str, wanted: int, got: int) -> list[list[int]]:
+    """Input shapes that may give the layer what it takes: a layer fed the input itself, the
+    input with that dim changed; a Linear after a flatten, the spatial dims (or a sequence's
+    length) scaled to give the features it takes, and their neighbours; sizes that must
+    match, each dim of the one size made the other."""
+    if what == "channels":
+        return [shape[:1] + [wanted] + shape[2:], [wanted] + shape[1:]] if fed else []
+    if what == "sizes":
+        return [shape[:i] + [new] + shape[i + 1:] for i, d in enumerate(shape) for old, new in ((got, wanted), (wanted, got))
+                if d == old and i > 0]
+    found = [shape[:-1] + [wanted]] if fed else []
+    scaled = shape[2:] if len(shape) >= 3 else shape[1:]
+    if scaled and got > 0:
+        factor = (wanted / got) ** (1 / len(scaled))
+        for step in (0, 1, -1, 2, -2, 3, -3, 4, -4):
+            found.append(shape[:len(shape) - len(scaled)] + [max(1, round(d * factor) + step) for d in scaled])
+    return found
+
+
+def _runs(model, shape: list[int], like) -> bool:
+    """Whether ``model`` runs eagerly on an input of ``shape`` (``like``'s dtype)."""
+    import torch
+
+    x = torch.rand(shape, dtype=like.dtype) if like.is_floating_point() else torch.zeros(shape, dtype=like.dtype)
+    try:
+        with torch.no_grad():
+            model(x)
+        return True
+    except Exception:  # noqa: BLE001 - it does not run at that shape
+        return False
+
+
+def _runnable_shape(model, example: tuple, fed: bool, found: tuple) -> list[int] | None:
+    """The first of ``_candidates`` the model runs at, tried eagerly (a few, for a few
+    seconds at most): only a shape seen to run is suggested."""
+    import torch
+
+    if len(example) != 1 or not isinstance(example[0], torch.Tensor):
+        return None
+    given = list(example[0].shape)
+    start, tried = time.perf_counter(), 0
+    for shape in _candidates(given, fed, *found[:3]):
+        if shape == given or math.prod(shape) > _TRY_ELEMENTS:
+            continue
+        if tried >= _TRIES or time.perf_counter() - start > _TRY_SECONDS:
+            break
+        tried += 1
+        if _runs(model, shape, example[0]):
+            return shape
+    return None
+
+
+def shape_mismatch(model, example: tuple) -> tuple[str, str] | None:
+    """(message, fix) when ``model`` fails on ``example`` because a layer is given another
+    size than it takes: the layer by name, what it takes and what it got from the
+    ``--input-shape``, and an input shape the model was seen to run at, if one was found."""
+    import torch
+
+    failed = failing_layer(model, example)
+    found = failed and _mismatch(failed[1], failed[2], str(failed[3]))
+    if not found:
+        return None
+    name, module, args, _ = failed
+    what, wanted, got, dim = found
+    given = " ".join(f"--input-shape {','.join(map(str, x.shape))}" for x in example if isinstance(x, torch.Tensor))
+    layer = f"layer '{name}' ({type(module).__name__})" if name else "forward"
+    if what == "sizes":
+        said = f"the model's {layer} combines sizes {got} and {wanted} at dimension {dim}, which must match, from {given}"
+    else:
+        said = f"the model's {layer} takes {wanted} {what if wanted != 1 else what[:-1]} but got {got} from {given}"
+    fed = bool(args) and isinstance(args[0], torch.Tensor) and len(example) == 1 and args[0].shape == example[0].shape
+    shape = _runnable_shape(model, example, fed, found)
+    fix = "give the input shape the model was built for" + (
+        f" (--input-shape {','.join(map(str, shape))} runs it)" if shape else "")
+    return said, fix
+
+
 def reference_inputs(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple], str | None]:
     """The inputs the program is captured with and verified on, and where they came from
     (None: seeded). By default the example input (seed) plus ``verify_inputs`` more seeded
@@ -204,9 +353,7 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     except CaptureError:
         raise
     except Exception as exc:
-        fix = _capture_fix(model, inputs[0]) or FILE_FIX.get(spec.source, "see https://pytorch.org/docs/stable/export.html")
-        given = ", ".join(f"{tuple(x.shape)}" for x in inputs[0] if hasattr(x, "shape"))
-        raise CaptureError(f"{summarize_export_error(exc, spec.source)} (inputs of shape {given})", fix=fix) from exc
+        raise _capture_failure(exc, model, spec, inputs[0]) from exc
     if not exported.graph_signature.user_outputs:  # None, a number: a program with no output cannot be saved
         raise CaptureError("the model returns no tensor, so its program would have no output",
                            fix="return from forward() the tensors an app reads")
@@ -233,7 +380,29 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     with check_writable_tmp(work_dir):
         torch.export.save(exported, str(pt2))
         torch.save(reference, ref)
-    return Capture(spec.name, str(pt2), str(ref), timings, _variants(model, spec, work_dir, variants, inputs[0], timings))
+    return Capture(spec.name, str(pt2), str(ref), timings, _variants(model, spec, work_dir, variants, inputs[0], timings),
+                   fp32_bytes=fp32_bytes(exported))
+
+
+def fp32_bytes(exported) -> int:
+    """The bytes of ``exported``'s weights, buffers and constants with every float at fp32."""
+    import torch
+
+    tensors = [*exported.state_dict.values(), *exported.constants.values()]
+    return sum(t.numel() * (4 if t.is_floating_point() else t.element_size())
+               for t in tensors if isinstance(t, torch.Tensor))
+
+
+def _capture_failure(exc: BaseException, model, spec: ModelSpec, example: tuple) -> CaptureError:
+    """What torch.export raised, as one line and its fix: what pteforge sees of the cause
+    (``_capture_fix``), a layer given another size than it takes (``shape_mismatch``), or
+    torch.export's own sentence and the inputs' shapes."""
+    fix = _capture_fix(model, example)
+    if fix is None and (mismatch := shape_mismatch(model, example)):
+        return CaptureError(mismatch[0], fix=mismatch[1])
+    fix = fix or FILE_FIX.get(spec.source, "see https://pytorch.org/docs/stable/export.html")
+    given = ", ".join(f"{tuple(x.shape)}" for x in example if hasattr(x, "shape"))
+    return CaptureError(f"{summarize_export_error(exc, spec.source)} (inputs of shape {given})", fix=fix)
 
 
 def _variants(model, spec: ModelSpec, work_dir: Path, variants: tuple, example: tuple, timings: dict) -> dict[str, str]:
