@@ -75,8 +75,8 @@ def plan_targets(
     before any work. ``None`` means every backend that can lower here. ``platform``
     (``--target ios``) adds that platform's backends in priority order: when they
     cannot lower here they are listed, but do not fail the run. ``precision`` (``--precision``) is the precision
-    of targets that name none, or ``auto``. Every reduced-precision target brings its
-    fp32 reference (see :mod:`pteforge.app.precision`).
+    of targets that name none, or ``auto``. A reduced-precision target that runs here brings
+    its fp32 reference, to be timed against (see :mod:`pteforge.app.precision`).
     """
     from .app.precision import expand_auto, with_references
     from .core.spec import Precision
@@ -89,11 +89,13 @@ def plan_targets(
         implied = frozenset(targets_for(platform)) - set(requests or [])
         requests = [*targets_for(platform), *(requests or [])]
     plan = _plan(requests, registry, implied, None if precision in (None, "auto") else Precision.parse(precision))
-    if precision == "auto":
-        from .runtime.host import host
+    from .runtime.host import host
 
-        plan.targets, plan.auto, plan.auto_notes = expand_auto(plan.targets, here or host())
-    plan.targets, plan.references = with_references(plan.targets)
+    here = here or host()
+    if precision == "auto":
+        plan.targets, plan.auto, plan.auto_notes = expand_auto(plan.targets, here)
+    plan.targets, plan.references = with_references(
+        plan.targets, lambda t: all(registry.get(b).run_check(here).ok for b in t.backends))
     return plan
 
 
@@ -177,9 +179,9 @@ def check_surroundings(values: dict) -> list[str]:
 
         if values.get("publish_base_url") is not None:
             check_base_url(values["publish_base_url"], "--publish-base-url")
-        elif not values.get("publish_relative"):
-            raise UsageError("--publish without --publish-base-url: the executorch_flutter app downloads remoteUrl as "
-                             "it is, and a relative one does not download",
+        elif not values.get("publish_relative") and not values.get("base_url"):  # --base-url: publish's default
+            raise UsageError("--publish without --publish-base-url or --base-url: every remoteUrl published would be "
+                             "relative, and the executorch_flutter app downloads remoteUrl as it is",
                              fix="give --publish-base-url URL (where SITE will be served), or --publish-relative")
         check_site(Path(values["publish"]), "--publish")
         if values.get("publish_runtime"):
@@ -306,7 +308,7 @@ def export(
                     sink.merge([], None)
                 run.pool, run.capture_pool, run.work = pool, captures, Path(work)
                 run.all(models)
-                choices = _measure(out, run.records, plan, models, config, reporter, pool, time.monotonic() - started) if models else []
+                choices = _measure(run, out, models, time.monotonic() - started) if models else []
                 sink.labels  # noqa: B018 - a failure to write them is the run's, even with no row to merge
     except BaseException:
         remove_run_temporaries(out, run_id)
@@ -389,19 +391,51 @@ def _label_files(models: list[ModelSpec], every: bool) -> dict[tuple[str, str], 
 
 
 def _checked_out(models: list[ModelSpec], config: ExportConfig, plan: TargetPlan) -> Path:
-    """The output directory, once the run's options, the directory and the manifest already
-    in it (a broken one is refused before any work) have been checked."""
-    from .core.io import check_output_dir, work_dir
+    """The output directory, made, once everything ``check_before_work`` checks holds."""
+    from .core.io import work_dir
+
+    out = check_before_work(models, config, plan, create=True)
+    work_dir()
+    return out
+
+
+def check_before_work(models: list[ModelSpec], config: ExportConfig, plan: TargetPlan | None,
+                      create: bool = False) -> Path:
+    """Every check a run makes before any work, the same for ``--dry-run`` (which creates
+    nothing): the run's options, each factory importable and callable, the output directory
+    writable and the manifest already in it (a broken one is refused) compatible."""
+    from .core.io import check_output_dir
+    from .models.custom import check_factory
     from .report.manifest import MANIFEST_NAME, load_manifest
 
     check_run(models, config, plan)
+    for m in models:
+        if m.source == "factory":
+            check_factory(m.factory)
     out = Path(config.out_dir)
-    check_output_dir(out)
-    work_dir()
-    existing = load_manifest(out / MANIFEST_NAME)
+    check_output_dir(out, create=create)
+    existing = load_manifest(out / MANIFEST_NAME) if out.is_dir() else None
     if existing is not None:
         _check_against(existing, models, out)
     return out
+
+
+def planned_jobs(models: list[ModelSpec], plan: TargetPlan | None, config: ExportConfig) -> list[tuple]:
+    """The run's jobs as ``export`` makes them: (model, its targets, how many of them the
+    artifact cache holds), each model with the targets it takes (a [[model]] table's own, an
+    fp32 reference only where a target it takes needs one)."""
+    from .run import cache
+
+    if plan is None:
+        return []
+    jobs = []
+    for spec in models:
+        targets, held = _targets_of(spec, plan), 0
+        for t in targets if config.cache else ():
+            with contextlib.suppress(OSError):  # an unreadable weights file: the capture will say so
+                held += cache.holds(cache.key_for(spec, t, config, versions(set(t.backends))))
+        jobs.append((spec, targets, held))
+    return jobs
 
 
 def _pool(config: ExportConfig, jobs: int, on_stage):
@@ -455,6 +489,7 @@ class _Run:
         self.fresh: list[tuple[str | None, Record]] = []  # (cache key, row) of the work done in this run
         self.stages: dict[str, Stage] = {}  # job key -> the stage it is in
         self.names: dict[str, tuple[str, str | None]] = {}  # job key -> (model, target)
+        self.fp32_bytes: dict[str, int] = {}  # model -> its weights at fp32 (its capture's)
 
     def on_stage(self, key: str, stage: Stage | str) -> None:
         name, _, step = (stage.value if isinstance(stage, Stage) else stage).partition(" ")
@@ -541,6 +576,7 @@ class _Run:
             main = next((c for c in made.get(spec.name, []) if c.pt2_path), None)
             if main is not None:
                 captures[spec.name] = _merged(main, made[spec.name])
+                self.fp32_bytes[spec.name] = main.fp32_bytes
             for target in todo:  # the other models, and this model's other targets, go on
                 outcome = failed.get(target.name)
                 if outcome is not None:
@@ -733,18 +769,19 @@ def _store(fresh: list[tuple[str | None, Record]]) -> None:
             cache.store(key, rec, update=True)  # stored as it finished; now with its p50
 
 
-def _measure(out: Path, records: list[Record], plan: TargetPlan, models, config: ExportConfig, reporter, pool,
-             seconds: float) -> list[dict]:
-    """p50s of what runs here, reduced precisions against their fp32 reference, and
-    --precision auto's choices; written into the manifest."""
+def _measure(run: _Run, out: Path, models, seconds: float) -> list[dict]:
+    """p50s of what runs here, reduced precisions against their fp32 reference (or the
+    model's fp32 weights), and --precision auto's choices; written into the manifest."""
     from .app.precision import choose, reference_pairs, relate_latency
     from .report.manifest import set_precision_choices, update_entries
+
+    records, plan, config, reporter, pool = run.records, run.plan, run.config, run.reporter, run.pool
 
     for group in plan.auto:
         for rec in records:
             if rec.target in group.targets:
                 rec.auto_group = group.backend
-    pairs = reference_pairs(records)
+    pairs = reference_pairs(records, run.fp32_bytes)
     # Only pairs whose both sides run here are compared: the portable fp32 reference of
     # device-only int8 targets (Ethos-U, Cortex-M) has nothing to be compared with.
     needed = [r for pair in pairs if all(ran_here(p) for p in pair) for r in pair]
@@ -917,6 +954,8 @@ class ValidationRun:
     results: list
     output: Path  # validation_report.json
     report_html: bool  # report.html was rewritten with this validation
+    site: Path | None = None  # the published site the directory lies in: validate wrote nothing into it
+    drawn: Path | None = None  # --draw: where the annotated photos went
 
 
 def validate_dir(directory: str | None, models_dir: str | None, images_dir: str | None, timeout: float,
@@ -924,7 +963,7 @@ def validate_dir(directory: str | None, models_dir: str | None, images_dir: str 
     """``pteforge validate``: every artifact of an export's directory run on the photos (the
     shipped ones, or ``images_dir``), decoded as the app would; the report written."""
     from .report.summary import rewrite_html
-    from .app.validate import validate, write_report
+    from .app.validate import report_place, validate, write_report
     from .app.vision import image_dir, shipped_images
 
     if directory and models_dir and Path(directory).resolve() != Path(models_dir).resolve():
@@ -938,11 +977,11 @@ def validate_dir(directory: str | None, models_dir: str | None, images_dir: str 
     images, note = image_dir(images_dir, "--images-dir") if images_dir else (shipped_images(), None)
     if note and warn is not None:
         warn(note)
-    drawn = None if draw is None else Path(draw or root / "validation")
-    results = validate(root, images, on_file=on_file, timeout=timeout, draw=drawn)
-    output = Path(output_file) if output_file else root / "validation_report.json"
-    write_report(output, results, images, root)
-    return ValidationRun(root, results, output, rewrite_html(root, output))
+    place = report_place(root, output_file, draw)  # never into a published site, which validate only reads
+    results = validate(root, images, on_file=on_file, timeout=timeout, draw=place.draw)
+    write_report(place.output, results, images, root)
+    return ValidationRun(root, results, place.output, place.site is None and rewrite_html(root, place.output), place.site,
+                         place.draw)
 
 
 def bench_files(path: str, runs: int, warmup: int, against_eager: bool) -> list:

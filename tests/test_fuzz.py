@@ -21,9 +21,13 @@ WORDS = ["xnnpack", "coreml", "vulkan", "mlx", "portable", "tosa", "openvino", "
 
 @pytest.fixture
 def quiet_dir(tmp_path, monkeypatch):
-    """A working directory of its own: whatever a run writes outside --out shows up here."""
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    """A working directory of its own: whatever a run writes outside --out and pteforge's
+    own cache (this host's runtime facts, which a plan reads) shows up here."""
+    monkeypatch.setenv("PTEFORGE_CACHE_DIR", str(tmp_path.parent / f"{tmp_path.name}-cache"))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work
 
 
 def _run(capsys, where: Path, *args) -> tuple[int, str]:

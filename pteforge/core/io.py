@@ -137,11 +137,19 @@ def work_dir() -> str | None:
     return value
 
 
-def check_output_dir(out: Path) -> None:
-    """Fail early, before any work, when ``out`` cannot hold results."""
+def check_output_dir(out: Path, create: bool = True) -> None:
+    """Fail early, before any work, when ``out`` cannot hold results (made here unless not
+    ``create``: then its nearest existing folder must be writable)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise OutputError(f"--out {out} is a file, not a directory", fix="choose a directory for --out")
+    if not create:
+        nearest = next((p for p in (out, *out.absolute().parents) if p.exists()), out)
+        if not nearest.is_dir():
+            raise OutputError(f"--out {out}: {nearest} is a file, not a directory", fix="choose a directory for --out")
+        if not os.access(nearest, os.W_OK):
+            raise OutputError(f"--out {out} is not writable", fix="choose a writable --out directory")
+        return
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

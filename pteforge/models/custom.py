@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import difflib
 import importlib
 import importlib.util
 import logging
@@ -92,20 +93,7 @@ def factory_spec(ref: str, inputs: tuple[InputSpec, ...], name: str | None = Non
 def build_factory(spec: ModelSpec, weights: str, seed: int):
     import torch
 
-    module_name, func_name, args, kwargs = parse_factory(spec.factory)
-    try:
-        module = import_factory_module(module_name)
-    except Exception as exc:
-        raise ModelError(
-            f"cannot import '{module_name}' for --model {spec.factory}: {type(exc).__name__}: {exc}",
-            fix=IMPORT_FIX,
-        ) from None
-    factory = getattr(module, func_name, None)
-    if not callable(factory):
-        raise ModelError(
-            f"'{module_name}' has no callable '{func_name}'",
-            fix=f"define def {func_name}() -> torch.nn.Module in {module_name}",
-        )
+    factory, args, kwargs = check_factory(spec.factory)
     torch.manual_seed(seed)
     try:
         model = factory(*args, **kwargs)
@@ -182,6 +170,27 @@ def import_from(directory: Path) -> None:
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if root not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([*paths, root])
+
+
+def check_factory(ref: str):
+    """(the factory ``ref`` names, its arguments, its keyword arguments), once its module
+    imports and the name in it is callable: checked before any work (``--dry-run`` too)."""
+    module_name, func_name, args, kwargs = parse_factory(ref)
+    try:
+        module = import_factory_module(module_name)
+    except Exception as exc:
+        raise ModelError(
+            f"cannot import '{module_name}' for --model {ref}: {type(exc).__name__}: {exc}",
+            fix=IMPORT_FIX,
+        ) from None
+    factory = getattr(module, func_name, None)
+    if not callable(factory):
+        near = difflib.get_close_matches(func_name, [n for n in dir(module) if callable(getattr(module, n, None))], 1)
+        raise ModelError(
+            f"'{module_name}' has no callable '{func_name}'" + (f": did you mean '{near[0]}'?" if near else ""),
+            fix=f"give --model {module_name}:{near[0]}" if near else f"define def {func_name}() -> torch.nn.Module in {module_name}",
+        )
+    return factory, args, kwargs
 
 
 def import_factory_module(name: str):

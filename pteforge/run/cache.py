@@ -173,6 +173,13 @@ def store(key: str, record: Record, update: bool = False) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def holds(key: str) -> bool:
+    """Whether the cache has an entry for ``key`` (``--dry-run``'s count; ``restore`` checks
+    its bytes)."""
+    entry = artifacts_dir() / key
+    return (entry / "record.json").is_file() and (entry / "program.pte").is_file()
+
+
 def restore(key: str, path: Path) -> Record | None:
     """The cached row for ``key`` with its program written to ``path``; None on a miss."""
     from ..core.io import write_atomic

@@ -103,15 +103,16 @@ def _by_reason(results) -> dict[str, list[str]]:
 PACE_S, PACE_CORES = 68.3 / 12, 2
 
 
-def estimate(models, plan) -> str:
-    """A rough time for a run, from the measured pace of a small vision model, said to be rough."""
+def estimate(jobs) -> str:
+    """A rough time for a run's jobs (``plan``), from the measured pace of a small vision
+    model, said to be rough; cached jobs take no time."""
     import os
 
-    jobs = sum(len(plan.targets) for m in models if m.task != "text-generation")
-    llms = [m.name for m in models if m.task == "text-generation"]
-    seconds = jobs * PACE_S * PACE_CORES / max(min(os.cpu_count() or 1, 8), 1)
-    text = (f"about {max(round(seconds / 60), 1)} min for {jobs} vision job(s) at {PACE_S:.1f} s a job on {PACE_CORES} cores "
-            "(mobilenet_v3_small's pace; bigger models take longer, cached jobs no time)") if jobs else ""
+    count = sum(len(targets) - held for m, targets, held in jobs if m.task != "text-generation")
+    llms = [m.name for m, _, _ in jobs if m.task == "text-generation"]
+    seconds = count * PACE_S * PACE_CORES / max(min(os.cpu_count() or 1, 8), 1)
+    text = (f"about {max(round(seconds / 60), 1)} min for {count} vision job(s) at {PACE_S:.1f} s a job on {PACE_CORES} cores "
+            "(mobilenet_v3_small's pace; bigger models take longer, cached jobs no time)") if count else ""
     if llms:
         text += ("; " if text else "") + f"language models ({', '.join(llms)}): minutes per target, not estimated"
     return text or "nothing to do"
@@ -128,6 +129,14 @@ def _held_back(r: Record) -> str:
     if r.status is Status.OUT_OF_BUDGET:
         return "; not offered to the app (below its budget: manifest outOfBudget; --offer-out-of-budget offers it)"
     return ""
+
+
+def _kind(spec) -> str:
+    """What a model is, in the summary's heading: a catalog model's family and task; one's
+    own by its task, and the app's list that shows it."""
+    if spec.source == "catalog" or spec.family in ("custom", spec.task):
+        return f"{spec.family}, {spec.task}"
+    return f"{spec.task}, shown in the app's {spec.family} list"
 
 
 def mark(status) -> str:
@@ -240,21 +249,27 @@ class Renderer:
         for u in plan.unavailable:
             self.err.print(f"   • {u.target}: {u.check.reason}" + (f" — fix: {u.check.fix}" if u.check.fix else ""))
 
-    def plan(self, models, plan, config) -> None:
-        """``--dry-run``: what the run would do, and nothing done."""
+    def plan(self, jobs, plan, config) -> dict:
+        """``--dry-run``: the run's jobs, (model, its targets, how many the cache holds) as
+        ``export`` makes them, and nothing done."""
         from ..core.spec import WEIGHTS_PRETRAINED
 
-        targets = [t.name + (" (fp32 reference)" if t.name in plan.references else "") for t in plan.targets]
-        self.out.print(f"Plan: {len(models)} model(s) × {len(plan.targets)} target(s) = {len(models) * len(plan.targets)} "
-                       f"job(s), into {config.out_dir}")
-        for m in models:
+        models, count = [spec for spec, _, _ in jobs], sum(len(targets) for _, targets, _ in jobs)
+        cached = sum(held for _, _, held in jobs)
+        self.out.print(f"Plan: {len(models)} model(s), {count} job(s)" + (f" ({cached} from the cache)" if cached else "")
+                       + f", into {config.out_dir}")
+        for m, targets, _ in jobs:
             shape = ", ".join("x".join(map(str, i.shape)) for i in m.inputs)
-            self.out.print(f"   • {m.name} ({m.family}, {m.task}, input {shape}) from {m.source_ref}")
-        self.out.print(f"   targets: {', '.join(targets) or 'none'}")
+            names = [t.name + (" (fp32 reference)" if t.name in plan.references else "") for t in targets]
+            self.out.print(f"   • {m.name} ({m.family}, {m.task}, input {shape}) from {m.source_ref}: "
+                           f"{len(targets)} target(s): {', '.join(names) or 'none'}", highlight=False)
         downloads = [m.name for m in models if config.weights == WEIGHTS_PRETRAINED and m.source == "catalog"]
         self.out.print(f"   downloads: pretrained weights of {', '.join(downloads)} (--weights none: none)" if downloads
                        else "   downloads: nothing")
-        self.out.print(f"   time: {estimate(models, plan)}")
+        self.out.print(f"   time: {estimate(jobs)}")
+        return {"plan": {"out": str(config.out_dir), "jobs": count, "cached": cached, "models": [
+            {"name": m.name, "task": m.task, "source": m.source_ref, "targets": [t.name for t in targets], "cached": held}
+            for m, targets, held in jobs]}}
 
     def dry_run(self) -> None:
         self.out.print("dry run: nothing was written")
@@ -279,7 +294,7 @@ class Renderer:
             requested = len(rows) + len(result.unavailable)
             good = [r for r in rows if r.status.ok]
             bad = [r for r in rows if not r.status.ok]
-            self.out.print(f"\n[bold]{escape(spec.name)}[/bold] ({escape(spec.family)}, {escape(spec.task)})", markup=True)
+            self.out.print(f"\n[bold]{escape(spec.name)}[/bold] ({escape(_kind(spec))})", markup=True)
             if good:
                 glyph = "✅" if all(r.status.proven for r in good) else "○"
                 self.out.print(f"{glyph} Successfully exported {len(good)}/{requested} backends: {proof_counts(rows)}")
@@ -388,7 +403,7 @@ class Renderer:
                 rel += f", {r.relative['latency']:.2f}× latency"
                 if r.relative["latency"] > 1.0:
                     rel += f" (slower than {r.relative['fp32']} on this host)"
-            proof += f"; vs fp32: {rel}"
+            proof += f"; vs fp32{'' if 'fp32' in r.relative else ' weights'}: {rel}"
         if r.verification and r.verification.warning:
             proof += f"; warning: {r.verification.warning}"
         if r.caution:
