@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory):
-    """One model with coreml and vulkan (fp16 both, each with its fp32 reference) and xnnpack artifacts."""
+    """One model with coreml and vulkan (fp16 both: device-only, so no fp32 reference) and xnnpack artifacts."""
     from pteforge.cli import main
 
     out = tmp_path_factory.mktemp("three")
@@ -102,7 +102,7 @@ def test_select_unknown_model(capsys, three):
 def test_manifest_check(capsys, three, tmp_path):
     code, stdout, _ = cli(capsys, "manifest", "check", three / "index.json")
     assert code == ExitStatus.OK and "valid pteforge manifest (schema_version 2), read by the executorch_flutter app" in stdout
-    assert "3 artifact(s) for the app, 2 reference(s), 0 out of budget, 0 not loaded by the app on any platform, 0 failed" in stdout
+    assert "3 artifact(s) for the app, 0 reference(s), 0 out of budget, 0 not loaded by the app on any platform, 0 failed" in stdout
     assert "web sees: " in stdout and "android sees: " in stdout
     bad = tmp_path / "index.json"
     doc = json.loads((three / "index.json").read_text())

@@ -63,29 +63,40 @@ def expand_auto(targets: list[Target], host) -> tuple[list[Target], list[AutoGro
     return out, groups, notes
 
 
-def with_references(targets: list[Target]) -> tuple[list[Target], list[str]]:
-    """``targets`` plus the fp32 reference of each reduced one that is not there yet."""
+def with_references(targets: list[Target], runs_here) -> tuple[list[Target], list[str]]:
+    """``targets`` plus the fp32 reference of each reduced one that is not there yet, where a
+    comparison executes it: both programs run here (``runs_here(target)``), so the reduced
+    one's latency is measured against it. A device-only reduced program (Core ML, Vulkan,
+    Ethos-U) brings none: its size is measured against the model's fp32 weights
+    (``reference_pairs``), and a second lowering would only cost time."""
     names = {t.name for t in targets}
     added: list[str] = []
     out = list(targets)
     for t in targets:
         ref = fp32_reference(t)
-        if ref is not None and ref.name not in names:
+        if ref is not None and ref.name not in names and runs_here(t) and runs_here(ref):
             out.append(ref)
             names.add(ref.name)
             added.append(ref.name)
     return out, added
 
 
-def reference_pairs(records: list[Record]) -> list[tuple[Record, Record]]:
+def reference_pairs(records: list[Record], fp32_bytes: dict[str, int] | None = None) -> list[tuple[Record, Record]]:
     """(reduced-precision row, its fp32 reference row) for every pair with both artifacts;
-    sets each reduced row's ``relative`` size ratio."""
+    sets each reduced row's ``relative`` size ratio: against its fp32 reference program, or
+    where none was lowered, against the model's weights at fp32 (``fp32_bytes``: model ->
+    bytes, from its capture)."""
     by_key = {(r.model, r.target_spec): r for r in records}
     pairs = []
     for rec in records:
         ref_target = fp32_reference(rec.target_spec) if rec.target_spec else None
-        ref = by_key.get((rec.model, ref_target)) if ref_target else None
-        if rec.artifact is None or ref is None or ref.artifact is None:
+        if rec.artifact is None or ref_target is None:
+            continue
+        ref = by_key.get((rec.model, ref_target))
+        if ref is None or ref.artifact is None:
+            weights = (fp32_bytes or {}).get(rec.model)
+            if weights:
+                rec.relative = {"fp32_weights_bytes": weights, "size": round(rec.artifact.size / weights, 3)}
             continue
         rec.relative = {"fp32": Path(ref.artifact.path).name, "size": round(rec.artifact.size / ref.artifact.size, 3)}
         pairs.append((rec, ref))

@@ -9,7 +9,7 @@ from ..core.units import pct as pct_digits
 from ..core.units import size_text
 from .manifest import Manifest
 from .rows import (
-    _db, export_seconds, model_names, ms_text, p50, pct, per_image, recommendation, rows_for, status_kind, status_why,
+    _db, export_time, model_names, ms_text, p50, pct, per_image, recommendation, rows_for, status_kind, status_why,
 )
 
 
@@ -36,7 +36,7 @@ def artifact_lines(man: Manifest, failures: list[dict]) -> list[str]:
         app = ", ".join(e.platforms) if e.name in offered else "no: below its budget" if e.platforms else \
             "no: loaded on no platform"
         lines.append(f"| {e.base_model} | {e.target} | {e.precision} | {e.status} | {why} | {app} | {size_text(e.size)} | "
-                     f"{pct_digits(e.delegation.get('percent', 0) / 100)} % | {export_seconds(e):.1f} s | {ms_text(v) if v is not None else ''} |")
+                     f"{pct_digits(e.delegation.get('percent', 0) / 100)} % | {export_time(e)} | {ms_text(v) if v is not None else ''} |")
     return lines
 
 
@@ -46,7 +46,7 @@ def measured_lines(man: Manifest, failures: list[dict]) -> list[str]:
     targets = list(dict.fromkeys(e.target for e in man.models))
     cell = {(e.base_model, e.target): e for e in man.models}
     lines: list[str] = []
-    for title, fn in (("Export time (seconds, measured)", lambda e: f"{export_seconds(e):.1f} s"),
+    for title, fn in (("Export time (seconds, measured)", export_time),
                       ("File size (measured)", lambda e: size_text(e.size))):
         lines += ["", f"## {title}", "", "| model | " + " | ".join(targets) + " |", "|---" * (len(targets) + 1) + "|"]
         for m in models:
@@ -147,7 +147,8 @@ def precision_lines(man: Manifest) -> list[str]:
     reduced = [e for e in man.models if e.relative]
     if reduced:
         lines += ["", "## Reduced precision vs fp32 (measured)", "",
-                  "Size and latency relative to the fp32 artifact of the same chain; agreement with fp32 eager "
+                  "Size relative to the fp32 artifact of the same chain (where one was lowered: it runs here, and "
+                  "latency is measured against it) or to the model's weights at fp32; agreement with fp32 eager "
                   "on the seeded inputs (SQNR) and on the validation photos (SQNR, cosine, top-1).", "",
                   "| model | target | vs | size | latency | SQNR | photos SQNR | photos cosine | photos top-1 |",
                   "|---|---|---|---|---|---|---|---|---|"]
@@ -157,7 +158,8 @@ def precision_lines(man: Manifest) -> list[str]:
             lat = f"{r['latency']:.2f}× ({r['p50_ms']:.2f} vs {r['fp32_p50_ms']:.2f} ms)" if "latency" in r else "needs a device"
             lat += " **slower than fp32**" if r.get("latency", 0) > 1.0 else ""
             top1 = pct(im.get("top1_agreement"))
-            lines.append(f"| {e.base_model} | {e.target} | {r['fp32']} | {r['size']:.2f}× | {lat} | "
+            vs = r.get("fp32") or f"its weights at fp32 ({size_text(r.get('fp32_weights_bytes', 0))})"
+            lines.append(f"| {e.base_model} | {e.target} | {vs} | {r['size']:.2f}× | {lat} | "
                          f"{_db(v.get('sqnr_db'))} | {_db(im.get('sqnr_db'))} | {im.get('cosine', '')} | {top1} |")
     for c in man.precisionChoices:
         lines += ["", f"## Precision auto: {c['model']} on {c['backend']}", "",

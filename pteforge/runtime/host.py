@@ -119,10 +119,28 @@ def host() -> Host:
             return Host.from_dict(json.loads(path.read_text()))
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    found = Host.here()
+    found = _asked_quietly()
     if path is not None:
         keep(path, json.dumps(found.to_dict()))
     return found
+
+
+def _asked_quietly() -> Host:
+    """``Host.here()`` with torch's loggers held to errors unless the run is verbose: the
+    import it needs pulls in torchao, whose enum registration logs a deprecation warning
+    on the terminal of the command that asked (the workers' own are silenced)."""
+    import logging
+
+    import torch  # noqa: F401 - its import sets its loggers' levels: first, then hold them
+
+    torch_log = logging.getLogger("torch")
+    before = torch_log.level
+    if logging.getLogger().getEffectiveLevel() >= logging.WARNING:
+        torch_log.setLevel(logging.ERROR)
+    try:
+        return Host.here()
+    finally:
+        torch_log.setLevel(before)
 
 
 def _cache_path(root):
