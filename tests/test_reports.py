@@ -30,7 +30,9 @@ def test_each_run_writes_the_reports(run):
     assert "| tiny | xnnpack | fp32 | VERIFIED |" in md
     report = json.loads((run / "report.json").read_text())
     assert {e["target"] for e in report["manifest"]["models"]} == {"xnnpack", "portable", "coreml"}
-    assert {e["target"] for e in report["manifest"]["references"]} == {"coreml:fp32"}
+    assert report["manifest"]["references"] == [], "coreml (fp16) runs nowhere here: no fp32 program to compare with"
+    coreml = next(e for e in report["manifest"]["models"] if e["target"] == "coreml")
+    assert coreml["relative"]["fp32_weights_bytes"] > 0 and 0 < coreml["relative"]["size"], "sized against its weights"
     html = (run / "report.html").read_text()
     assert html.count('class="plot"') == 4
     assert "http://" not in html.replace("http://www.w3.org/2000/svg", "") and "https://" not in html, "self-contained"
@@ -247,6 +249,17 @@ _LAYOUT_JS = """<script>window.addEventListener('load', function () {
       });
     });
   });
+  // every plot inside the page, and every label and legend entry inside its plot
+  var page = document.documentElement.clientWidth;
+  document.querySelectorAll('svg.plot').forEach(function (svg) {
+    var box = svg.getBoundingClientRect(), vb = svg.viewBox.baseVal;
+    if (box.right > page + 1) bad.push(svg.id + ' wider than the page');
+    svg.querySelectorAll('text').forEach(function (t) {
+      var b = t.getBBox();
+      if (b.x < -1 || b.x + b.width > vb.width + 1 || b.y < -1 || b.y + b.height > vb.height + 1)
+        bad.push(svg.id + ' clips "' + t.textContent + '"');
+    });
+  });
   document.body.dataset.layout = bad.length ? bad.slice(0, 5).join('; ') : 'ok';
 });</script>"""
 
@@ -255,9 +268,19 @@ def test_numerics_are_one_aligned_table_per_artifact_at_1300_and_800_px(run, tmp
     from pteforge.report.summary import write_reports
 
     man, failures = with_failures(run)
+    cached = next(e for e in man.models if e.target == "xnnpack")
+    cached.modelName = cached.model = "a_much_longer_model_name_of_ones_own_for_the_labels"  # the plots' longest label
+    cached.timings, cached.cache = {"cache": 0.004}, {"hit": True, "key": "0" * 16, "created": "2026-11-28T00:00:00Z",
+                                                      "original_seconds": 12.34}
     write_reports(tmp_path, man, failures)
     page = tmp_path / "report.html"
-    page.write_text(page.read_text().replace("</body>", _LAYOUT_JS + "</body>"))
+    html_text = page.read_text()
+    stages = re.search(r'<svg[^>]*id="stages".*?</svg>', html_text, re.S).group(0)
+    assert "made in 12.34 s by an earlier run; restored from the cache" in stages and "12.3 s</text>" in stages
+    assert "· xnnpack (cached)" in stages and ">from the cache</text>" in stages, "labelled, with a legend entry"
+    assert "| xnnpack | fp32 | VERIFIED |" in (md := (tmp_path / "EXPORT_SUMMARY.md").read_text()) and \
+        "| 12.3 s (from the cache) |" in md
+    page.write_text(html_text.replace("</body>", _LAYOUT_JS + "</body>"))
     for width in (1300, 800):
         proc = subprocess.run(
             [browser_or_skip(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
@@ -284,7 +307,7 @@ def test_latency_chart_shows_only_measured_p50s(run):
     by_target["xnnpack"].bench = {"p50_ms": 1.234, "p90_ms": 1.5, "runs": 10, "warmup": 3}
     by_target["portable"].bench, by_target["portable"].timings["verify"] = None, 123.0
     by_target["coreml"].bench = {"skipped": "CoreMLBackend is not registered in this runtime"}
-    by_target["coreml:fp32"].timings["verify"] = 123.0
+    by_target["coreml"].timings["verify"] = 123.0
     assert latency_bars(html_report(man)) == {"tiny · xnnpack (10 runs)": 1.234}
     shown = row(section(html_report(man), "matrix"), target="portable")
     assert "—" in shown and " ms" not in shown, "the verification's wall time is no p50"

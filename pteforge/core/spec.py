@@ -196,6 +196,13 @@ class ModelSpec:
             object.__setattr__(self, "labels", file_name(self.labels))
 
     @property
+    def folder(self) -> str:
+        """Where its programs are filed under ``--out``: a catalog model's (and a language
+        model's) under its family, the app's category; one's own under its task, so that
+        an own classifier is not filed as a catalog MobileNet."""
+        return self.family if self.source == "catalog" or self.task == "text-generation" else self.task
+
+    @property
     def source_ref(self) -> str:
         """Where the model comes from, as the manifest records it (``source``)."""
         return {"catalog": "catalog", "factory": self.factory}.get(self.source, self.path)

@@ -19,7 +19,8 @@ from ..core.result import inputs_text
 from ..core.units import pct as pct_digits
 from .manifest import Manifest
 from .rows import (
-    STAGES, _db, model_names, ms_text, one_line, p50, pct, per_image, recommendation, rows_for, size_text, status_kind,
+    STAGES, _db, export_seconds, model_names, ms_text, one_line, p50, pct, per_image, recommendation, rows_for, size_text,
+    status_kind,
 )
 
 
@@ -244,9 +245,20 @@ def accuracy_section(man: Manifest) -> str:
 
 # ---------------------------------------------------------------------------- plots
 
+CACHED = "from the cache"  # the export-time plot's one segment for a row restored from the cache
+_CHAR_PX = 7.2  # a generous width of one character of the plots' 12 px sans-serif text
+
+
+def _geometry(labels: list[str]) -> tuple[int, int]:
+    """(width, left): the label column as wide as its longest label, so that none is cut
+    off at the left edge; the SVG scales down to the page (``svg.plot{max-width:100%}``)."""
+    left = int(min(max(120, 16 + _CHAR_PX * max((len(x) for x in labels), default=0)), 520))
+    return left + 460, left
+
+
 def _bars(title: str, rows: list[tuple[str, float]], unit: str, plot_id: str, empty: str = "no data in this run") -> str:
     """A horizontal bar chart as inline SVG; the <title> of each bar is its exact value."""
-    width, bar, gap, left = 760, 18, 6, 300
+    (width, left), bar, gap = _geometry([label for label, _ in rows]), 18, 6
     height = 40 + max(len(rows), 1) * (bar + gap)
     top = max((v for _, v in rows), default=0) or 1
     parts = [f'<figure><figcaption>{_e(title)}</figcaption>'
@@ -264,12 +276,31 @@ def _bars(title: str, rows: list[tuple[str, float]], unit: str, plot_id: str, em
     return "".join(parts)
 
 
+def _legend(names: list[str], colors: dict[str, str], width: int, y: int) -> tuple[list[str], int]:
+    """The stacked plot's legend, wrapped onto as many lines as the width needs: (its SVG
+    parts, the height it takes)."""
+    parts, x, line = [], 10.0, 0
+    for name in names:
+        room = 14 + _CHAR_PX * len(name) + 16
+        if x + room > width - 10 and x > 10:
+            x, line = 10.0, line + 1
+        top = y + line * 18
+        parts.append(f'<rect x="{x:.0f}" y="{top}" width="10" height="10" fill="{colors[name]}"/>'
+                     f'<text x="{x + 14:.0f}" y="{top + 10}" font-size="10">{_e(name)}</text>')
+        x += room
+    return parts, (line + 1) * 18
+
+
 def _stacked(title: str, rows: list[tuple[str, dict[str, float]]], plot_id: str) -> str:
-    width, bar, gap, left = 760, 18, 6, 300
-    colors = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1"]
-    height = 60 + len(rows) * (bar + gap)
+    (width, left), bar, gap = _geometry([label for label, _ in rows]), 18, 6
+    palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"]
+    shown = [*STAGES, CACHED]
+    colors = {st: palette[j % len(palette)] for j, st in enumerate(STAGES)} | {CACHED: "#9e9e9e"}
+    used = [st for st in shown if any(d.get(st, 0.0) > 0 for _, d in rows)]
+    legend, legend_height = _legend(used, colors, width, 30 + len(rows) * (bar + gap))
+    height = 40 + len(rows) * (bar + gap) + legend_height
     top = max((sum(d.values()) for _, d in rows), default=0) or 1
-    segments = sum(1 for _, d in rows for st in STAGES if d.get(st, 0.0) > 0)
+    segments = sum(1 for _, d in rows for st in shown if d.get(st, 0.0) > 0)
     parts = [f'<figure><figcaption>{_e(title)}</figcaption>'
              f'<svg class="plot" id="{plot_id}" data-bars="{segments}" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
@@ -279,21 +310,27 @@ def _stacked(title: str, rows: list[tuple[str, dict[str, float]]], plot_id: str)
         y = 20 + i * (bar + gap)
         x = float(left)
         parts.append(f'<text x="{left - 8}" y="{y + bar - 5}" text-anchor="end">{_e(label)}</text>')
-        for j, stage in enumerate(STAGES):
+        for stage in shown:
             v = parts_s.get(stage, 0.0)
             if v <= 0:
                 continue
             w = (width - left - 90) * v / top
+            said = f"made in {v:.2f} s by an earlier run; restored from the cache" if stage == CACHED else f"{stage}: {v:.2f} s"
             parts.append(f'<rect class="bar" x="{x:.1f}" y="{y}" width="{max(w, 0.5):.1f}" height="{bar}" '
-                         f'style="fill:{colors[j % len(colors)]}"><title>{stage}: {v:.2f} s</title></rect>')
+                         f'style="fill:{colors[stage]}"><title>{said}</title></rect>')
             x += w
         parts.append(f'<text x="{x + 6:.1f}" y="{y + bar - 5}">{sum(parts_s.values()):.1f} s</text>')
-    legend_y = 30 + len(rows) * (bar + gap)
-    for j, stage in enumerate(STAGES):
-        parts.append(f'<rect x="{left + j * 65}" y="{legend_y}" width="10" height="10" fill="{colors[j % len(colors)]}"/>'
-                     f'<text x="{left + j * 65 + 14}" y="{legend_y + 10}" font-size="10">{stage.replace("model_", "")}</text>')
+    parts += legend
     parts.append("</svg></figure>")
     return "".join(parts)
+
+
+def _stages(e) -> dict[str, float]:
+    """A row's export time by stage; a row restored from the cache: the time the export that
+    made it took, as one segment (its stages are not kept)."""
+    if e.cache:
+        return {CACHED: export_seconds(e)}
+    return {s: float(e.timings.get(s, 0.0)) for s in STAGES}
 
 
 def latency_rows(man: Manifest) -> list[tuple[str, float]]:
@@ -311,7 +348,7 @@ def plots_section(man: Manifest) -> str:
     entries = man.models
     size = [(_label(e), round(e.size / 1e6, 3)) for e in entries]
     delegated = [(_label(e), float(e.delegation.get("percent", 0.0))) for e in entries]
-    stages = [(_label(e), {s: float(e.timings.get(s, 0.0)) for s in STAGES}) for e in entries]
+    stages = [(_label(e) + (" (cached)" if e.cache else ""), _stages(e)) for e in entries]
     return "".join([
         '<section id="plots"><h2>Plots</h2>',
         _bars("Artifact size per target (MB)", size, "MB", "size"),

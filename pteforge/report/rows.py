@@ -68,7 +68,16 @@ def _db(v) -> str:
 
 
 def export_seconds(e) -> float:
+    """The time the row's export took: for a row restored from the cache, the export that
+    made it (``export_time`` says so), not the copy's milliseconds."""
+    if e.cache and isinstance(e.cache.get("original_seconds"), (int, float)):
+        return round(float(e.cache["original_seconds"]), 2)
     return round(sum(v for k, v in e.timings.items()), 2)
+
+
+def export_time(e) -> str:
+    """``export_seconds`` in words: "12.3 s", or "12.3 s (from the cache)"."""
+    return f"{export_seconds(e):.1f} s" + (" (from the cache)" if e.cache else "")
 
 
 def model_names(man: Manifest, failures: list[dict]) -> list[str]:

@@ -27,9 +27,10 @@ StageCallback = Callable[[str], None]
 
 
 def artifact_path(out_dir: Path, spec: ModelSpec, target: Target, failed: bool = False) -> Path:
-    """``<out>/<category>/<model>_<target>.pte``; a failed proof never takes that name."""
+    """``<out>/<folder>/<model>_<target>.pte`` (``ModelSpec.folder``: the category of a catalog
+    model, the task of one's own); a failed proof never takes that name."""
     suffix = ".mismatch.pte" if failed else ".pte"
-    return Path(out_dir) / spec.family / f"{spec.name}_{target.slug}{suffix}"
+    return Path(out_dir) / spec.folder / f"{spec.name}_{target.slug}{suffix}"
 
 
 @dataclass(frozen=True)
