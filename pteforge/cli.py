@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from .core.errors import ExitStatus, NoBackendError, PteforgeError, UsageError
+from .core.errors import ExitStatus, ModelError, NoBackendError, PteforgeError, UsageError
 from .ui.argv import Parser, unknown_command, unrecognised
 
 GLOBAL = ("--debug", "-q", "--quiet", "-v", "--verbose", "--json")
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     except PteforgeError as exc:
         if debug:
             ui.traceback()
-        if isinstance(exc, UsageError):
+        if isinstance(exc, (UsageError, ModelError)):  # a config file's option or [[model]] table: its line
             exc = _located(exc, args)
         return _failed(ui, exc.one_line(), exc.exit_status)
     except KeyboardInterrupt:

@@ -267,7 +267,7 @@ def test_export_and_validate_give_every_kind_of_file_the_same_status(tmp_path):
                       (torch.randn(1, 3, 32, 32),), str(onnx_file), dynamo=False)
     runs = [
         ("--mobilenet", "mobilenet_v3_small", "--weights", str(weights), "--backends", "xnnpack", "xnnpack:int8"),
-        ("--mobilenet", "mobilenet_v3_small", "--weights", "none", "--backends", "xnnpack", "tosa"),
+        ("--mobilenet", "mobilenet_v3_small", "--weights", "none", "--backends", "xnnpack", "tosa", "tosa:fp32"),
         ("--model", _model(tmp_path, BN_NET), "--input-shape", "1,3,64,64", "--weights", "none", "--task",
          "classification", "--labels-file", str(_labels(tmp_path, 10)), "--backends", "xnnpack"),
         ("--yolo", "yolo11n", "--weights", "none", "--input-shape", "1,3,160,160", "--backends", "xnnpack"),

@@ -187,8 +187,8 @@ def check_factory(ref: str):
     if not callable(factory):
         near = difflib.get_close_matches(func_name, [n for n in dir(module) if callable(getattr(module, n, None))], 1)
         raise ModelError(
-            f"'{module_name}' has no callable '{func_name}'" + (f": did you mean '{near[0]}'?" if near else ""),
-            fix=f"give --model {module_name}:{near[0]}" if near else f"define def {func_name}() -> torch.nn.Module in {module_name}",
+            f"factory {ref}: '{module_name}' has no callable '{func_name}'" + (f": did you mean '{near[0]}'?" if near else ""),
+            fix=f"name the factory {module_name}:{near[0]}" if near else f"define def {func_name}() -> torch.nn.Module in {module_name}",
         )
     return factory, args, kwargs
 
