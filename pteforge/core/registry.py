@@ -17,8 +17,9 @@ from .errors import UnknownNameError
 T = TypeVar("T")
 
 
-def closest(name: str, choices: list[str]) -> str | None:
-    found = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
+def closest(name: str, choices, cutoff: float = 0.5) -> str | None:
+    """The one of ``choices`` closest to ``name``, if one is close (difflib's ratio ≥ ``cutoff``)."""
+    found = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=cutoff)
     return found[0] if found else None
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import difflib
 import importlib
 import importlib.util
 import logging
@@ -16,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 from ..core.errors import ModelError, UsageError, WeightsError, one_line
+from ..core.registry import closest
 from ..core.limits import Entry, check_archive, check_entries
 from ..core.spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, InputSpec, ModelSpec
 
@@ -185,10 +185,10 @@ def check_factory(ref: str):
         ) from None
     factory = getattr(module, func_name, None)
     if not callable(factory):
-        near = difflib.get_close_matches(func_name, [n for n in dir(module) if callable(getattr(module, n, None))], 1)
+        near = closest(func_name, [n for n in dir(module) if callable(getattr(module, n, None))], cutoff=0.6)
         raise ModelError(
-            f"factory {ref}: '{module_name}' has no callable '{func_name}'" + (f": did you mean '{near[0]}'?" if near else ""),
-            fix=f"name the factory {module_name}:{near[0]}" if near else f"define def {func_name}() -> torch.nn.Module in {module_name}",
+            f"factory {ref}: '{module_name}' has no callable '{func_name}'" + (f": did you mean '{near}'?" if near else ""),
+            fix=f"name the factory {module_name}:{near}" if near else f"define def {func_name}() -> torch.nn.Module in {module_name}",
         )
     return factory, args, kwargs
 

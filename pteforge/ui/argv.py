@@ -6,15 +6,12 @@ taken for an abbreviation of another (``--backend`` is not ``--backends``)."""
 from __future__ import annotations
 
 import argparse
-import difflib
+import functools
 
+from ..core import registry
 from ..core.errors import UsageError
 
-
-def closest(word: str, words) -> str | None:
-    """The one of ``words`` closest to ``word``, if one is close."""
-    found = difflib.get_close_matches(str(word), [str(w) for w in words], n=1, cutoff=0.6)
-    return found[0] if found else None
+closest = functools.partial(registry.closest, cutoff=0.6)  # a flag or command: difflib's default closeness
 
 
 class Parser(argparse.ArgumentParser):
