@@ -23,6 +23,7 @@ class ExitStatus(enum.IntEnum):
     OUTPUT = 6  # the output location cannot be written
     MANIFEST = 7  # a manifest is not valid JSON or not our schema
     RESOURCES = 8  # this machine has too little memory for the work asked
+    SETUP = 9  # `pteforge setup` could not fetch or build what it sets up
     INTERNAL = 70  # a bug in pteforge (EX_SOFTWARE)
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
@@ -34,7 +35,8 @@ EXIT_MEANINGS = {
                    "(OUT_OF_BUDGET: written, not offered to the app), needing a device or not verified; every "
                    "validated file ran and matched, or needs a device",
     ExitStatus.TARGETS_FAILED: "the run finished; a requested target failed (a *_FAILED or MISMATCH row) or is "
-                               "unavailable here (targets implied by --target PLATFORM do not count); a validated "
+                               "unavailable here (targets implied by --target PLATFORM do not count); a program "
+                               "proven on this host mismatched or failed on Arm64 (--prove-on arm64); a validated "
                                "file failed or mismatched",
     ExitStatus.USAGE: "usage error: an unknown command, flag, model or backend (with the closest match), a malformed "
                       "target or shape, an input shape the model takes only by broadcasting, an unreadable file given",
@@ -45,6 +47,8 @@ EXIT_MEANINGS = {
     ExitStatus.OUTPUT: "the output directory or the site cannot be written",
     ExitStatus.MANIFEST: "an existing index.json is not valid JSON or not our schema (left untouched)",
     ExitStatus.RESOURCES: "this machine has too little memory for the work asked (refused before any work)",
+    ExitStatus.SETUP: "pteforge setup could not fetch or build what it sets up (a registry unreachable, a step "
+                      "that needs root, a host it does not run on)",
     ExitStatus.INTERNAL: "internal error (a bug: run with --debug for the traceback)",
     ExitStatus.INTERRUPTED: "interrupted (Ctrl-C); a rerun resumes from what finished",
 }
@@ -98,6 +102,12 @@ class ManifestError(PteforgeError):
 
 class ResourceError(PteforgeError):
     exit_status = ExitStatus.RESOURCES
+
+
+class SetupError(PteforgeError):
+    """A step of ``pteforge setup`` failed: its message names the step, its fix what to do."""
+
+    exit_status = ExitStatus.SETUP
 
 
 # Lines that say where in native code an error was raised, not what went wrong:

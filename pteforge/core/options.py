@@ -93,7 +93,7 @@ OPTIONS: tuple[Option, ...] = (
            "language models: the KV cache's length, prompt and generated tokens together (default 128)", REQUEST,
            type=int, metavar="N"),
     Option("input_shape", ("--input-shape",), "models",
-           "input shape of a --model (repeat for several inputs; an ONNX file's by name, e.g. images=1,3,640,640, and "
+           "input shape of a --model (repeat for several inputs; an ONNX file's or a TorchScript forward's by name, e.g. images=1,3,640,640, and "
            "a scalar's value, e.g. sr=int64:16000), or 1,3,S,S for the catalog models named", REQUEST, kind="append",
            metavar="[NAME=][DTYPE:]N,C,H,W", shape="shapes"),
     Option("input_dtype", ("--input-dtype",), "models", "dtype of each --input-shape (default float32)", REQUEST,
@@ -195,6 +195,12 @@ OPTIONS: tuple[Option, ...] = (
            "flag"),
     Option("cache", ("--no-cache",), "output",
            "do the work even when the cache holds this exact artifact (the result is cached anyway)", RUN, True, "off"),
+    Option("prove_on", ("--prove-on",), "output",
+           "also prove every XNNPACK and portable program on another instruction set: arm64 runs it with "
+           "ExecuTorch's aarch64 runtime under emulation (qemu-user; fp16 arithmetic and dot products as phones "
+           "compute them), judged as on this host and shown beside its verdict; about 10 s to start plus the "
+           "emulated runs (docs/arm64.md); needs `pteforge setup arm64` once", RUN, kind="list", choices=("arm64",),
+           metavar="ISA"),
     Option("bundle", ("--bundle",), "output",
            "also write a BundledProgram (.bpte) with verification inputs and expected outputs", ARTIFACT, False, "flag"),
     # publishing

@@ -106,6 +106,7 @@ class Stage(str, enum.Enum):
     WRITE = "write"
     BUNDLE = "bundle"
     TIMING = "timing"  # p50 of what runs here, after the exports
+    ARM64 = "arm64"  # --prove-on arm64: every XNNPACK and portable program again, under emulation, after the exports
 
     @property
     def words(self) -> str:
@@ -128,6 +129,7 @@ _STAGE_WORDS = {
     Stage.SERIALIZE: "serializing", Stage.VERIFY: "verifying on this host against eager PyTorch",
     Stage.SIMULATE: "running on the target's reference simulator against eager PyTorch", Stage.WRITE: "writing",
     Stage.BUNDLE: "writing the bundled program", Stage.TIMING: "timing what runs here (p50 after warm-up)",
+    Stage.ARM64: "proving on Arm64 under emulation (one emulated process for every program)",
 }
 # The status a row ends in when its worker dies during a stage (LOWER_FAILED otherwise).
 _CRASH_STATUS = {
@@ -252,6 +254,16 @@ class Record:
     # a quantized program against fp32, layer by layer (stages/accuracy.py): {"on", "layers",
     # "worst": [{"module", "type", "op", "sqnr_db", "drop_db"}], "try": [...]}
     accuracy: dict | None = None
+    # export --prove-on arm64: the program run again by ExecuTorch's aarch64 runtime under
+    # emulation, judged as the host's verification is (run/arm64_proof.py): {"status", "method",
+    # "features", "sqnr_db", "top1_agreement", "vs_host_sqnr_db", "reason", "fix", ...}
+    arm64: dict | None = None
+
+    @property
+    def arm64_failed(self) -> bool:
+        """Proven wrong (or not run) on Arm64 under emulation, where the proof was asked for."""
+        return bool(self.arm64) and self.arm64["status"] in (Status.MISMATCH.value, Status.RUN_FAILED.value,
+                                                              Status.LOAD_FAILED.value)
 
 
 def proof_counts(records) -> str:

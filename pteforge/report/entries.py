@@ -130,6 +130,7 @@ def _entry(rec: Record, spec: ModelSpec, out: Path, config: ExportConfig, label:
         sameProgramAs=rec.same_program_as,
         estimates=rec.estimates,
         accuracy=rec.accuracy,
+        arm64=rec.arm64,
         timings=rec.timings,
         inputShapes=rec.input_shapes,
         heldInputs=spec.held or None,

@@ -102,6 +102,10 @@ class ModelEntry(BaseModel):
     # a quantized program against fp32, layer by layer: the layers that lose most and what to
     # try (pteforge.core.result.Record.accuracy)
     accuracy: dict[str, Any] | None = None
+    # export --prove-on arm64: the program run by ExecuTorch's aarch64 runtime under emulation,
+    # judged as on this host: {"status", "method", "features", "sqnr_db", "top1_agreement",
+    # "vs_host_sqnr_db", "reason", "fix", ...} (pteforge.run.arm64_proof); never a speed
+    arm64: dict[str, Any] | None = None
     # how to rebuild the eager reference (validate compares with it)
     source: str | None = None  # catalog | package.module:factory | /path/model.pt2
     weights: str | None = None

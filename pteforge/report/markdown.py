@@ -130,6 +130,11 @@ def numerics_lines(man: Manifest) -> list[str]:
         for r in per_image(e):
             lines.append(f"| {e.name} | {rt} | {_md(r.get('name', '?'))} | {_db(r.get('sqnr_db'))} | {_cos(r.get('cosine'))} | "
                          f"{_match(r.get('top1_match'))} | {thr} |")
+        a = e.arm64 or {}
+        if a.get("sqnr_db") is not None or a.get("status") in ("MISMATCH", "RUN_FAILED", "LOAD_FAILED"):
+            lines.append(f"| {e.name} | {rt}, on Arm64 under emulation: {a['status']} | {a.get('inputs', '?')} seeded inputs"
+                         f"{' and the photos' if a.get('images') else ''} (worst) | {_db(a.get('sqnr_db'))} | "
+                         f"{_cos(a.get('cosine'))} | {pct(a.get('top1_agreement'))} | {_db(a.get('threshold_sqnr_db'))} |")
     return lines
 
 
