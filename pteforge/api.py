@@ -263,7 +263,8 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return not any(u.requested for u in self.unavailable) and all(r.status.ok for r in self.records)
+        return not any(u.requested for u in self.unavailable) and all(r.status.ok and not r.arm64_failed
+                                                                      for r in self.records)
 
 
 def export(
@@ -309,6 +310,8 @@ def export(
                 run.pool, run.capture_pool, run.work = pool, captures, Path(work)
                 run.all(models)
                 choices = _measure(run, out, models, time.monotonic() - started) if models else []
+                if models and "arm64" in (config.prove_on or ()):
+                    _prove_on_arm64(run, out, models)
                 sink.labels  # noqa: B018 - a failure to write them is the run's, even with no row to merge
     except BaseException:
         remove_run_temporaries(out, run_id)
@@ -490,6 +493,7 @@ class _Run:
         self.stages: dict[str, Stage] = {}  # job key -> the stage it is in
         self.names: dict[str, tuple[str, str | None]] = {}  # job key -> (model, target)
         self.fp32_bytes: dict[str, int] = {}  # model -> its weights at fp32 (its capture's)
+        self.references: dict[str, str] = {}  # model -> its eager reference (inputs, outputs), while the run lasts
 
     def on_stage(self, key: str, stage: Stage | str) -> None:
         name, _, step = (stage.value if isinstance(stage, Stage) else stage).partition(" ")
@@ -576,6 +580,7 @@ class _Run:
             main = next((c for c in made.get(spec.name, []) if c.pt2_path), None)
             if main is not None:
                 captures[spec.name] = _merged(main, made[spec.name])
+                self.references[spec.name] = main.reference_path
                 self.fp32_bytes[spec.name] = main.fp32_bytes
             for target in todo:  # the other models, and this model's other targets, go on
                 outcome = failed.get(target.name)
@@ -773,6 +778,7 @@ def _measure(run: _Run, out: Path, models, seconds: float) -> list[dict]:
     """p50s of what runs here, reduced precisions against their fp32 reference (or the
     model's fp32 weights), and --precision auto's choices; written into the manifest."""
     from .app.precision import choose, reference_pairs, relate_latency
+    from .core.samples import holds_samples, token_ids
     from .report.manifest import set_precision_choices, update_entries
 
     records, plan, config, reporter, pool = run.records, run.plan, run.config, run.reporter, run.pool
@@ -797,12 +803,34 @@ def _measure(run: _Run, out: Path, models, seconds: float) -> list[dict]:
             fields[name] = {k: v for k, v in (("relative", rec.relative), ("bench", rec.latency)) if v}
     update_entries(out, fields)
     choices = [
-        choose(spec.name, group, records, spec.task, config.accuracy_budget)
+        choose(spec.name, group, records, spec.task, config.accuracy_budget,
+               None if holds_samples(config.calibration_dir) else token_ids(spec))  # ids of one's own: static is fair
         for spec in models for group in plan.auto
     ]
     if choices:
         set_precision_choices(out, choices, plan.auto_notes)
     return choices
+
+
+def _prove_on_arm64(run: _Run, out: Path, models: list[ModelSpec]) -> None:
+    """export --prove-on arm64: the XNNPACK and portable programs again, on Arm64 under
+    emulation, one process for all; each verdict into its row, the manifest and the cache."""
+    from .report.manifest import update_entries
+    from .run.arm64_proof import prove
+
+    run.reporter.stage("*", None, Stage.ARM64)
+    prove(run.records, run.references, {s.name: s for s in models}, run.config, run.work)
+    update_entries(out, {Path(r.artifact.path).name: {"arm64": r.arm64} for r in run.records
+                         if r.arm64 is not None and r.artifact is not None})
+
+
+def setup_arm64(say) -> dict:
+    """``pteforge setup arm64``: ExecuTorch's aarch64 runtime under emulation, in pteforge's cache."""
+    from .runtime.arm64 import method
+    from .runtime.arm64_setup import setup
+
+    found = setup(say)
+    return {**found, "method": method(found)}
 
 
 def _time(records: list[Record], needed: list[Record], config: ExportConfig, reporter, pool, seconds: float) -> None:

@@ -16,7 +16,8 @@ from .core.errors import ExitStatus, ModelError, NoBackendError, PteforgeError, 
 from .ui.argv import Parser, unknown_command, unrecognised
 
 GLOBAL = ("--debug", "-q", "--quiet", "-v", "--verbose", "--json")
-COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "backends", "models", "docs", "cache")
+COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "backends", "models", "docs", "cache",
+            "setup")
 
 
 def _common(default) -> argparse.ArgumentParser:
@@ -124,7 +125,7 @@ def _inspection_commands(sub, common) -> None:
     bn.add_argument("path", nargs="?", default="models", metavar="DIR|FILE", help="default: models")
     bn.add_argument("--runs", type=int, default=20, metavar="N", help="timed runs after warm-up (default 20)")
     bn.add_argument("--warmup", type=int, default=3, metavar="N", help="warm-up runs (default 3)")
-    bn.add_argument("--compare", choices=["eager"], default=None, help="time eager PyTorch, and ONNX Runtime where it is installed, beside each artifact")
+    bn.add_argument("--compare", choices=["eager"], default=None, help="time eager PyTorch, and ONNX Runtime where it is installed (on the model's own file for an ONNX model), beside each artifact")
 
     se = sub.add_parser("select", parents=[common], help="which artifact a device of PLATFORM loads first (its fallback "
                         "order), or without --platform which one this host loads, with the fallbacks skipped")
@@ -169,6 +170,12 @@ def _file_commands(sub, common, inner) -> None:
     ca_sub = ca.add_subparsers(dest="cache_command", required=True, metavar="{clear,info}")
     ca_sub.add_parser("clear", parents=[inner], help="remove every cached artifact")
     ca_sub.add_parser("info", parents=[inner], help="where the cache is, how many entries and bytes")
+    st = sub.add_parser("setup", parents=[common], help="fetch what an optional proof needs into pteforge's cache")
+    st_sub = st.add_subparsers(dest="setup_command", required=True, metavar="{arm64}")
+    st_sub.add_parser("arm64", parents=[inner],
+                      help="ExecuTorch's aarch64 runtime under qemu-user, for export --prove-on arm64: Debian's "
+                           "qemu-user-static and arm64 CPython, the aarch64 wheels (~0.5 GB download, 1.8 GB on disk; "
+                           "idempotent; Debian 12 x86_64, root once for dpkg --add-architecture arm64)")
 
 
 def _with_config(parser, given, argv: list[str]):
@@ -319,7 +326,7 @@ def _run(args, ui, debug: bool) -> int:
     commands = {
         "backends": _cmd_backends, "models": lambda a, u: _cmd_models(u), "validate": _cmd_validate,
         "docs": _cmd_docs, "select": _cmd_select, "bench": _cmd_bench, "manifest": _cmd_manifest,
-        "cache": _cmd_cache, "publish": _cmd_publish,
+        "cache": _cmd_cache, "publish": _cmd_publish, "setup": _cmd_setup,
     }
     if args.command in commands:
         return commands[args.command](args, ui)
@@ -436,6 +443,8 @@ def _export_said(ui, result, config) -> None:
     failed = [f"{mark(r.status)} {r.model} {r.target}: {r.status.value}: {r.reason}"
               + (f" ({shown(r.artifact.path)})" if r.artifact else "") for r in rows if not r.status.offered]
     failed += [f"✗ {u.target}: UNAVAILABLE: {u.check.reason}" for u in result.unavailable if u.requested]
+    failed += [f"✗ {r.model} {r.target}: on Arm64 under emulation {r.arm64['status']}: {r.arm64.get('reason')}"
+               for r in rows if r.arm64_failed]
     ui.final(f"exported {len(good)}/{asked} target(s)" + (f": {proof_counts(good)}" if good else "") + f"; {where}",
              failed)
     if ui.json:
@@ -614,6 +623,17 @@ def _cmd_cache(args, ui) -> int:
     ui.out.print(line, highlight=False)
     ui.final(line)
     ui.document({"directory": str(root), "removed" if clear else "artifacts": entries, "bytes": size})
+    return int(ExitStatus.OK)
+
+
+def _cmd_setup(args, ui) -> int:
+    from .api import setup_arm64
+
+    found = setup_arm64(ui.note)
+    line = f"Arm64 proof ready: {found['method']} (export --prove-on arm64)"
+    ui.out.print(line, highlight=False)
+    ui.final(line)
+    ui.document(found)
     return int(ExitStatus.OK)
 
 

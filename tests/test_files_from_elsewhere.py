@@ -182,7 +182,7 @@ def test_model_files_are_recognised_by_content_not_name(capsys, tmp_path):
     code, said = export(capsys, "--model", weights, "--input-shape", "1,6", "--out", tmp_path / "o")
     assert code == ExitStatus.MODEL and "is not a TorchScript program" in error_lines(said)[0]
     code, said = export(capsys, "--model", scripted, "--input-shape", "x=1,6", "--out", tmp_path / "o")
-    assert code == ExitStatus.USAGE and "applies to ONNX files" in error_lines(said)[0]
+    assert code == ExitStatus.USAGE and "forward takes no 'x'" in error_lines(said)[0]  # by forward's names
 
 
 @pytest.mark.parametrize("text, expected", [

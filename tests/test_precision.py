@@ -127,6 +127,19 @@ def test_fp16_of_a_model_that_upcasts_to_fp32_lowers_and_runs(capsys, tmp_path):
     assert "verified" in row, row
 
 
+def test_fp16_of_a_model_with_named_outputs_lowers_and_runs(capsys, tmp_path):
+    """The fp16 program casts its outputs back to fp32 whatever their structure: a dict of
+    named outputs (an ONNX import of several outputs) failed at xnnpack:fp16
+    ("'str' object has no attribute 'is_floating_point'": its keys were taken for tensors)."""
+    from test_cli import cli
+
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:structured('dict')", "--input-shape", "1,3,8,8",
+                          "--weights", "none", "--backends", "xnnpack:fp16", "--bench-runs", "0", "--out", tmp_path)
+    assert code == 0, stdout
+    [row] = [line for line in stdout.splitlines() if "• xnnpack:fp16:" in line]
+    assert "verified" in row, row
+
+
 def test_int8_zero_padding_no_convolution_absorbs_is_quantized_and_loads(capsys, tmp_path):
     """ExecuTorch 1.5.1's XNNPACK quantizer left such a padding unannotated and its
     partitioner took it from int8 to float; XNNPACK refused the program at load

@@ -114,9 +114,40 @@ def relate_latency(pairs: list[tuple[Record, Record]]) -> None:
             )
 
 
-def choose(model: str, group: AutoGroup, records: list[Record], task: str, budget: AccuracyBudget | None) -> dict:
-    """The fastest precision of ``group`` within the accuracy budget, and why."""
+def choose(model: str, group: AutoGroup, records: list[Record], task: str, budget: AccuracyBudget | None,
+           token_ids: list[str] | None = None) -> dict:
+    """The fastest precision of ``group`` within the accuracy budget, and why. A model fed
+    token ids (``token_ids``: those inputs' names) gets dynamic int8 where it is within the
+    budget (its activations are quantized as they come: no calibration on ids, which are
+    synthetic without --calibration), or says why not; a static int8 program calibrated on
+    synthetic ids is not chosen (``_on_token_ids``)."""
     budget = budget or AccuracyBudget.for_task(task)
+    tried = _tried(model, group, records, budget)
+    choice = {"model": model, "backend": group.backend, "budget": budget.describe(), "tried": tried, "winner": None}
+    preferred, prefix = _on_token_ids(tried, token_ids) if token_ids else (None, "")
+    if token_ids:
+        choice["tokenIds"] = token_ids
+    fits = [t for t in tried if t["within_budget"]]
+    if not fits:
+        choice["why"] = prefix + "no precision of this backend was verified within the budget"
+        return choice
+    best = preferred or min(fits, key=lambda t: t["p50_ms"])
+    choice["winner"] = best["target"]
+    fp32 = next((t for t in tried if t["precision"] == Precision.FP32.value and t["p50_ms"]), None)
+    speed = f", {best['p50_ms'] / fp32['p50_ms']:.2f}× the fp32 latency" if fp32 and best is not fp32 else ""
+    others = [f"{t['precision']} {t['p50_ms']:.2f} ms" for t in fits if t is not best]
+    choice["why"] = (
+        prefix + (f"{best['precision']} at {best['p50_ms']:.2f} ms p50{speed}" if preferred else
+                  f"fastest within the budget: {best['precision']} at {best['p50_ms']:.2f} ms p50{speed}")
+        + (f" (also within: {', '.join(others)})" if others else "")
+        + (f"; outside the budget: {', '.join(t['precision'] + ' (' + t['note'] + ')' for t in tried if not t['within_budget'])}" if len(fits) < len(tried) else "")
+    )
+    return choice
+
+
+def _tried(model: str, group: AutoGroup, records: list[Record], budget: AccuracyBudget) -> list[dict]:
+    """A row per precision of ``group`` that has a record: its figures, and whether it is
+    within ``budget``."""
     rows = {r.target: r for r in records if r.model == model}
     tried = []
     for name in group.targets:
@@ -135,23 +166,26 @@ def choose(model: str, group: AutoGroup, records: list[Record], task: str, budge
             "sqnr_db": images.get("sqnr_db", rec.verification.sqnr_db if rec.verification else None),
         }
         row["within_budget"], row["note"] = _judge(rec, row, budget)
+        calibration = (rec.quantization or {}).get("calibration") or {}
+        if calibration.get("tokenIds"):
+            row["calibration"] = "synthetic token ids"
         tried.append(row)
-    fits = [t for t in tried if t["within_budget"]]
-    choice = {"model": model, "backend": group.backend, "budget": budget.describe(), "tried": tried, "winner": None}
-    if not fits:
-        choice["why"] = "no precision of this backend was verified within the budget"
-        return choice
-    best = min(fits, key=lambda t: t["p50_ms"])
-    choice["winner"] = best["target"]
-    fp32 = next((t for t in tried if t["precision"] == Precision.FP32.value and t["p50_ms"]), None)
-    speed = f", {best['p50_ms'] / fp32['p50_ms']:.2f}× the fp32 latency" if fp32 and best is not fp32 else ""
-    others = [f"{t['precision']} {t['p50_ms']:.2f} ms" for t in fits if t is not best]
-    choice["why"] = (
-        f"fastest within the budget: {best['precision']} at {best['p50_ms']:.2f} ms p50{speed}"
-        + (f" (also within: {', '.join(others)})" if others else "")
-        + (f"; outside the budget: {', '.join(t['precision'] + ' (' + t['note'] + ')' for t in tried if not t['within_budget'])}" if len(fits) < len(tried) else "")
-    )
-    return choice
+    return tried
+
+
+def _on_token_ids(tried: list[dict], token_ids: list[str]) -> tuple[dict | None, str]:
+    """(the dynamic int8 row when it is within the budget, else None; the why's opening).
+    A static int8 row calibrated on synthetic ids is taken out of the choice, saying so."""
+    for t in (t for t in tried if t.get("calibration") == "synthetic token ids"):
+        t["note"] = ("" if t["within_budget"] else f"{t['note']}; ") + "calibrated on synthetic token ids, not representative"
+        t["within_budget"] = False
+    dynamic = next((t for t in tried if t["precision"] == Precision.INT8_DYNAMIC.value), None)
+    inputs = f"token-id inputs ({', '.join(token_ids)})"
+    if dynamic is not None and dynamic["within_budget"]:
+        return dynamic, f"{inputs}: dynamic int8 needs no calibration on ids; "
+    why_not = ("is not a precision of this backend" if dynamic is None
+               else f"is outside the budget ({dynamic['note']})")
+    return None, f"{inputs}, but dynamic int8 {why_not}; "
 
 
 def _judge(rec: Record, row: dict, budget: AccuracyBudget) -> tuple[bool, str]:

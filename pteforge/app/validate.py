@@ -130,7 +130,7 @@ class EagerCache:
     @staticmethod
     def _build(entry: ModelEntry):
         from ..models.catalog import build_catalog
-        from ..models.custom import custom_spec, reference_model
+        from ..models.custom import reference_model
         from ..core.spec import InputSpec
         from ..stages.capture import build_model
 
@@ -146,11 +146,26 @@ class EagerCache:
             dtypes = tuple(i.get("dtype") for i in entry.inputs or [] if i.get("dtype"))
             shapes = tuple(InputSpec(tuple(s), dtypes[i] if i < len(dtypes) else "float32")
                            for i, s in enumerate(entry.inputShapes))
-            spec = custom_spec(entry.source, shapes + held)
+            spec = _own_spec(entry, shapes, held)
             if spec.source == "onnx":
                 return reference_model(spec, None), spec
             spec = _as_exported(spec, entry)
         return build_model(spec, entry.weights or "pretrained", entry.seed or 0), spec
+
+
+def _own_spec(entry: ModelEntry, shapes: tuple, held: tuple):
+    """The spec of a model file as the export made it. A TorchScript program's inputs are
+    named by its ``forward``'s arguments, which the export bound them to (``--input-shape
+    attention_mask=...``): given by those names again, where ``forward`` has them."""
+    from ..models.custom import custom_spec, file_kind
+
+    names = [i.get("name") for i in entry.inputs or []]
+    if len(names) == len(shapes) and all(names) and file_kind(entry.source) == "torchscript":
+        try:
+            return custom_spec(entry.source, tuple(dataclasses.replace(s, name=n) for s, n in zip(shapes, names)) + held)
+        except UsageError:  # not forward's names (a program exported before they were kept)
+            pass
+    return custom_spec(entry.source, shapes + held)
 
 
 def _as_exported(spec, entry: ModelEntry):

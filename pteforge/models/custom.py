@@ -413,8 +413,9 @@ def custom_spec(ref: str, inputs: tuple[InputSpec, ...], dtypes: tuple[str, ...]
     kind = file_kind(ref) if Path(ref).suffix != ".py" else None
     if kind is None and ref.endswith(FILE_SUFFIXES):
         kind = {".pt2": "pt2", ".onnx": "onnx"}.get(Path(ref).suffix, "torchscript")  # its own error says why not
-    if kind != "onnx" and any(i.name or i.value is not None for i in inputs):
-        named = next(i for i in inputs if i.name or i.value is not None)
+    by_name = kind in ("torchscript", "checkpoint")  # a TorchScript forward's arguments have names too
+    if kind != "onnx" and any((i.name and not by_name) or i.value is not None for i in inputs):
+        named = next(i for i in inputs if (i.name and not by_name) or i.value is not None)
         raise UsageError(f"--input-shape {named.name or ''}{'=' if named.name else ''}... names an input or gives a value: "
                          f"that applies to ONNX files, whose inputs have names", fix="give the shapes in order, e.g. --input-shape 1,3,224,224")
     if kind == "pt2":
@@ -436,11 +437,11 @@ def custom_spec(ref: str, inputs: tuple[InputSpec, ...], dtypes: tuple[str, ...]
 
 def torchscript_spec(path: str, inputs: tuple[InputSpec, ...]) -> ModelSpec:
     """A spec for a TorchScript file (``torch.jit.script(model).save``, ``torch.jit.trace``,
-    PyTorch Mobile's ``.ptl``): it keeps no input shapes, so ``--input-shape`` gives them.
+    PyTorch Mobile's ``.ptl``): it keeps no input shapes, so ``--input-shape`` gives them,
+    in order or by the name of ``forward``'s argument (``--input-shape attention_mask=1,16``);
+    ``forward``'s other arguments with defaults stay at them (``torchscript_inputs``).
     A ``torch.save`` file (a state dict, a pickled module) holds no program: refused,
     saying how to export it instead."""
-    import zipfile
-
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"model file '{path}' does not exist", fix="give the path of a TorchScript file")
@@ -454,26 +455,147 @@ def torchscript_spec(path: str, inputs: tuple[InputSpec, ...]) -> ModelSpec:
                          "holds no code to export)",
                          fix=f"give the factory that builds the model: --model package.module:factory --weights {path}, "
                              "or save the model as TorchScript: torch.jit.script(model).save('model.pt')")
+    arguments = forward_arguments(_load_torchscript(str(p)))
     if not inputs:
-        raise UsageError(f"'{path}' is TorchScript, which keeps no input shapes",
-                         fix="give one --input-shape (and --input-dtype) per input, e.g. --input-shape 1,3,224,224")
-    return ModelSpec(name=p.stem, family="custom", task="custom", inputs=inputs,
+        tensors = [a for a in arguments if a.tensor]
+        takes = f" (forward's tensors: {', '.join(a.name + ('' if a.has_default else ' (required)') for a in tensors)})" \
+            if tensors else ""
+        raise UsageError(f"'{path}' is TorchScript, which keeps no input shapes{takes}",
+                         fix="give one --input-shape (and --input-dtype) per input, in order or by name, e.g. --input-shape "
+                             + (f"{tensors[0].name}=1,3,224,224" if tensors else "1,3,224,224"))
+    return ModelSpec(name=p.stem, family="custom", task="custom", inputs=torchscript_inputs(path, arguments, inputs),
                      factory="pteforge.models.custom:build_torchscript", source="torchscript", path=str(p.resolve()))
 
 
-def build_torchscript(spec: ModelSpec, weights: str, seed: int):
-    """The TorchScript module itself: torch.export cannot capture it, so the capture
-    converts it (``torch._export.converter.TS2EPConverter``); it is also the eager reference."""
+class Argument:
+    """One argument of a TorchScript ``forward`` (its schema's): name, type as TorchScript
+    writes it, and whether it has a default value."""
+
+    def __init__(self, name: str, type_: str, has_default: bool):
+        self.name, self.type, self.has_default = name, type_, has_default
+
+    @property
+    def tensor(self) -> bool:
+        """Whether ``--input-shape`` can give it: a ``Tensor`` or an ``Optional[Tensor]``."""
+        return self.type in ("Tensor", "Optional[Tensor]")
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.type}"
+
+
+def forward_arguments(module) -> list[Argument]:
+    """The arguments of a TorchScript module's ``forward``, ``self`` left out."""
+    schema = getattr(getattr(module, "forward", None), "schema", None)
+    if schema is None:
+        return []
+    return [Argument(a.name, str(a.type), a.has_default_value()) for a in schema.arguments[1:]]
+
+
+def torchscript_inputs(path: str, arguments: list[Argument], inputs: tuple[InputSpec, ...]) -> tuple[InputSpec, ...]:
+    """``inputs`` bound to ``forward``'s arguments and named by them, in ``forward``'s order:
+    named ones by name, the others in order to the arguments left. What no input gives
+    keeps its default; refused in one line: a name ``forward`` does not take, an input
+    given to an argument that is no tensor, and each argument without a default that
+    is left (a tensor: which ``--input-shape`` gives it; another type: that pteforge feeds
+    tensors only)."""
+    names = [a.name for a in arguments]
+    if not names:  # no schema to bind by: today's positional feeding
+        return inputs
+    by_name = {a.name: a for a in arguments}
+    bound: dict[str, InputSpec] = {}
+    for given in (i for i in inputs if i.name):
+        if given.name not in by_name:
+            near = closest(given.name, names)
+            raise UsageError(f"--input-shape {given.name}=...: '{path}' forward takes no '{given.name}'"
+                             + (f" (did you mean '{near}'?)" if near else "") + f"; it takes {', '.join(map(str, arguments))}",
+                             fix=f"name one of forward's arguments: --input-shape {near or names[0]}=...")
+        bound[given.name] = given
+    free = iter(a for a in arguments if a.name not in bound)
+    for given in (i for i in inputs if not i.name):
+        arg = next(free, None)
+        if arg is None:
+            raise UsageError(f"{len(inputs)} --input-shape given; '{path}' forward takes {len(names)} arguments "
+                             f"({', '.join(map(str, arguments))})", fix="give one --input-shape per tensor forward takes")
+        bound[arg.name] = InputSpec(given.shape, given.dtype, arg.name)
+    _check_bound(path, arguments, bound)
+    return tuple(bound[n] for n in names if n in bound)
+
+
+def _check_bound(path: str, arguments: list[Argument], bound: dict[str, InputSpec]) -> None:
+    """Refuses an input given to an argument that is no tensor, then the arguments
+    without a default that no input gives."""
+    for arg in arguments:
+        if arg.name in bound and not arg.tensor:
+            raise UsageError(f"--input-shape gives a tensor for {arg}, an argument of '{path}' forward that is no tensor",
+                             fix="give --input-shape for forward's tensor arguments only"
+                                 + (f", by name: --input-shape NAME=... ({', '.join(a.name for a in arguments if a.tensor)})"
+                                    if any(a.tensor for a in arguments) else ""))
+    missing = [a for a in arguments if a.name not in bound and not a.has_default]
+    tensors = [a for a in missing if a.tensor]
+    if tensors:
+        raise UsageError(f"'{path}' forward needs {', '.join(map(str, tensors))}, which no --input-shape gives",
+                         fix=" ".join(f"--input-shape {a.name}=..." for a in tensors) + " (with --input-dtype where not float32)")
+    if missing:
+        raise ModelError(f"'{path}' forward takes {', '.join(map(str, missing))} without a default besides its tensors; "
+                         "pteforge feeds tensors only",
+                         fix="script a module whose forward takes only tensors and calls this one with those values, "
+                             "or export the model with --model package.module:factory from its PyTorch code")
+
+
+def _load_torchscript(path: str):
     import torch
 
     try:
-        model = torch.jit.load(spec.path, map_location="cpu").eval()
+        model = torch.jit.load(path, map_location="cpu").eval()
     except Exception as exc:  # noqa: BLE001 - torch.jit.load raises RuntimeError for most things
-        raise ModelError(f"torch.jit.load cannot read '{spec.path}': {one_line(exc, 160)}",
+        raise ModelError(f"torch.jit.load cannot read '{path}': {one_line(exc, 160)}",
                          fix="save it again with torch.jit.script(model).save(path) in this torch version") from None
     for param in model.parameters():  # as loaded they require grad: the converted program's
         param.requires_grad_(False)   # tensors could not be copied ("graph leaves … deepcopy")
     return model
+
+
+def build_torchscript(spec: ModelSpec, weights: str, seed: int):
+    """The TorchScript module itself: torch.export cannot capture it, so the capture
+    converts it (``torch._export.converter.TS2EPConverter``); it is also the eager reference.
+    Where the inputs are not all of ``forward``'s arguments, each a plain ``Tensor``, in
+    order: ``given_arguments``."""
+    model = _load_torchscript(spec.path)
+    arguments = forward_arguments(model)
+    names = [i.name for i in spec.inputs]
+    if not all(names) or (names == [a.name for a in arguments] and all(a.type == "Tensor" for a in arguments)):
+        for value, name in zip(list(model.forward.graph.inputs())[1:], names if all(names) else ()):
+            value.setDebugName(name)  # what the program's inputs are named by: x, not TorchScript's x.1
+        return model
+    return given_arguments(model, spec.inputs)
+
+
+def given_arguments(model, inputs: tuple[InputSpec, ...]):
+    """``model`` called with ``inputs`` by name (``torchscript_inputs``), its other arguments
+    at their defaults, as a TorchScript module whose ``forward`` takes those tensors alone:
+    a Python module calling it so, traced (the call to the scripted ``forward``, its
+    branches included, is kept whole: ``prim::CallMethod`` with the defaults as constants)."""
+    import warnings
+
+    import torch
+
+    names = [i.name for i in inputs]
+    # zeros: any value is a valid index (a BERT's token_type_ids index an embedding of 2 rows);
+    # the trace keeps the call to the scripted forward whole, so the values shape nothing
+    example = tuple(torch.zeros(i.shape, dtype=getattr(torch, i.dtype)) for i in inputs)
+
+    class Given(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scripted = model
+
+        def forward(self, *args):
+            return self.scripted(**dict(zip(names, args)))
+
+    Given.forward.__signature__ = forward_signature(names)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit.trace's deprecation
+        return torch.jit.trace(Given().eval(), example, check_trace=False, strict=False)
 
 
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float16", 11: "float64"}
@@ -615,10 +737,10 @@ def _given_by_name(path: str, names: list[str], inputs: tuple[InputSpec, ...]) -
 def build_onnx(spec: ModelSpec, weights: str, seed: int):
     """The ONNX graph as a PyTorch module (onnx2torch): what torch.export captures.
 
-    onnx2torch converts each operator at the versions it knows; a file saved at a newer
-    opset (torch 2.x's exporter writes 18-20, where ``Constant`` and the reductions
-    changed) is converted down with ONNX's own version converter, to the newest opset
-    onnx2torch takes, first. What the graph computes from its constants alone is computed
+    onnx2torch converts each operator at the versions it knows, with pteforge's converters
+    (``onnx_converters``: what it lacks, and each newer version read as the older one whose
+    meaning it keeps); a file an operator of which is still left is converted down with
+    ONNX's own version converter, to opset 17 then 13, and imported again. What the graph computes from its constants alone is computed
     first (``_folded``), and the file as it is imported when that fails. The reference
     stays ONNX Runtime on the original file."""
     import onnx
@@ -704,46 +826,16 @@ def _unconverted(model) -> list[tuple[str, str, str, int]]:
 ONNX2TORCH_OPSETS = (17, 13)  # opsets a newer file is converted down to, in turn
 
 
-# Operators whose newer versions (opsets 18-21, what torch's and Ultralytics' exporters
-# write) onnx2torch 1.5 lacks, though they only add types, or attributes whose defaults
-# keep the older meaning: converted as their newest older version, when a node leaves the
-# new attributes at those defaults (name -> default).
-SAME_AS_OLDER = {
-    ("Resize", 18): {"antialias": 0, "axes": None, "keep_aspect_ratio_policy": b"stretch"},
-    ("Resize", 19): {"antialias": 0, "axes": None, "keep_aspect_ratio_policy": b"stretch"},
-    **{(op, v): {} for op in ("Reshape", "Identity", "Shape", "Cast", "Constant", "Size") for v in (19, 21)},
-    **{(op, 21): {} for op in ("Squeeze", "Unsqueeze", "Flatten", "Transpose")},
-}
-
-
 @functools.cache
 def _newer_converters() -> tuple:
-    """Register onnx2torch converters for ``SAME_AS_OLDER`` and for ``Split`` 18 (Split 13
-    with an optional ``num_outputs``, which ONNX's version converter cannot take down to 17);
-    the module types they add."""
+    """Register an onnx2torch converter for ``Split`` 18 (Split 13 with an optional
+    ``num_outputs``, which ONNX's version converter cannot take down to 17); the module types
+    it adds. The other versions onnx2torch lacks that mean what an older one means are read
+    as that one (``onnx_converters.same_meaning``)."""
     import torch
     from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY, OperationDescription, add_converter
     from onnx2torch.node_converters.split import OnnxSplit13
     from onnx2torch.utils.common import OperationConverterResult, onnx_mapping_from_node
-
-    def older(op: str, version: int):
-        return next((_CONVERTER_REGISTRY[d] for v in range(version - 1, 0, -1)
-                     if (d := OperationDescription(domain="", operation_type=op, version=v)) in _CONVERTER_REGISTRY), None)
-
-    def as_older(op: str, version: int, defaults: dict, convert):
-        def converter(node, graph):
-            for name, default in defaults.items():
-                value = node.attributes.get(name, default)
-                value = value.encode() if isinstance(value, str) and isinstance(default, bytes) else value
-                if value != default:
-                    raise NotImplementedError(f"{op}-{version} with {name}={value!r}")
-            return convert(node, graph)
-        return converter
-
-    for (op, version), defaults in SAME_AS_OLDER.items():
-        convert = older(op, version)
-        if convert is not None and OperationDescription(domain="", operation_type=op, version=version) not in _CONVERTER_REGISTRY:
-            add_converter(operation_type=op, version=version)(as_older(op, version, defaults, convert))
 
     class OnnxSplit18(OnnxSplit13):
         def forward(self, input_tensor, split=None):

@@ -38,7 +38,8 @@ def status_why(status: str, reason, entry) -> str:
     text = one_line(reason) or method or STATUS_NOTE.get(status, "")
     if entry is not None and entry.estimates:
         text += f"; {estimate_text(entry.estimates)}"
-    return text
+    note = ((entry.quantization or {}).get("calibration") or {}).get("note") if entry is not None else None
+    return f"{text}; {note}" if note and text else note or text
 
 
 def one_line(text) -> str:

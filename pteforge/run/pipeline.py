@@ -203,7 +203,7 @@ class Steps:
             return exported
         shared = Path(self.capture.pt2_path).parent / "quantized" if self.capture.share_quantized else None
         try:
-            batches, facts = calibration_set(self.spec, self.config)
+            batches, facts = calibration_set(self.spec, self.config, self.target.precision)
             exported, key = self.timed(Stage.QUANTIZE, lambda: quantize_shared(exported, plan, batches, example, shared))
         except Exception as exc:
             raise StageFailed(Status.QUANTIZE_FAILED, exc) from exc

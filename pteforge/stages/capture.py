@@ -509,13 +509,7 @@ def _converted(model, example: tuple):
     import torch
     from torch._export.converter import TS2EPConverter
 
-    schema = getattr(getattr(model, "forward", None), "schema", None)
-    others = [f"{a.name}: {a.type}" for a in (schema.arguments[1:] if schema else []) if str(a.type) != "Tensor"]
-    if others:  # what --input-shape cannot give, and TorchScript's converter fails on, far from the cause
-        raise CaptureError(f"the TorchScript program's forward takes {', '.join(others)} besides its tensors "
-                           f"({schema}); pteforge feeds tensors only",
-                           fix="script a module whose forward takes only tensors and calls it with those values, "
-                               "or export the model with --model package.module:factory from its PyTorch code")
+    model = _tensors_only(model, example)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # one per unused buffer ("Manually populate … num_batches_tracked")
         converted = TS2EPConverter(model, example).convert()
@@ -526,6 +520,26 @@ def _converted(model, example: tuple):
         _canonical_convolutions(module)
         _parameters_again(module, {name for name, _ in model.named_parameters()})
         return torch.export.export(module, example)
+
+
+def _tensors_only(model, example: tuple):
+    """``model``, or where its ``forward`` takes more than the example's tensors (optional
+    arguments, a factory's ScriptModule) a module calling it with them, the rest at their
+    defaults (``models.custom.given_arguments``); what TorchScript's converter would fail on
+    far from the cause (an argument without a default that is no tensor, or that no tensor
+    is given for) is refused in one line naming it."""
+    from ..core.errors import PteforgeError
+    from ..core.spec import InputSpec
+    from ..models.custom import forward_arguments, given_arguments, torchscript_inputs
+
+    arguments = forward_arguments(model)
+    if len(arguments) == len(example) and all(a.type == "Tensor" for a in arguments):
+        return model
+    given = tuple(InputSpec(tuple(x.shape), str(x.dtype).removeprefix("torch.")) for x in example)
+    try:
+        return given_arguments(model, torchscript_inputs("the TorchScript module", arguments, given))
+    except PteforgeError as exc:
+        raise CaptureError(str(exc), fix=exc.fix) from None
 
 
 def _parameters_again(module, names: set[str]) -> None:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from ..models.synthetic import make_inputs
 from ..models.weights import own_buffers, put_back
-from ..core.spec import ExportConfig, ModelSpec
+from ..core.spec import ExportConfig, ModelSpec, Precision
 from . import memo
 from .describe import Unstable, describe
 
 
-def calibration_set(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple], dict]:
+def calibration_set(spec: ModelSpec, config: ExportConfig, precision: Precision | None = None) -> tuple[list[tuple], dict]:
     """``config.calibration_samples`` input tuples and what they were.
 
     Image models get real photos through the model's own preprocessing: the images
@@ -22,6 +22,8 @@ def calibration_set(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple],
     rest, and every sample of other models, are seeded synthetic inputs, whose seeds lie
     far from the verification inputs'. Input files in ``--calibration DIR`` (``samples``:
     ``.npy``/``.npz``, any model) are taken as they are, and alone (``samples.split``).
+    Synthetic token ids (``samples.token_ids``) are no text: where static int8
+    (``precision``) calibrates its activations' ranges on them, the facts say so (``note``).
     """
     from ..core import samples
     from ..families import model_input
@@ -51,6 +53,9 @@ def calibration_set(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple],
     synthetic = n - len(batches)
     batches += [make_inputs(spec, 10_000 + config.seed * 997 + i) for i in range(synthetic)]
     facts["synthetic"] = synthetic
+    ids = samples.token_ids(spec)
+    if synthetic and ids and precision is Precision.INT8:  # ids drawn at random: no sentence's
+        facts.update(tokenIds=ids, note=samples.TOKEN_IDS_NOTE)
     return batches, facts
 
 
@@ -188,6 +193,7 @@ def half_program(exported, example: tuple):
     import copy
 
     import torch
+    from torch.utils._pytree import tree_map
 
     class Half(torch.nn.Module):
         def __init__(self, inner):
@@ -196,9 +202,8 @@ def half_program(exported, example: tuple):
 
         def forward(self, *args):
             out = self.inner(*[a.half() if a.is_floating_point() else a for a in args])
-            if isinstance(out, torch.Tensor):
-                return out.float() if out.is_floating_point() else out
-            return tuple(o.float() if o.is_floating_point() else o for o in out)
+            # any output structure (a tensor, a tuple, a dict of named outputs)
+            return tree_map(lambda o: o.float() if isinstance(o, torch.Tensor) and o.is_floating_point() else o, out)
 
     module = exported.module(check_guards=False)
     # what the capture asserted of its fp32 values (a ``.to(torch.float32)`` in the model:

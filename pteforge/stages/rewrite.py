@@ -286,7 +286,9 @@ def _recurrent_as_steps(exported):
     did on the portable kernels: ddddocr's int8 recognizer, its LSTM quantized step by step,
     fell from 18.6 to -5.2 dB). Decomposed at lowering instead, each step's chunk ran on the
     portable kernels and cut the program there (ddddocr's bidirectional LSTM: 23 XNNPACK
-    programs; now one)."""
+    programs; now one). The steps are pteforge's own (``_recurrent_steps``), not PyTorch's
+    decomposition: a CRNN's BiLSTM was 2 XNNPACK programs with it (its reversed direction's
+    ``flip``), and a step had a sigmoid or tanh per gate."""
     import torch
 
     ops = torch.ops.aten
@@ -297,21 +299,140 @@ def _recurrent_as_steps(exported):
              ops.squeeze.default, ops.squeeze.dim, ops.squeeze.dims, ops.unsqueeze.default, ops.stack.default,
              ops.cat.default, ops.alias.default, ops.slice.Tensor}
     table = {op: rewrite for op, rewrite in _table().items() if op in views}
-    return _rewritten(exported, {**table, **{op: _recurrent(op) for op in recurrent}})
+    if _symbolic(exported):
+        return exported
+    # the program holds one: asking each rewrite first (``_applies``) would run every step on fake values
+    return exported.run_decompositions({**table, **{op: _recurrent(op) for op in recurrent}})
 
 
 def _recurrent(op):
-    """PyTorch's own decomposition of ``op`` into its steps, for static shapes."""
+    """LSTM or GRU ``op`` as its steps, for static shapes (``_recurrent_steps``); what that
+    does not cover (projections, training dropout, an unbatched input) as PyTorch's own
+    decomposition."""
     from torch._decomp import decomposition_table
 
     decompose = decomposition_table[op]
+    lstm = op is _aten().lstm.input
 
-    def steps(x, *args, **kwargs):
+    def steps(x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
         if not _static(x.shape):
             return NotImplemented
-        return decompose(x, *args, **kwargs)
+        dirs = 2 if bidirectional else 1
+        if x.dim() != 3 or len(params) != num_layers * dirs * (4 if has_biases else 2) or (train and dropout):
+            return decompose(x, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+        states = list(hx) if lstm else [hx]
+        out, finals = _recurrent_steps(x, states, list(params), has_biases, num_layers, dirs, batch_first, lstm)
+        return (out, *finals)
 
     return steps
+
+
+def _recurrent_steps(x, states, params, has_biases, num_layers, dirs, batch_first, lstm):
+    """An LSTM's or GRU's output and final states, written so that XNNPACK runs them fast
+    (the same values as PyTorch's up to float rounding): per layer and direction, every
+    step's input projection is one linear over all steps with both biases folded in, and
+    each step one linear of the hidden state with a constant weight, its gates reordered
+    (LSTM: i, f, o, g) so one sigmoid and one tanh cover them. XNNPACK still packs that
+    weight once per step's node (no weights cache in ExecuTorch 1.5.1's runtime by default):
+    see docs/performance.md, "Recurrent layers"."""
+    batch = x.shape[0] if batch_first else x.shape[1]
+    x = _seq_first(x, batch_first, batch)  # [T, B, I]
+    per = 4 if has_biases else 2
+    finals: list[list] = [[] for _ in states]
+    for layer in range(num_layers):
+        outs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            first = [_row(s, k) for s in states]
+            out, last = _direction(x, first, params[k * per:(k + 1) * per], d == 1, lstm)
+            outs.append(out)
+            for kept, value in zip(finals, last):
+                kept.append(value)
+        x = outs[0] if dirs == 1 else _aten().cat.default(outs, 2)
+    stacked = [_aten().cat.default(kept, 0) if len(kept) > 1 else kept[0] for kept in finals]
+    stacked = [s.reshape(len(kept), *kept[0].shape) for s, kept in zip(stacked, finals)]
+    return _seq_first(x, batch_first, batch), stacked
+
+
+def _seq_first(x, swap, batch):
+    """[B, T, ...] as [T, B, ...] and back; a reshape at batch 1."""
+    if not swap:
+        return x
+    if batch == 1:
+        return x.reshape(x.shape[1], x.shape[0], *x.shape[2:])
+    return x.transpose(0, 1).contiguous()
+
+
+def _row(states, k):
+    """states[k] of [L*D, B, H] as [B, H] (a slice and a reshape, which XNNPACK takes)."""
+    return _aten().slice.Tensor(states, 0, k, k + 1).reshape(states.shape[1:])
+
+
+def _direction(x, first, params, reverse, lstm):
+    """One layer's one direction over x ([T, B, I]): its output [T, B, H] and final states."""
+    aten = _aten()
+    steps, batch, size = x.shape
+    w_ih, w_hh = params[0], params[1]
+    b_ih, b_hh = (params[2], params[3]) if len(params) == 4 else (None, None)
+    hidden = w_hh.shape[1]
+    w_ih, w_hh, b_in, b_rec = (_lstm_weights if lstm else _gru_weights)(w_ih, w_hh, b_ih, b_hh, hidden)
+    projected = aten.linear.default(x.reshape(steps * batch, size), w_ih, b_in)  # every step at once
+    state, out = first, [None] * steps
+    for t in reversed(range(steps)) if reverse else range(steps):
+        g = aten.slice.Tensor(projected, 0, t * batch, (t + 1) * batch)
+        state = (_lstm_step if lstm else _gru_step)(g, state, w_hh, b_rec, hidden)
+        out[t] = state[0]
+    seq = aten.cat.default(out, 0) if steps > 1 else out[0]
+    return seq.reshape(steps, batch, hidden), state
+
+
+def _gates(w, order, hidden):
+    """Rows of a stacked gate weight (or bias) in another gate order."""
+    if w is None:
+        return None
+    return _aten().cat.default([_aten().slice.Tensor(w, 0, g * hidden, (g + 1) * hidden) for g in order], 0)
+
+
+def _lstm_weights(w_ih, w_hh, b_ih, b_hh, hidden):
+    """PyTorch's i, f, g, o gates as i, f, o, g (sigmoids first); both biases in the input
+    projection. What depends only on weights is folded into constants before lowering."""
+    order = (0, 1, 3, 2)
+    bias = None if b_ih is None else _gates(b_ih + b_hh, order, hidden)
+    return _gates(w_ih, order, hidden), _gates(w_hh, order, hidden), bias, None
+
+
+def _lstm_step(g, state, w_hh, _bias, hidden):
+    aten = _aten()
+    h, c = state
+    z = aten.add.Tensor(g, aten.linear.default(h, w_hh))
+    s = aten.sigmoid.default(aten.slice.Tensor(z, 1, 0, 3 * hidden))
+    cell = aten.tanh.default(aten.slice.Tensor(z, 1, 3 * hidden, 4 * hidden))
+    gate = [aten.slice.Tensor(s, 1, i * hidden, (i + 1) * hidden) for i in range(3)]
+    c = aten.add.Tensor(aten.mul.Tensor(gate[1], c), aten.mul.Tensor(gate[0], cell))
+    return aten.mul.Tensor(gate[2], aten.tanh.default(c)), c
+
+
+def _gru_weights(w_ih, w_hh, b_ih, b_hh, hidden):
+    """The reset and update gates' recurrent biases join the input projection's; the new
+    gate's stays in the recurrent linear (PyTorch applies the reset gate after it)."""
+    if b_ih is None:
+        return w_ih, w_hh, None, None
+    aten = _aten()
+    head, tail = aten.slice.Tensor(b_hh, 0, 0, 2 * hidden), aten.slice.Tensor(b_hh, 0, 2 * hidden, 3 * hidden)
+    b_in = aten.add.Tensor(b_ih, aten.cat.default([head, aten.mul.Tensor(tail, 0.0)], 0))
+    return w_ih, w_hh, b_in, aten.cat.default([aten.mul.Tensor(head, 0.0), tail], 0)
+
+
+def _gru_step(g, state, w_hh, b_rec, hidden):
+    aten = _aten()
+    (h,) = state
+    r = aten.linear.default(h, w_hh, b_rec)
+    rz = aten.sigmoid.default(aten.add.Tensor(aten.slice.Tensor(g, 1, 0, 2 * hidden),
+                                              aten.slice.Tensor(r, 1, 0, 2 * hidden)))
+    reset, update = aten.slice.Tensor(rz, 1, 0, hidden), aten.slice.Tensor(rz, 1, hidden, 2 * hidden)
+    n = aten.tanh.default(aten.add.Tensor(aten.slice.Tensor(g, 1, 2 * hidden, 3 * hidden),
+                                          aten.mul.Tensor(reset, aten.slice.Tensor(r, 1, 2 * hidden, 3 * hidden))))
+    return (aten.add.Tensor(n, aten.mul.Tensor(update, aten.sub.Tensor(h, n))),)
 
 
 def _prelu(x, weight):

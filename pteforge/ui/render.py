@@ -38,8 +38,10 @@ def _compiler_and_calibration(r: Record) -> str:
     if cal:
         real = f"{cal['images']} real images ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else \
             f"{cal['files']} input files ({cal.get('source')})" if cal.get("files") else ""
-        made = f"{cal['synthetic']} seeded synthetic inputs" if cal.get("synthetic") else ""
+        made = f"{cal['synthetic']} seeded synthetic {'token ids' if cal.get('tokenIds') else 'inputs'}" \
+            if cal.get("synthetic") else ""
         text += f"; calibrated on {' + '.join(p for p in (real, made) if p)}"
+        text += " (not representative: give real ids with --calibration DIR)" if cal.get("tokenIds") else ""
     return text
 
 
@@ -116,6 +118,26 @@ def estimate(jobs) -> str:
     if llms:
         text += ("; " if text else "") + f"language models ({', '.join(llms)}): minutes per target, not estimated"
     return text or "nothing to do"
+
+
+def _arm64_text(r: Record) -> str:
+    """export --prove-on arm64: the verdict on Arm64 under emulation, beside this host's; said
+    with its numbers where it differs from the host's (another status, or outputs not the same)."""
+    a = r.arm64
+    if not a:
+        return ""
+    if a["status"] in (Status.NOT_RUNNABLE_HERE.value, Status.RUN_FAILED.value, Status.LOAD_FAILED.value):
+        return f"; Arm64: {a['status']}: {a.get('reason')}" + (f" ({a['fix']})" if a.get("fix") else "")
+    sqnr = f"SQNR {a['sqnr_db']:.1f} dB" if a.get("sqnr_db") is not None else "no SQNR"
+    top1 = f", top-1 agreement {pct(a['top1_agreement'])}%" if a.get("top1_agreement") is not None else ""
+    same = a.get("vs_host_sqnr_db")
+    vs = (", the same outputs as this host" if same is not None and same >= 200 else
+          f", {same:.1f} dB from this host's outputs" if same is not None else "")
+    differs = a["status"] != r.status.value
+    said = f"{a['status']} (this host: {r.status.value})" if differs else "also"
+    method = a.get("method", "")
+    where = f"under {method.split(' (')[1].split(',')[0]}" if "under emulation (" in method else "(this host, native)"
+    return f"; Arm64 {where}: {said} {sqnr}{top1}{vs}" + (f": {a['reason']}" if a.get("reason") else "")
 
 
 def _held_back(r: Record) -> str:
@@ -408,7 +430,7 @@ class Renderer:
             proof += f"; warning: {r.verification.warning}"
         if r.caution:
             proof += f"; caution: {r.caution}"
-        proof += _held_back(r)
+        proof += _held_back(r) + _arm64_text(r)
         return (
             f"{r.target}: {Path(r.artifact.path).name} ({size_text(r.artifact.size)}, "
             f"{pct(d.percent / 100)} % delegated) — {proof}"
@@ -509,6 +531,9 @@ class Renderer:
                        drop=("threads", "1st run", "RSS MB", "load", "p10–p90", "vs eager"))
         if rows:
             self.out.print(table)
+        for of in sorted({(r.onnxruntime or {}).get("of") for r in shown_rows} - {None}):  # an ONNX file's own
+            self.out.print(f"ORT p50 of {', '.join(Path(r.file).name for r in shown_rows if (r.onnxruntime or {}).get('of') == of)}: "
+                           f"ONNX Runtime on {of}; eager p50: its PyTorch import")
         for r in shown_rows:
             if r.status is not None:
                 self.out.print(f"✗ {Path(r.file).name}: {r.status.value}: {r.reason}")

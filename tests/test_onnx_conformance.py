@@ -1,0 +1,79 @@
+"""ONNX's own conformance cases (the node tests in the onnx wheel) through the path a user's
+``--model file.onnx`` takes: onnx2torch with pteforge's converters, torch.export, XNNPACK
+fp32 lowering and ExecuTorch's runtime, compared with each case's expected outputs at ONNX's
+backend test tolerance. ``bench/onnx_conformance.py`` runs every case of the operators real
+models use; these are a handful of what onnx2torch alone could not import."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "onnx_conformance.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("onnx_conformance", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+conformance = _bench()
+
+
+@pytest.mark.parametrize("case", [
+    "test_gru_defaults",  # GRU (opset 22), linear_before_reset 0: its steps unrolled
+    "test_gru_with_initial_bias",
+    "test_constant_pad_axes",  # Pad-25 read as Pad-18, with axes
+    "test_attention_4d_gqa_causal",  # Attention-23: grouped key/value heads, causal
+    "test_layer_normalization_3d_axis1_epsilon",  # an axis other than the last
+    "test_resize_downsample_sizes_linear_pytorch_half_pixel",  # Resize by sizes
+])
+def test_a_conformance_case_through_pteforge_gives_its_expected_outputs(case, tmp_path):
+    model, feeds, expected = conformance.prepared(str(conformance.node_tests() / case))
+    assert conformance.pteforge_outcome(model, feeds, expected, "all", tmp_path) is None
+
+
+def test_the_comparison_fails_on_a_wrong_value_shape_or_dtype():
+    expected = [np.array([1.0, 2.0], dtype=np.float32)]
+    assert conformance.agrees(expected, [np.array([1.0, 2.0], dtype=np.float32)]) is None
+    assert "1 of 2 values off" in conformance.agrees(expected, [np.array([1.0, 2.01], dtype=np.float32)])
+    assert "shape" in conformance.agrees(expected, [np.array([[1.0, 2.0]], dtype=np.float32)])
+    assert "int64" in conformance.agrees(expected, [np.array([1, 2])])
+
+
+def slice_opset9(path):
+    """A Slice of ONNX opset 9 (its bounds as attributes, Slice-1), as torch 1.x exporters wrote it."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Slice", ["x"], ["y"], starts=[1, 0], ends=[3, 2], axes=[1, 2])
+    graph = helper.make_graph([node], "slice9", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 2])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)]), str(path))
+    return path
+
+
+def test_a_slice_of_opset_9_is_imported_as_slice_1(tmp_path):
+    import onnx
+
+    x = np.arange(20, dtype=np.float32).reshape(1, 4, 5)
+    model = onnx.load(str(slice_opset9(tmp_path / "slice9.onnx")))
+    assert conformance.pteforge_outcome(model, {"x": x}, [x[:, 1:3, 0:2]], "all", tmp_path) is None
+
+
+def test_a_newer_version_is_read_as_an_older_one_only_where_it_means_the_same():
+    import onnx.defs
+
+    from pteforge.models.onnx_converters import added
+
+    def schema(op, version):
+        return onnx.defs.get_schema(op, version, "")
+
+    attributes, inputs = added(schema("Resize", 19), schema("Resize", 13))
+    assert attributes["antialias"] == 0 and attributes["keep_aspect_ratio_policy"] == b"stretch" and inputs == 4
+    assert added(schema("Conv", 22), schema("Conv", 11)) == ({}, 3)  # types only
+    assert added(schema("Softmax", 13), schema("Softmax", 11)) is None  # one axis, not the 2-D coerced input
+    assert added(schema("ReduceMean", 18), schema("ReduceMean", 13)) is None  # axes moved to an input
