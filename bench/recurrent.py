@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -36,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from artifact_latency import timed_rounds  # noqa: E402
+from zoo import delegation  # noqa: E402
 
 # name: (what it is, input shape)
 MODELS = {
@@ -111,17 +113,8 @@ def export(name: str, out: Path) -> tuple[dict | str, float]:
 
 
 def facts(entry: dict, seconds: float) -> dict:
-    d = entry.get("delegation") or {}
-    return {
-        "status": entry["status"],
-        "reason": entry.get("reason"),
-        "delegated_percent": d.get("percent"),
-        "subgraphs": sum((d.get("subgraphs_per_backend") or {}).values()),
-        "portable_ops": {o["op"]: o["count"] for o in d.get("portable_ops") or []},
-        "sqnr_db": (entry.get("verification") or {}).get("sqnr_db"),
-        "export_command_s": round(seconds, 1),
-        "stage_s": {k: round(v, 1) for k, v in (entry.get("timings") or {}).items()},
-    }
+    return {**delegation(entry), "export_command_s": round(seconds, 1),
+            "stage_s": {k: round(v, 1) for k, v in (entry.get("timings") or {}).items()}}
 
 
 def eager(name: str):
@@ -168,9 +161,87 @@ def row(name: str, out: Path, child, here, tmp: Path, args) -> dict:
         got["after_over_before"] = p50["xnnpack"] / p50["xnnpack before"]
     print("  p50 " + ", ".join(f"{k} {v:.2f} ms" for k, v in p50.items())
           + (f", xnnpack / faster eager {ratio:.2f}" if ratio else ""), flush=True)
+    if ours:
+        got["xnnpack_weights_cache"] = cache = with_weights_cache(name, ours[0][2], args)
+        if "on" in cache:
+            cache["on_over_faster_eager"] = cache["on"]["p50_ms"] / fastest
+            print(f"  weights cache off {cache['off']['p50_ms']:.2f} ms ({cache['off']['peak_rss_mb']} MB), "
+                  f"on {cache['on']['p50_ms']:.2f} ms ({cache['on']['peak_rss_mb']} MB): "
+                  f"on / faster eager {cache['on_over_faster_eager']:.2f}", flush=True)
     return {"model": MODELS[name][0], "input": MODELS[name][1], **got, "p50_ms": p50,
             "p50_per_round": {label: [round(s["p50_ms"], 3) for s in stats] for (label, _), stats in samples.items()},
             "xnnpack_over_faster_eager": ratio, "export_within_60_s": got["export_command_s"] <= 60}
+
+
+def weights_cache_on() -> None:
+    """Turn on the XNNPACK weights cache of this process's ExecuTorch runtime (before any
+    program loads): ``executorch::runtime::set_option("XnnpackBackend",
+    {weight_cache_enabled: true})``, which ExecuTorch 1.5.1's Python bindings do not expose,
+    called through ctypes. The layout is that header's (runtime/backend/options.h): a
+    ``char key[64]`` and a ``std::variant<bool, int, std::array<char, 256>>`` (libstdc++: 256
+    bytes of storage, then the index byte); a Span is (pointer, length)."""
+    import ctypes
+
+    import executorch
+
+    class Option(ctypes.Structure):
+        _fields_ = [("key", ctypes.c_char * 64), ("storage", ctypes.c_char * 256), ("index", ctypes.c_ubyte),
+                    ("pad", ctypes.c_ubyte * 3)]
+
+    class Span(ctypes.Structure):
+        _fields_ = [("data", ctypes.POINTER(Option)), ("length", ctypes.c_size_t)]
+
+    lib = ctypes.CDLL(str(Path(list(executorch.__path__)[0]) / "lib" / "libexecutorch.so"))
+    set_option = lib._ZN10executorch7runtime10set_optionEPKcNS0_4SpanINS0_13BackendOptionEEE
+    set_option.restype, set_option.argtypes = ctypes.c_uint32, [ctypes.c_char_p, Span]
+    option = Option(key=b"weight_cache_enabled", storage=b"\x01", index=0)  # the variant's bool, true
+    error = set_option(b"XnnpackBackend", Span(ctypes.pointer(option), 1))
+    if error:
+        raise SystemExit(f"set_option(XnnpackBackend, weight_cache_enabled) returned Error {error}")
+
+
+def time_pte(path: Path, runs: int, warmup: int, cache: bool) -> dict:
+    """p50 of ``path``'s forward in this process (``--time-pte``), with the XNNPACK weights
+    cache on or off, and the process's peak RSS after loading it."""
+    import resource
+
+    from executorch.runtime import Runtime
+
+    from pteforge.core.timing import measure
+
+    if cache:
+        weights_cache_on()
+    data = path.read_bytes()  # kept alive: the program reads from it
+    method = Runtime.get().load_program(data).load_method("forward")
+    inputs = [torch.from_numpy(a) for a in np.load(path.with_suffix(".inputs.npz")).values()]
+    numbers = measure(lambda: method.execute(inputs), runs, warmup)
+    outputs = [o.numpy() for o in method.execute(inputs) if isinstance(o, torch.Tensor)]
+    np.savez(path.with_suffix(f".cache-{'on' if cache else 'off'}.npz"), *outputs)  # the two compared
+    return {**numbers, "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
+def with_weights_cache(name: str, pte: Path, args) -> dict:
+    """The artifact timed in fresh processes with the XNNPACK weights cache off and on, the
+    two taking turns over the rounds: what an app that turns the cache on gets."""
+    from pteforge.core.spec import InputSpec
+    from pteforge.models.custom import custom_spec
+    from pteforge.models.synthetic import make_inputs
+
+    spec = custom_spec(f"recurrent:{name}", (InputSpec.parse(MODELS[name][1]),))
+    np.savez(pte.with_suffix(".inputs.npz"), *[t.numpy() for t in make_inputs(spec, 0)])
+    got: dict[str, list] = {"off": [], "on": []}
+    for _ in range(args.rounds):
+        for mode in got:
+            done = subprocess.run([sys.executable, __file__, "--time-pte", str(pte), "--weights-cache", mode,
+                                   "--runs", str(args.runs), "--warmup", str(args.warmup)],
+                                  capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(HERE)})
+            if done.returncode:
+                return {"error": f"weights cache {mode}: exit {done.returncode}: {done.stderr.strip()[-300:]}"}
+            got[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    off, on = (np.load(pte.with_suffix(f".cache-{mode}.npz")) for mode in got)
+    return {**{mode: {"p50_ms": statistics.median(n["p50_ms"] for n in rounds),
+                      "peak_rss_mb": max(n["peak_rss_mb"] for n in rounds)} for mode, rounds in got.items()},
+            "max_abs_difference": max(float(np.abs(off[k] - on[k]).max()) for k in off.files)}
 
 
 def cpu_name() -> str:
@@ -190,7 +261,12 @@ def main() -> int:
     ap.add_argument("--json", type=Path, default=HERE / "recurrent.json")
     ap.add_argument("--before", type=Path, default=None,
                     help="the --out of this bench run on an earlier tree: its artifacts are timed beside these")
+    ap.add_argument("--time-pte", type=Path, default=None, help=argparse.SUPPRESS)  # with_weights_cache's child
+    ap.add_argument("--weights-cache", choices=["on", "off"], default="off", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.time_pte:
+        print(json.dumps(time_pte(args.time_pte, args.runs, args.warmup, args.weights_cache == "on")))
+        return 0
 
     from pteforge.runtime.host import Host
     from pteforge.runtime.isolate import IsolatedRuntime
