@@ -23,12 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from pteforge.core.system import cpu_name
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -92,16 +93,6 @@ def measure(name: str, work: Path) -> dict:
             "rows": {t: row(rows[t]) for t in TARGETS if t in rows}}
 
 
-def cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def fmt(x, digits=1) -> str:
     return "—" if x is None else f"{x:.{digits}f}" if isinstance(x, float) else str(x)
 
@@ -129,7 +120,7 @@ def main() -> int:
     a = ap.parse_args()
     ready = json.loads((Path(os.environ.get("PTEFORGE_CACHE_DIR") or Path.home() / ".cache/pteforge")
                         / "arm64/ready.json").read_text())
-    results = {"cpu": cpu(), "cores": os.cpu_count(), "emulator": ready.get("qemu"), "qemu_cpu": ready.get("cpu"),
+    results = {"cpu": cpu_name(), "cores": os.cpu_count(), "emulator": ready.get("qemu"), "qemu_cpu": ready.get("cpu"),
                "features": ready.get("features"), "executorch": ready.get("executorch"), "models": {}}
     if a.merge and a.json and Path(a.json).is_file():
         results["models"] = json.loads(Path(a.json).read_text())["models"]

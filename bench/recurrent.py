@@ -39,6 +39,8 @@ sys.path.insert(0, str(HERE))
 from artifact_latency import timed_rounds  # noqa: E402
 from zoo import delegation  # noqa: E402
 
+from pteforge.core.system import cpu_name  # noqa: E402
+
 # name: (what it is, input shape)
 MODELS = {
     "speaker_lstm": ("speaker encoder: LSTM(40, 256, 3 layers, batch_first) over 40 steps + linear", "1,40,40"),
@@ -242,13 +244,6 @@ def with_weights_cache(name: str, pte: Path, args) -> dict:
     return {**{mode: {"p50_ms": statistics.median(n["p50_ms"] for n in rounds),
                       "peak_rss_mb": max(n["peak_rss_mb"] for n in rounds)} for mode, rounds in got.items()},
             "max_abs_difference": max(float(np.abs(off[k] - on[k]).max()) for k in off.files)}
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def main() -> int:

@@ -22,13 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from pteforge.core.system import cpu_name
 
 PIN = "b319e1a"  # "feat: Export models (all) with backends (all) for ExecuTorch 1.0.1, 1.1.0"
 URL = "https://github.com/abdelaziz-mahdy/executorch_flutter_models"
@@ -75,14 +76,6 @@ def pace() -> float:
     t0 = time.perf_counter()
     sum(i * i for i in range(8_000_000))
     return round(time.perf_counter() - t0, 3)
-
-
-def cpu_name() -> str:
-    try:
-        return next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                    if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def statuses(out: Path) -> dict[str, str]:
