@@ -112,7 +112,8 @@ def originals(name: str, real: Path | None = None):
     import torch
 
     from pteforge.app.bench import onnxruntime_runner
-    from pteforge.models.custom import custom_spec, reference_model
+    from pteforge.models.onnx.reference import reference_model
+    from pteforge.models.own import custom_spec
     from pteforge.models.synthetic import make_inputs
     from pteforge.core.spec import InputSpec
     from pteforge.stages.capture import build_model
@@ -153,7 +154,7 @@ def outputs_of(pte: Path, seeded: list) -> list | None:
     simulator of the backend that made it (TOSA, Cortex-M); None where neither runs it."""
     from pteforge.backends import default_registry
     from pteforge.runtime.host import host, load_runtime
-    from pteforge.stages.simulate import deserialize, simulate, simulators_for
+    from pteforge.backends.toolkit.simulate import deserialize, simulate, simulators_for
     from pteforge.stages.verify import run_program
 
     data = pte.read_bytes()

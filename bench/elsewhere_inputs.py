@@ -83,7 +83,7 @@ def _documents(count: int, seed: int) -> list:
 
 
 def _faces(count: int, seed: int, least: float) -> list:
-    from pteforge.app.vision import shipped_images
+    from pteforge.families.vision import shipped_images
     from PIL import Image
 
     photos = [_image("astronaut.png")] + [Image.open(p).convert("RGB") for p in shipped_images()]

@@ -192,7 +192,8 @@ def pteforge_outcome(model, feeds: dict, expected: list, stage: str, tmp: Path) 
     import onnx
     import torch
 
-    from pteforge.models.custom import build_onnx_named, onnx_spec
+    from pteforge.models.onnx.build import build_onnx_named
+    from pteforge.models.onnx.spec import onnx_spec
     from pteforge.stages.capture import export_model, flatten_outputs
 
     path = tmp / "case.onnx"

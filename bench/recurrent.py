@@ -124,7 +124,7 @@ def eager(name: str):
     torch's default threads (as ``pteforge bench --compare eager``) and with one: on a busy
     machine, eager's second thread waits for a core and one thread is the faster eager."""
     from pteforge.core.spec import InputSpec
-    from pteforge.models.custom import custom_spec
+    from pteforge.models.own import custom_spec
     from pteforge.models.synthetic import make_inputs
     from pteforge.stages.capture import build_model
 
@@ -226,7 +226,7 @@ def with_weights_cache(name: str, pte: Path, args) -> dict:
     """The artifact timed in fresh processes with the XNNPACK weights cache off and on, the
     two taking turns over the rounds: what an app that turns the cache on gets."""
     from pteforge.core.spec import InputSpec
-    from pteforge.models.custom import custom_spec
+    from pteforge.models.own import custom_spec
     from pteforge.models.synthetic import make_inputs
 
     spec = custom_spec(f"recurrent:{name}", (InputSpec.parse(MODELS[name][1]),))

@@ -44,7 +44,7 @@ def main() -> int:
 
     from pteforge.core import system
     from pteforge.api import export, plan_targets
-    from pteforge.models.custom import factory_spec
+    from pteforge.models.factory import factory_spec
     from pteforge.core.spec import ExportConfig, InputSpec
 
     me = psutil.Process()

@@ -101,7 +101,7 @@ def delegation(entry: dict) -> dict:
 
 def eager_and_onnxruntime(name: str):
     """The eager model pteforge built (same factory, seed and weights) and its ONNX Runtime twin."""
-    from pteforge.models.custom import custom_spec
+    from pteforge.models.own import custom_spec
     from pteforge.models.synthetic import make_inputs
     from pteforge.core.spec import InputSpec
     from pteforge.stages.capture import build_model

@@ -1,18 +1,43 @@
 """The command line: parse, call the API, render, map errors to exit codes.
 
 Kept light: importing this module imports neither torch nor ExecuTorch, so
-``--help`` answers at once.
+``--help`` answers at once; the API (and the run engine under it), the renderer and the
+config file's reader are imported by the commands that use them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
 import re
 import sys
+import warnings
 from pathlib import Path
 
-from .core.errors import ExitStatus, ModelError, NoBackendError, PteforgeError, UsageError
+from . import __version__
+from .app.platforms import PLATFORMS, describe
+from .backends import default_registry
+from .backends.base import APP_PLATFORMS
+from .core import options  # read at call time: tests add an option
+from .core.errors import (
+    EXIT_MEANINGS,
+    ExitStatus,
+    ModelError,
+    NoBackendError,
+    PteforgeError,
+    UsageError,
+    one_line,
+)
+from .core.io import write_atomic
+from .core.limits import ENV_GB
+from .core.request import ExportRequest
+from .core.result import Status, proof_counts
+from .core.spec import ExportConfig
+from .core.system import os_name
+from .families import families
+from .runtime.host import host
 from .ui.argv import Parser, unknown_command, unrecognised
 
 GLOBAL = ("--debug", "-q", "--quiet", "-v", "--verbose", "--json")
@@ -20,7 +45,7 @@ COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "bac
             "setup")
 
 
-def _common(default) -> argparse.ArgumentParser:
+def _make_common(default) -> argparse.ArgumentParser:
     """The options of every command. A command's own subcommands (``manifest check``) take
     them too, with ``default`` SUPPRESS so that they do not undo one given before them."""
     common = Parser(add_help=False)
@@ -35,10 +60,7 @@ def _common(default) -> argparse.ArgumentParser:
     return common
 
 
-def _parser() -> argparse.ArgumentParser:
-    from . import __version__
-
-
+def _build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="pteforge",
         description="Turn PyTorch models into ExecuTorch programs (.pte) for every backend, and prove each one works.",
@@ -47,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pteforge {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command")
-    common, inner = _common(False), _common(argparse.SUPPRESS)
+    common, inner = _make_common(False), _make_common(argparse.SUPPRESS)
 
     ex = sub.add_parser("export", parents=[common], help="export models to .pte, one per target (default command)")
     ex.add_argument("-c", "--config", default=None, metavar="FILE",
@@ -55,26 +77,23 @@ def _parser() -> argparse.ArgumentParser:
                          "flags override the file. Without -c: the nearest pteforge.toml, or pyproject.toml "
                          "with [tool.pteforge], from here up to the project's root")
     ex.add_argument("--no-config", action="store_true", help="read no config file, not even one found here")
-    _export_options(ex)
-    _inspection_commands(sub, common)
-    _file_commands(sub, common, inner)
+    _add_export_options(ex)
+    _add_inspection_commands(sub, common)
+    _add_file_commands(sub, common, inner)
     parser.export_parser = ex  # -c FILE sets its defaults
     return parser
 
 
-def _export_options(ex) -> None:
+def _add_export_options(ex) -> None:
     """The export's flags, from their one declaration each (``options.py``); each task
     family's flag leads the models (``--mobilenet``, ``--yolo``, ...)."""
-    from .families import families
-    from .core.options import GROUPS, OPTIONS
-
-    groups = {key: ex.add_argument_group(title) for key, title in GROUPS.items()}
+    groups = {key: ex.add_argument_group(title) for key, title in options.GROUPS.items()}
     for fam in families():
         if fam.models:
             groups["models"].add_argument(f"--{fam.word}", nargs="*", metavar="NAME", dest=fam.word.replace("-", "_"),
                                           help=f"{fam.model_help} [category {fam.category}]")
     registries = _registry_words()
-    for o in OPTIONS:
+    for o in options.OPTIONS:
         if not o.flags:
             continue
         kw = {"dest": o.name, "help": o.help.format(**registries)}
@@ -93,20 +112,14 @@ def _export_options(ex) -> None:
 
 def _registry_words() -> dict:
     """What the options' help and choices name from the registries (``options.py``)."""
-    from .backends import default_registry
-    from .families import families
-    from .app.platforms import PLATFORMS, describe
-
     return {"backends": ", ".join(default_registry().names()), "platforms": describe(),
             "labels_files": ", ".join(sorted({f.labels_file for f in families() if f.labels_file})),
             "task_categories": ", ".join(f.category for f in families() if f.preprocessing is not None),
             "platform_names": [*PLATFORMS, "all"]}
 
 
-def _inspection_commands(sub, common) -> None:
+def _add_inspection_commands(sub, common) -> None:
     """validate, bench and select: what an export's artifacts do."""
-    from .app.platforms import PLATFORMS
-
     va = sub.add_parser("validate", parents=[common], help="run every artifact on real images and compare with eager PyTorch")
     va.add_argument("dir", nargs="?", default=None, metavar="DIR", help="the same as --models-dir DIR (as pteforge bench DIR)")
     va.add_argument("--models-dir", default=None, metavar="DIR", help="where the artifacts and index.json are (default: models)")
@@ -137,7 +150,7 @@ def _inspection_commands(sub, common) -> None:
     se.add_argument("--manifest", default=None, metavar="FILE", help="the manifest, as the first of two names")
 
 
-def _file_commands(sub, common, inner) -> None:
+def _add_file_commands(sub, common, inner) -> None:
     """manifest, publish, docs, backends, models and cache."""
     mf = sub.add_parser("manifest", parents=[common], help="check a manifest, or print its JSON Schema")
     mf_sub = mf.add_subparsers(dest="manifest_command", required=True)
@@ -178,14 +191,14 @@ def _file_commands(sub, common, inner) -> None:
                            "idempotent; Debian 12 x86_64, root once for dpkg --add-architecture arm64)")
 
 
-def _with_config(parser, given, argv: list[str]):
+def _apply_config(parser, given, argv: list[str]):
     """The command line again, with the config file's values as the export's defaults:
     a flag on the command line wins over the file (a repeated flag replaces its list)."""
     from .ui.config import load_config, locations, table_locations
 
     values = load_config(Path(given.config), {a.dest: list(a.choices) for a in parser.export_parser._actions if a.choices})
     if values.get("model"):  # its package.module:factory references, from a subdirectory too
-        from .models.custom import import_from
+        from .models.factory import import_from
 
         import_from(Path(given.config).parent)
     parser.export_parser.set_defaults(**values)
@@ -202,7 +215,7 @@ def _with_config(parser, given, argv: list[str]):
     return args
 
 
-def _located(exc: UsageError, args) -> UsageError:
+def _locate(exc: UsageError, args) -> UsageError:
     """``exc`` naming the config file's line, when it is about one option the file set: its
     flag, or one of its values, is in the message (``unknown backend 'nosuch'``)."""
     text = str(exc)
@@ -237,7 +250,7 @@ def _normalise_argv(argv: list[str]) -> list[str]:
     return ["export", *argv]
 
 
-def _parsed(parser, argv: list[str]):
+def _parse(parser, argv: list[str]):
     """The command line parsed; one that does not parse raises UsageError, one line
     (``ui.argv``: the closest option, value or command, no usage dump)."""
     args, extra = parser.parse_known_args(_normalise_argv(argv))
@@ -248,27 +261,24 @@ def _parsed(parser, argv: list[str]):
     return args
 
 
-def _refused(argv: list[str], exc: UsageError) -> int:
+def _refuse(argv: list[str], exc: UsageError) -> int:
     """A command line that does not parse: its one line, and with --json its error document."""
     from .ui.render import Renderer
 
     ui = Renderer(quiet=bool({"-q", "--quiet"} & set(argv)), json="--json" in argv)
-    return _failed(ui, exc.one_line(), exc.exit_status)
+    return _fail(ui, exc.one_line(), exc.exit_status)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = _parser()
+    parser = _build_parser()
     try:
-        args = _parsed(parser, argv)
+        args = _parse(parser, argv)
     except UsageError as exc:
-        return _refused(argv, exc)
+        return _refuse(argv, exc)
     args.bare = not argv
     debug = bool(getattr(args, "debug", False)) or "--debug" in argv
     if not debug and not getattr(args, "verbose", False):
-        import logging
-        import warnings
-
         # Library chatter (deprecations, INFO logs from partitioners) hides our progress.
         warnings.filterwarnings("ignore")
         logging.basicConfig(level=logging.WARNING)
@@ -278,8 +288,6 @@ def main(argv: list[str] | None = None) -> int:
     ui = Renderer(quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False),
                   json=getattr(args, "json", False))
     if ui.verbose:
-        import logging
-
         logging.basicConfig(level=logging.INFO)
     try:
         if args.command == "export" and args.config is None and not args.no_config:
@@ -290,30 +298,28 @@ def main(argv: list[str] | None = None) -> int:
                 ui.note(f"export options from {found} (flags override them; --no-config to ignore the file)")
                 args.config = str(found)
         if getattr(args, "config", None):
-            args = _with_config(parser, args, argv)
+            args = _apply_config(parser, args, argv)
         return _run(args, ui, debug)
     except NoBackendError as exc:
         if debug:
             ui.traceback()
         ui.no_backend(exc)
-        return _failed(ui, str(exc), exc.exit_status, said=False)
+        return _fail(ui, str(exc), exc.exit_status, said=False)
     except PteforgeError as exc:
         if debug:
             ui.traceback()
         if isinstance(exc, (UsageError, ModelError)):  # a config file's option or [[model]] table: its line
-            exc = _located(exc, args)
-        return _failed(ui, exc.one_line(), exc.exit_status)
+            exc = _locate(exc, args)
+        return _fail(ui, exc.one_line(), exc.exit_status)
     except KeyboardInterrupt:
-        return _failed(ui, "interrupted: artifacts and the manifest hold what finished before Ctrl-C", ExitStatus.INTERRUPTED)
+        return _fail(ui, "interrupted: artifacts and the manifest hold what finished before Ctrl-C", ExitStatus.INTERRUPTED)
     except Exception as exc:  # a bug: one line unless --debug
         if debug:
             ui.traceback()
-        from .core.errors import one_line
-
-        return _failed(ui, f"internal error: {one_line(exc)} (run with --debug for the traceback)", ExitStatus.INTERNAL)
+        return _fail(ui, f"internal error: {one_line(exc)} (run with --debug for the traceback)", ExitStatus.INTERNAL)
 
 
-def _failed(ui, line: str, status, said: bool = True) -> int:
+def _fail(ui, line: str, status, said: bool = True) -> int:
     """A command that failed: its one line on stderr (unless ``said``: already printed),
     and with --json the same as a document."""
     if said:
@@ -334,12 +340,10 @@ def _run(args, ui, debug: bool) -> int:
 
 
 def _cmd_docs(args, ui) -> int:
-    from .runtime.host import host
-    from .core.io import write_atomic
     from .ui.docs import write_docs
 
     written = [*write_docs(Path(args.out) / "backends", host()), Path(args.out) / "cli.md"]
-    write_atomic(written[-1], cli_reference())
+    write_atomic(written[-1], make_cli_reference())
     for path in written:
         ui.out.print(f"wrote {path}")
     ui.final(f"wrote {len(written)} page(s) under {args.out}")
@@ -347,10 +351,10 @@ def _cmd_docs(args, ui) -> int:
     return int(ExitStatus.OK)
 
 
-def cli_reference() -> str:
+def make_cli_reference() -> str:
     """The CLI reference page: every command's help, from the parser itself (so it cannot go
     stale; ``tests/test_docs.py`` checks the committed page is this)."""
-    parser = _parser()
+    parser = _build_parser()
     [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
 
     def text(p: argparse.ArgumentParser) -> str:
@@ -361,29 +365,25 @@ def cli_reference() -> str:
              "", "```text", text(parser), "```", ""]
     for name, sub in commands.choices.items():
         lines += [f"## `pteforge {name}`", "", "```text", text(sub), "```", ""]
-    return "\n".join(lines + _option_table() + _exit_table())
+    return "\n".join(lines + _make_option_table() + _make_exit_table())
 
 
-def _exit_table() -> list[str]:
+def _make_exit_table() -> list[str]:
     """The exit codes, from ``ExitStatus`` and their meanings (``core.errors.EXIT_MEANINGS``)."""
-    from .core.errors import EXIT_MEANINGS
-
     return ["## Exit codes", "", "Every command's, from `pteforge/core/errors.py`. Every failure is one line naming "
             "the cause and the fix; `--debug` adds the traceback.", "", "| code | meaning |", "|---|---|",
             *(f"| {int(code)} | {meaning} |" for code, meaning in EXIT_MEANINGS.items()), ""]
 
 
-def _option_table() -> list[str]:
+def _make_option_table() -> list[str]:
     """The export options' config-file keys and roles, from their declarations."""
-    from .core.options import ARTIFACT, OPTIONS, RUN
-
-    roles = {ARTIFACT: "artifact: in its cache key", RUN: "run: how this run runs, not in a cache key",
+    roles = {options.ARTIFACT: "artifact: in its cache key", options.RUN: "run: how this run runs, not in a cache key",
              "request": "request: what to export"}
     lines = ["## Export options in a config file", "",
              "Each export option is declared once (`pteforge/core/options.py`): its flag, its key in a config file "
              "([The config file](config.md)), and its role. An artifact option is part of every artifact's cache key.",
              "", "| flag | config-file key | role |", "|---|---|---|"]
-    for o in OPTIONS:
+    for o in options.OPTIONS:
         if o.flags:
             key = ", ".join(f"`{k.replace('_', '-')}`" for k in (o.name, *o.aliases)) if o.file else "(flag only)"
             lines.append(f"| `{' '.join(o.flags)}` | {key} | {roles[o.role]} |")
@@ -391,57 +391,67 @@ def _option_table() -> list[str]:
 
 
 def _cmd_export(args, ui, debug: bool) -> int:
-    from .api import TargetPlan, check_before_work, check_surroundings, export, planned_jobs, requested
-    from .core.limits import ENV_GB
+    from .api import (
+        TargetPlan,
+        check_before_work,
+        check_surroundings,
+        export,
+        planned_jobs,
+        resolve_request,
+    )
 
     if args.archive_limit_gb is not None:  # read wherever a file is judged, workers included
         if not args.archive_limit_gb > 0:
             raise UsageError(f"--archive-limit-gb {args.archive_limit_gb:g} is not a positive number of GiB",
                              fix="give e.g. --archive-limit-gb 16")
         os.environ[ENV_GB] = str(args.archive_limit_gb)
-    job = requested(vars(args))
+    request = ExportRequest.from_options(vars(args), _family_words())
+    job = resolve_request(request)
     for note in job.notes:
         ui.warn(note)
     if job.plan and job.plan.unavailable:
         ui.unavailable(job.plan)
-    ui.accuracy_report = args.accuracy_report
-    config = _export_config(args, debug)
+    ui.accuracy_report = request.accuracy_report
+    config = ExportConfig.from_options(vars(args), debug=debug)
     plan = job.plan or TargetPlan([])
-    if args.dry_run or getattr(args, "bare", False):  # bare `pteforge` is the largest run: its plan first
+    if request.dry_run or getattr(args, "bare", False):  # bare `pteforge` is the largest run: its plan first
         check_before_work(job.models, config, job.plan)
         said = ui.plan(planned_jobs(job.models, job.plan, config), plan, config)
-        if args.dry_run:
+        if request.dry_run:
             ui.dry_run()
             ui.document(said)
             return int(ExitStatus.OK)
-    for note in check_surroundings(vars(args)):
+    for note in check_surroundings(request):
         ui.warn(note)
     with ui.progress() as reporter:
-        result = export(job.models, plan, config, reporter, write_labels=args.labels)
+        result = export(job.models, plan, config, reporter, write_labels=request.labels)
     ui.summary(result, job.models)
-    _export_said(ui, result, config)
-    if args.publish and result.manifest_path:
-        _publish(ui, config.out_dir, args.publish, args.publish_runtime, args.publish_base_url, args.publish_relative)
-    elif args.publish:
-        ui.warn(f"nothing published to {args.publish}: the export wrote no manifest")
+    _say_exported(ui, result, config)
+    if request.publish and result.manifest_path:
+        _publish(ui, config.out_dir, request.publish, request.publish_runtime, request.publish_base_url,
+                 request.publish_relative)
+    elif request.publish:
+        ui.warn(f"nothing published to {request.publish}: the export wrote no manifest")
     return int(ExitStatus.OK if result.ok else ExitStatus.TARGETS_FAILED)
 
 
-def _export_said(ui, result, config) -> None:
+def _family_words() -> list[str]:
+    """The destinations of the task families' flags (``--yolo-pose``: ``yolo_pose``)."""
+    return [fam.word.replace("-", "_") for fam in families() if fam.models]
+
+
+def _say_exported(ui, result, config) -> None:
     """The export's final line, and with --json its document: the manifest written
     (index.json) and the rows that failed (report.json's), as the files hold them."""
-    import json
-
     from .report.manifest import MANIFEST_NAME
-    from .core.result import proof_counts
     from .ui.render import mark
 
     rows = [r for r in result.records if r.target not in result.references]
     good = [r for r in rows if r.status.ok]
     asked = len(rows) + len(result.unavailable)
-    where = f"manifest {shown(result.manifest_path)}" if result.manifest_path else "no manifest written"
+    where = f"manifest {show_path(result.manifest_path)}" if result.manifest_path else "no manifest written"
     failed = [f"{mark(r.status)} {r.model} {r.target}: {r.status.value}: {r.reason}"
-              + (f" ({shown(r.artifact.path)})" if r.artifact else "") for r in rows if not r.status.offered]
+              + (f" ({show_path(r.artifact.path)})" if r.artifact else "") for r in rows if not r.status.offered]
     failed += [f"✗ {u.target}: UNAVAILABLE: {u.check.reason}" for u in result.unavailable if u.requested]
     failed += [f"✗ {r.model} {r.target}: on Arm64 under emulation {r.arm64['status']}: {r.arm64.get('reason')}"
                for r in rows if r.arm64_failed]
@@ -455,10 +465,8 @@ def _export_said(ui, result, config) -> None:
                      if report.is_file() else []})
 
 
-def shown(path) -> str:
+def show_path(path) -> str:
     """A path as the user can type it from here: relative to the working directory when under it."""
-    import os
-
     path = Path(path)
     try:
         return os.path.relpath(path) if path.resolve().is_relative_to(Path.cwd().resolve()) else str(path)
@@ -466,43 +474,32 @@ def shown(path) -> str:
         return str(path)
 
 
-def _export_config(args, debug: bool):
-    """The export's options from the parsed command line (and config file)."""
-    from .core.spec import ExportConfig
-
-    return ExportConfig.from_options(vars(args), debug=debug)
-
-
 def _cmd_validate(args, ui) -> int:
     from .api import validate_dir
-    from .core.result import Status, proof_counts
     from .ui.render import mark
 
     with ui.progress() as reporter:
         run = validate_dir(args.dir, args.models_dir, args.images_dir, args.timeout, args.draw, args.output_file,
                            on_file=reporter.file_done, warn=ui.warn)
-    ui.validation_table(run.results, shown(run.output))
+    ui.validation_table(run.results, show_path(run.output))
     if run.report_html:
-        ui.out.print(f"Report: {shown(run.root / 'report.html')} (with this validation"
+        ui.out.print(f"Report: {show_path(run.root / 'report.html')} (with this validation"
                      f"{' and its drawings' if args.draw is not None else ''})")
     if run.site is not None:
-        ui.note(f"{shown(run.root)} is in the published site {shown(run.site)}, which validate only reads: report "
-                f"{shown(run.output)}" + (f", drawings under {shown(run.drawn)}" if run.drawn else "")
+        ui.note(f"{show_path(run.root)} is in the published site {show_path(run.site)}, which validate only reads: report "
+                f"{show_path(run.output)}" + (f", drawings under {show_path(run.drawn)}" if run.drawn else "")
                 + ", nothing written into the site")
     failed = [f"{mark(r.status)} {r.file}: {Status(r.status).value}: {r.reason}" for r in run.results
               if not Status(r.status).offered]
-    ui.final(f"validated {len(run.results)} file(s): {proof_counts(run.results) or 'none proven'}; report {shown(run.output)}",
+    ui.final(f"validated {len(run.results)} file(s): {proof_counts(run.results) or 'none proven'}; report {show_path(run.output)}",
              failed)
     if ui.json:
-        import json
-
         ui.document(json.loads(run.output.read_text()))
     return int(ExitStatus.OK if all(Status(r.status).ok for r in run.results) else ExitStatus.TARGETS_FAILED)
 
 
 def _cmd_bench(args, ui) -> int:
     from .api import bench_files
-    from .core.result import Status
 
     results = bench_files(args.path, args.runs, args.warmup, args.compare == "eager")
     ui.bench_table(results)
@@ -523,7 +520,7 @@ def _cmd_select(args, ui) -> int:
 
     selection = select_best(args.names, args.manifest, args.platform)
     ui.selection(selection)
-    ui.final(f"{selection.model}: {shown(selection.path)}" if selection.entry else f"{selection.model}: none")
+    ui.final(f"{selection.model}: {show_path(selection.path)}" if selection.entry else f"{selection.model}: none")
     ui.document({"model": selection.model, "platform": selection.platform, "device": selection.device,
                  "order": selection.order, "skipped": [{"backend": n, "why": w} for n, w in selection.skipped],
                  "selected": selection.entry.name if selection.entry else None,
@@ -533,8 +530,6 @@ def _cmd_select(args, ui) -> int:
 
 
 def _cmd_manifest(args, ui) -> int:
-    import json
-
     from .api import check_manifest, manifest_schema
 
     if args.manifest_command == "schema":
@@ -542,14 +537,14 @@ def _cmd_manifest(args, ui) -> int:
         return int(ExitStatus.OK)
     checked = check_manifest(args.file)
     manifest = checked.manifest
-    line = (f"{shown(checked.path)}: valid pteforge manifest (schema_version {manifest.schema_version}), read by the "
+    line = (f"{show_path(checked.path)}: valid pteforge manifest (schema_version {manifest.schema_version}), read by the "
             f"executorch_flutter app (current and older parser): {len(manifest.models)} artifact(s) for the app, "
             f"{len(manifest.references)} reference(s), {len(manifest.outOfBudget)} out of budget, "
             f"{len(manifest.notForApp)} not loaded by the app on any platform, {len(manifest.failed)} failed")
     ui.out.print(line)
     for note in checked.notes:
         ui.out.print(f"  note: {note}")
-    seen = _per_platform(manifest)
+    seen = _list_per_platform(manifest)
     for platform, names in seen.items():
         ui.out.print(f"  {platform} sees: {', '.join(names) or 'nothing'}")
     ui.final(line)
@@ -560,11 +555,9 @@ def _cmd_manifest(args, ui) -> int:
     return int(ExitStatus.OK)
 
 
-def _per_platform(manifest) -> dict[str, list[str]]:
+def _list_per_platform(manifest) -> dict[str, list[str]]:
     """What the app on each platform lists: the entries of ``models`` whose ``platforms``
     name it (an entry with none, as the app reads it, on every platform)."""
-    from .backends.base import APP_PLATFORMS
-
     return {p: [e.name for e in manifest.models if not e.platforms or p in e.platforms] for p in APP_PLATFORMS}
 
 
@@ -589,14 +582,13 @@ def _publish(ui, out: Path, site: str, runtimes: list[str] | None, base_url: str
     if done.base_url is None:
         ui.warn("--relative: remoteUrl entries are relative, and the executorch_flutter app downloads remoteUrl as it is")
     elif base_url is None:
-        ui.note(f"remoteUrl under {done.base_url}/<version>/: the baseUrl {shown(done.manifest)} records (its export's "
+        ui.note(f"remoteUrl under {done.base_url}/<version>/: the baseUrl {show_path(done.manifest)} records (its export's "
                 "--base-url); give --base-url URL where the site is served elsewhere")
     return done
 
 
 def _cmd_backends(args, ui) -> int:
     from .api import backend_plugin_errors, backends
-    from .core.system import os_name
 
     rows = backends(on=args.host)
     on = args.host if args.host not in (None, os_name()) else None

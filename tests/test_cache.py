@@ -111,7 +111,7 @@ def test_every_option_either_defines_the_artifact_or_only_the_run(tmp_path):
     import dataclasses
 
     from pteforge.run.cache import key_for
-    from pteforge.models.custom import factory_spec
+    from pteforge.models.factory import factory_spec
     from pteforge.core.spec import ExportConfig, InputSpec, Precision, Target
 
     names = {f.name for f in dataclasses.fields(ExportConfig)}

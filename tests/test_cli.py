@@ -549,7 +549,7 @@ def test_an_ultralytics_checkpoint_is_read_without_running_it(tmp_path):
     import tiny_models
     from pteforge.core.errors import ModelError, UsageError, WeightsError
     from pteforge.models import ultralytics_models
-    from pteforge.models.custom import custom_spec
+    from pteforge.models.own import custom_spec
     from pteforge.models.weights import load_state_dict_file
     from pteforge.core.spec import InputSpec
 
@@ -569,7 +569,7 @@ def test_an_ultralytics_checkpoint_is_read_without_running_it(tmp_path):
     with pytest.raises(UsageError, match="a multiple of 32"):
         custom_spec(str(tmp_path / "pets.pt"), (InputSpec((1, 3, 100, 100)),))
     assert custom_spec(str(tmp_path / "pets.pt"), (InputSpec((1, 3, 320, 320)),)).preprocessing.size == 320
-    from pteforge.models.custom import as_task  # --name names a checkpoint too, its labels file with it
+    from pteforge.models.task import as_task  # --name names a checkpoint too, its labels file with it
 
     named = as_task(spec, name="garden")
     assert (named.name, named.labels, named.names, named.family) == ("garden", "garden_labels.txt", spec.names, "yolo")

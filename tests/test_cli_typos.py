@@ -58,7 +58,7 @@ def test_with_json_a_typo_is_one_error_document(capsys):
 
 def test_no_parser_takes_abbreviations():
     """Every parser, the subcommands' (manifest check, cache clear) too."""
-    parsers, seen = [cli._parser()], 0
+    parsers, seen = [cli._build_parser()], 0
     while parsers:
         parser = parsers.pop()
         assert parser.allow_abbrev is False, parser.prog
@@ -70,13 +70,13 @@ def test_no_parser_takes_abbreviations():
 
 
 def test_a_correct_command_line_parses_as_before():
-    parser = cli._parser()
-    args = cli._parsed(parser, ["-q", "validate"])
+    parser = cli._build_parser()
+    args = cli._parse(parser, ["-q", "validate"])
     assert (args.command, args.quiet, args.dir) == ("validate", True, None)
-    assert cli._parsed(parser, ["select", "models", "--platform", "ios", "m"]).names == ["models", "m"]
-    args = cli._parsed(parser, ["--mobilenet", "mobilenet_v2", "--backends", "xnnpack"])
+    assert cli._parse(parser, ["select", "models", "--platform", "ios", "m"]).names == ["models", "m"]
+    args = cli._parse(parser, ["--mobilenet", "mobilenet_v2", "--backends", "xnnpack"])
     assert (args.command, args.mobilenet, args.backends) == ("export", ["mobilenet_v2"], ["xnnpack"])
-    assert cli._parsed(parser, ["manifest", "check", "x", "--json"]).json is True
+    assert cli._parse(parser, ["manifest", "check", "x", "--json"]).json is True
 
 
 def test_help_still_prints_help(capsys):

@@ -90,10 +90,10 @@ def test_a_wrong_value_a_flag_gave_is_not_blamed_on_the_file(capsys, tmp_path):
 
 def test_platform_is_the_targets_other_name(tmp_path):
     """A platform's backends are asked for with --target or --platform, target or platform."""
-    from pteforge.cli import _parser
+    from pteforge.cli import _build_parser
     from pteforge.ui.config import load_config
 
-    parse = _parser().parse_args
+    parse = _build_parser().parse_args
     assert parse(["export", "--platform", "web"]).target == parse(["export", "--target", "web"]).target == "web"
     (tmp_path / "pteforge.toml").write_text('platform = "android"\n')
     assert load_config(tmp_path / "pteforge.toml") == {"target": "android"}
@@ -276,7 +276,7 @@ def test_an_option_declared_once_is_a_flag_a_key_a_field_and_a_line_of_the_refer
                          options.ARTIFACT, 2, type=int, metavar="N")
     monkeypatch.setattr(options, "OPTIONS", options.OPTIONS + (new,))
 
-    ex = cli._parser().export_parser
+    ex = cli._build_parser().export_parser
     assert "--polish-level N, --shine N" in ex.format_help() and "how much to polish" in ex.format_help()
     made = spec._export_config()
     assert "polish_level" in made.ARTIFACT_FIELDS and made(out_dir=tmp_path).polish_level == 2
@@ -286,7 +286,7 @@ def test_an_option_declared_once_is_a_flag_a_key_a_field_and_a_line_of_the_refer
     assert keys.model_validate({"shine": 7}).polish_level == 7
     with pytest.raises(Exception, match="polish_level"):
         keys.model_validate({"polish_level": "much"})
-    assert "| `--polish-level --shine` | `polish-level`, `shine` | artifact: in its cache key |" in cli._option_table()
+    assert "| `--polish-level --shine` | `polish-level`, `shine` | artifact: in its cache key |" in cli._make_option_table()
 
 
 def test_every_flag_of_export_is_declared_in_options():
@@ -300,7 +300,7 @@ def test_every_flag_of_export_is_declared_in_options():
     from pteforge.families import families
     from pteforge.core.spec import ExportConfig
 
-    ex = cli._parser().export_parser
+    ex = cli._build_parser().export_parser
     flags = {f for a in ex._actions for f in a.option_strings}
     declared = {f for o in options.OPTIONS for f in o.flags} | {f"--{fam.word}" for fam in families() if fam.models}
     assert flags - declared == {"-h", "--help", "-c", "--config", "--no-config", "--debug", "-q", "--quiet", "-v",

@@ -14,18 +14,18 @@ import torch
 from conftest import ROOT
 
 from pteforge.families import families, family
-from pteforge.app.vision import Letterbox, shipped_images
+from pteforge.families.vision import Letterbox, shipped_images
 
 APP_CATEGORIES = {"mobilenet", "yolo", "yolo-pose", "yolo-face", "movenet", "blazeface"}
 
 
 def test_every_app_category_and_segmentation_is_a_family_with_its_flag_and_config_key():
-    from pteforge.cli import _parser
+    from pteforge.cli import _build_parser
     from pteforge.ui.config import export_file
 
     found = {f.category: f for f in families()}
     assert APP_CATEGORIES | {"yolo-seg"} <= set(found)
-    help_text = _parser().format_help() + _parser()._subparsers._group_actions[0].choices["export"].format_help()
+    help_text = _build_parser().format_help() + _build_parser()._subparsers._group_actions[0].choices["export"].format_help()
     keys = export_file().model_fields
     for fam in found.values():
         assert f"--{fam.word}" in help_text and fam.word.replace("-", "_") in keys
@@ -155,7 +155,7 @@ def _threshold(out, nc: int, count: int = 20) -> float:
 @pytest.mark.slow
 def test_pose_decoding_agrees_with_ultralytics_predictor():
     from pteforge.models.ultralytics_models import to_export_mode
-    from pteforge.app.vision import box_iou
+    from pteforge.families.vision import box_iou
 
     yolo, spec = _seeded("yolo11n-pose.yaml")
     fam = type(family("yolo-pose"))()  # its own instance: the test lowers its threshold
@@ -186,7 +186,7 @@ def test_pose_decoding_agrees_with_ultralytics_predictor():
 def test_segmentation_masks_agree_with_ultralytics_predictor():
     from pteforge.families.segmentation import mask_iou
     from pteforge.models.ultralytics_models import to_export_mode
-    from pteforge.app.vision import box_iou
+    from pteforge.families.vision import box_iou
 
     yolo, spec = _seeded("yolo11n-seg.yaml")
     fam = type(family("yolo-seg"))()  # its own instance: the test lowers its threshold

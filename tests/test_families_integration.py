@@ -86,7 +86,7 @@ def test_every_family_exports_and_verifies_on_photos_by_its_own_metric(families_
 def test_validate_decodes_every_family_on_real_photos_and_draws_them(families_run, tmp_path):
     from PIL import Image, ImageChops
 
-    from pteforge.app.vision import shipped_images
+    from pteforge.families.vision import shipped_images
 
     proc = run_cli("validate", "--models-dir", families_run, "--draw")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -269,7 +269,7 @@ def test_a_published_onnx_file_as_the_families_import_it_lowers_and_verifies(cap
     onnx_file = tmp_path / "published.onnx"
     torch.onnx.export(Nhwc().eval(), (torch.rand(1, 16, 16, 3),), str(onnx_file), dynamo=False, opset_version=13)
     (tmp_path / "published.py").write_text(
-        "from pteforge.models.custom import onnx_file_model\n\n\n"
+        "from pteforge.models.onnx.build import onnx_file_model\n\n\n"
         f"def build():\n    return onnx_file_model({str(onnx_file)!r}, 'published', nhwc=True)\n")
     out = tmp_path / "out"
     export_here(capsys, "--model", f"{tmp_path / 'published.py'}:build", "--input-shape", "1,3,16,16",

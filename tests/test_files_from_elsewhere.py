@@ -75,8 +75,8 @@ def test_folding_is_kept_only_where_onnx_runtime_gives_the_original_outputs(tmp_
     import numpy as np
     import onnx
 
-    from pteforge.models.custom import onnx_spec
-    from pteforge.models.onnx_graph import checked, fixed, folded, seeded_feeds
+    from pteforge.models.onnx.spec import onnx_spec
+    from pteforge.models.onnx.graph import checked, fixed, folded, seeded_feeds
     from pteforge.core.spec import InputSpec
 
     path = yolo_style_onnx(tmp_path / "det.onnx")

@@ -198,7 +198,7 @@ def test_yolo11n_on_xnnpack(yolo_run):
     assert e["status"] == "VERIFIED" and e["labelsFile"] == "coco_classes.txt"
     assert e["inputShapes"] == [[1, 3, 640, 640]]
     # split, the DFL softmax over dim 1, nearest upsampling and the attention matmuls are
-    # rewritten into ops XNNPACK takes (stages/rewrite.py): one subgraph (17 before)
+    # rewritten into ops XNNPACK takes (backends/toolkit/rewrite.py): one subgraph (17 before)
     assert e["delegation"]["subgraphs_per_backend"]["XnnpackBackend"] == 1
     left = {o["op"] for o in e["delegation"]["portable_ops"]}
     assert not {"aten__softmax_default", "aten_upsample_nearest2d_vec", "aten_expand_copy_default"} & left
@@ -237,7 +237,7 @@ def test_validate_on_real_images_catches_damaged_weights(mobilenet_run, tmp_path
     assert files["mobilenet/damaged.pte"]["status"] == "MISMATCH"
     good = files["mobilenet/mobilenet_v3_small_xnnpack.pte"]
     assert good["status"] == "VERIFIED" and good["agreement"] == 1.0
-    from pteforge.app.vision import shipped_images
+    from pteforge.families.vision import shipped_images
 
     assert [i["image"] for i in good["images"]] == [p.name for p in shipped_images()]
     assert {"bus.jpg", "zidane.jpg"} <= {i["image"] for i in good["images"]}

@@ -57,7 +57,7 @@ def test_fp32_program_decodes_what_eager_transformers_decodes(exported):
     import torch
 
     from pteforge.runtime.host import load_runtime
-    from pteforge.text.llm import build, llm_spec
+    from pteforge.families.text import build, llm_spec
 
     _, ckpt, out, entries, _ = exported
     entry = entries["xnnpack"]
@@ -166,7 +166,8 @@ def test_a_precision_a_language_model_is_not_exported_at_brings_no_fp32_referenc
     """xnnpack:int8 is no language-model precision: its row is UNAVAILABLE, and the fp32
     program it would have been measured against is not made (it was: an unasked artifact
     under "Successfully exported 1/2"); a vision model asked the same gets both."""
-    from pteforge.api import _targets_of, plan_targets
+    from pteforge.api import plan_targets
+    from pteforge.run.plan import targets_of
     from pteforge.cli import main
     from pteforge.models.catalog import build_catalog
 
@@ -178,7 +179,7 @@ def test_a_precision_a_language_model_is_not_exported_at_brings_no_fp32_referenc
     assert code == ExitStatus.TARGETS_FAILED and "xnnpack:int8: UNAVAILABLE" in stdout and "Exported 0/1" in stdout, stdout
     assert not list(out.rglob("*.pte"))
     plan = plan_targets(["xnnpack:int8"])
-    assert [t.name for t in _targets_of(build_catalog().get("mobilenet_v3_small"), plan)] == ["xnnpack:int8", "xnnpack"]
+    assert [t.name for t in targets_of(build_catalog().get("mobilenet_v3_small"), plan)] == ["xnnpack:int8", "xnnpack"]
 
 
 @pytest.mark.slow  # three language models exported and decoded (~45 s)
@@ -372,7 +373,7 @@ def test_a_model_too_large_for_this_machine_is_refused_before_any_work_with_the_
     the estimate: one line with the figures, its own exit code, nothing written."""
     import psutil
 
-    from pteforge.text.llm import PEAK_PER_WEIGHT_BYTE, llm_spec, parameter_count
+    from pteforge.families.text import PEAK_PER_WEIGHT_BYTE, llm_spec, parameter_count
 
     params = parameter_count(llm_spec("gemma-4-e2b-it"))
     need = params * 4 * PEAK_PER_WEIGHT_BYTE
@@ -492,10 +493,11 @@ def test_the_cpu_program_reads_its_cache_through_views_not_copies(tmp_path, monk
     import torch
 
     from pteforge.backends import default_registry
-    from pteforge.backends import xnnpack as xnnpack_backend
+    from pteforge.patches import executorch_patches
     from pteforge.core.spec import Precision
     from pteforge.runtime.host import load_runtime
-    from pteforge.text.llm import _lower, build, exportable, llm_spec
+    from pteforge.families.text import build, llm_spec
+    from pteforge.text.llm import _lower, exportable
 
     spec = llm_spec(str(tiny_checkpoint(tmp_path / "tiny-gemma")), MAX_SEQ_LEN)
     model = build(spec, "none", 0)
@@ -515,7 +517,7 @@ def test_the_cpu_program_reads_its_cache_through_views_not_copies(tmp_path, monk
         return views, delegation.kernels, torch.cat(logits)
 
     views, kernels, logits = lowered()
-    monkeypatch.setattr(xnnpack_backend, "_views_of_written_buffers_outside", contextlib.nullcontext)
+    monkeypatch.setattr(executorch_patches, "views_of_written_buffers_outside", contextlib.nullcontext)
     copied_views, _, copied_logits = lowered()
     layers = model.config.num_hidden_layers
     assert views - copied_views == 4 * layers, "keys and values, two reshapes each, outside XNNPACK"

@@ -7,8 +7,9 @@ import pytest
 import torch
 from tiny_models import TinyNet
 
+from pteforge.backends.toolkit import patterns
 from pteforge.core.spec import Precision
-from pteforge.stages import memo, patterns
+from pteforge.stages import memo
 from pteforge.stages.lower import lower
 
 
@@ -175,7 +176,7 @@ def test_a_program_with_tensor_subclass_weights_is_not_shared_and_still_lowers()
 
 
 def test_a_capture_file_is_read_once_per_worker_and_each_job_gets_its_own_copy(tmp_path):
-    from pteforge.run.pipeline import _file_identity
+    from pteforge.stages.pipeline import _file_identity
 
     path = tmp_path / "capture.pt2"
     torch.export.save(exported(), path)
@@ -295,7 +296,7 @@ def test_a_damaged_record_of_pattern_operators_is_learned_again(monkeypatch, tmp
     """A truncated or rewritten file must never make a pattern look impossible."""
     from executorch.backends.xnnpack.partition.graphs import bilinear_2d
 
-    from pteforge.stages import patterns
+    from pteforge.backends.toolkit import patterns
 
     monkeypatch.setenv("PTEFORGE_CACHE_DIR", str(tmp_path))
     build = lambda: list(bilinear_2d.get_graphs_dict())  # noqa: E731
@@ -321,7 +322,7 @@ def test_the_pattern_operators_pteforge_ships_are_those_of_the_installed_executo
     shipped = patterns._shipped()
     missing = sorted(set(made) - set(shipped))
     assert not missing, (f"pteforge/data/patterns.json has no entry for {missing} (another ExecuTorch or torch?): "
-                         "python -m pteforge.stages.patterns > pteforge/data/patterns.json")
+                         "python -m pteforge.backends.toolkit.patterns > pteforge/data/patterns.json")
     for name, ops in made.items():
         if isinstance(ops, dict):  # every pattern Core ML's quantizer asks for is shipped; those built, as shipped
             assert set(ops) <= set(shipped[name]), sorted(set(ops) - set(shipped[name]))[:3]
@@ -390,7 +391,7 @@ def test_each_copy_traces_in_a_shape_environment_of_its_own(tmp_path):
     from torch._guards import detect_fake_mode
 
     from pteforge.backends import default_registry
-    from pteforge.run.pipeline import _file_identity
+    from pteforge.stages.pipeline import _file_identity
     from pteforge.stages.quantize import quantize
 
     def mode(program):
@@ -421,6 +422,8 @@ def test_saving_and_loading_with_fast_serde_make_the_same_files_and_programs(tmp
     import sympy
     from torch._export.serde import serialize
 
+    from pteforge.patches.torch_patches import fast_serde
+
     class Cache(torch.nn.Module):
         def forward(self, x, n):
             k = n.item()
@@ -441,7 +444,7 @@ def test_saving_and_loading_with_fast_serde_make_the_same_files_and_programs(tmp
         program = torch.export.export(model, example, dynamic_shapes=shapes)
         torch.export.save(program, str(files[-1]))
         (tmp_path / "fast").mkdir(exist_ok=True)
-        with memo.fast_serde():
+        with fast_serde():
             torch.export.save(program, str(tmp_path / "fast" / files[-1].name))
         assert (tmp_path / "fast" / files[-1].name).read_bytes() == files[-1].read_bytes()
 
@@ -450,7 +453,7 @@ def test_saving_and_loading_with_fast_serde_make_the_same_files_and_programs(tmp
                 [(n.name, str(n.meta.get("val"))) for n in program.graph.nodes])
 
     plain = [described(torch.export.load(str(f))) for f in files]
-    with memo.fast_serde():
+    with fast_serde():
         kept = [described(torch.export.load(str(f))) for f in files]
         again = described(torch.export.load(str(files[0])))
     assert kept == plain and again == plain[0]

@@ -38,7 +38,7 @@ def test_validate_refuses_an_images_dir_without_a_readable_image(capsys, earlier
 def test_unreadable_images_are_named_and_readable_ones_used(tmp_path):
     from PIL import Image
 
-    from pteforge.app.vision import image_dir
+    from pteforge.families.vision import image_dir
 
     photos = write_junk(tmp_path / "photos", ("broken.png",))
     Image.new("RGB", (8, 8), (200, 10, 10)).save(photos / "red.png")
@@ -63,7 +63,7 @@ def test_unreadable_images_are_named_after_ultralytics_patches_pil(tmp_path):
         "from pteforge.models import ultralytics_models\n"
         "import ultralytics.utils.patches\n"
         "assert PIL.Image.open.__module__ == 'ultralytics.utils.patches'\n"
-        "from pteforge.app.vision import scan_images\n"
+        "from pteforge.families.vision import scan_images\n"
         "good, bad = scan_images(sys.argv[1])\n"
         "print([p.name for p in good], [p.name for p in bad])\n"
     )
@@ -145,7 +145,7 @@ def test_a_truncated_photo_is_named_and_left_out_of_calibration(tmp_path):
 
     from PIL import Image
 
-    from pteforge.app.vision import image_dir, images_in
+    from pteforge.families.vision import image_dir, images_in
 
     photos = tmp_path / "photos"
     photos.mkdir()
@@ -164,7 +164,7 @@ def test_calibration_takes_a_directory_per_class_in_turn(tmp_path):
     first class, so int8 ranges were calibrated on one class only."""
     from PIL import Image
 
-    from pteforge.app.vision import images_in
+    from pteforge.families.vision import images_in
 
     for cls, count in (("cat", 5), ("dog", 2), ("fox", 3)):
         (tmp_path / cls).mkdir()
@@ -184,7 +184,7 @@ def test_every_family_reads_a_photo_upright_and_at_8_bits(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from pteforge.app.vision import _rgb, detection_input
+    from pteforge.families.vision import _rgb, detection_input
 
     rng = np.random.default_rng(0)
     rotated = tmp_path / "portrait.jpg"
@@ -208,7 +208,7 @@ def test_a_photo_that_changes_between_scans_is_scanned_again(tmp_path):
     changed since is decoded again, not answered from the kept scan."""
     from PIL import Image
 
-    from pteforge.app.vision import image_dir
+    from pteforge.families.vision import image_dir
 
     photos = tmp_path / "photos"
     photos.mkdir()

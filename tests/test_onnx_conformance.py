@@ -67,7 +67,7 @@ def test_a_slice_of_opset_9_is_imported_as_slice_1(tmp_path):
 def test_a_newer_version_is_read_as_an_older_one_only_where_it_means_the_same():
     import onnx.defs
 
-    from pteforge.models.onnx_converters import added
+    from pteforge.models.onnx.converters import added
 
     def schema(op, version):
         return onnx.defs.get_schema(op, version, "")

@@ -137,8 +137,8 @@ def test_export_decides_to_prove_by_the_host_it_is_given(tmp_path):
     there (here it then fails to load, as this Linux wheel lacks Core ML), not set aside."""
     pytest.importorskip("coremltools")
     from pteforge.runtime.host import Host, host
-    from pteforge.models.custom import factory_spec
-    from pteforge.run.pipeline import export_target
+    from pteforge.models.factory import factory_spec
+    from pteforge.stages.pipeline import export_target
     from pteforge.core.result import Status
     from pteforge.core.spec import ExportConfig, InputSpec, Precision, Target
     from pteforge.stages.capture import capture

@@ -56,7 +56,7 @@ def test_accuracy_budget_parses(text, budget):
 @pytest.fixture(scope="module")
 def auto_run(tmp_path_factory):
     """mobilenet_v3_small, every XNNPACK precision, calibrated on a directory of photos."""
-    from pteforge.app.vision import shipped_images
+    from pteforge.families.vision import shipped_images
 
     photos = tmp_path_factory.mktemp("photos")
     for p in shipped_images()[:2]:
@@ -245,8 +245,8 @@ def test_targets_whose_quantizers_prepare_the_same_program_quantize_it_once(tmp_
     import torchao.quantization.pt2e.quantize_pt2e as pt2e
 
     from pteforge.runtime.host import host
-    from pteforge.models.custom import factory_spec
-    from pteforge.run.pipeline import export_target
+    from pteforge.models.factory import factory_spec
+    from pteforge.stages.pipeline import export_target
     from pteforge.core.spec import ExportConfig, InputSpec, Target
     from pteforge.stages import memo
     from pteforge.stages.capture import capture

@@ -1,5 +1,5 @@
 """Core ML's quantizer builds only the pattern graphs that may match the program it
-annotates (pteforge/stages/patterns.py: built_only_where_they_can_match), and annotates
+annotates (pteforge/backends/toolkit/patterns.py: built_only_where_they_can_match), and annotates
 as ExecuTorch's own does."""
 
 import dataclasses
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from pteforge.backends import default_registry
 from pteforge.backends.base import Backend
 from pteforge.core.spec import Precision
-from pteforge.stages import patterns
+from pteforge.backends.toolkit import patterns
 from pteforge.stages.quantize import quantize
 
 pytest.importorskip("coremltools")

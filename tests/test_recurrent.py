@@ -1,4 +1,4 @@
-"""pteforge's own decomposition of LSTM and GRU (stages/rewrite.py, ``_recurrent_steps``):
+"""pteforge's own decomposition of LSTM and GRU (backends/toolkit/rewrite.py, ``_recurrent_steps``):
 the values PyTorch computes, through real export, lowering and the ExecuTorch runtime."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pteforge.core.spec import Precision
-from pteforge.stages.rewrite import xnnpack_friendly
+from pteforge.backends.toolkit.rewrite import xnnpack_friendly
 
 
 class Recurrent(torch.nn.Module):

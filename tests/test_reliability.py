@@ -558,7 +558,7 @@ def test_a_delegate_that_refuses_its_program_at_load_time_is_named_with_the_fix(
     create StaticConstantPad node 10 with code: xnn_status_invalid_parameter"; pteforge
     quantizes such paddings itself, so here its quantizer is ExecuTorch's alone). The row
     says which delegate refused, that the lowering is at fault, and what to try."""
-    from pteforge.models.custom import factory_spec
+    from pteforge.models.factory import factory_spec
     from pteforge.core.spec import ExportConfig, InputSpec
     from pteforge.stages.capture import capture
 
@@ -566,7 +566,7 @@ def test_a_delegate_that_refuses_its_program_at_load_time_is_named_with_the_fix(
     config = ExportConfig(out_dir=tmp_path / "out", weights="none", verify_inputs=1)
     job = tmp_path / "job.pkl"
     job.write_bytes(pickle.dumps((capture(spec, config, tmp_path / "work"), spec, config)))
-    code = ("import pickle; from pteforge.backends import xnnpack; from pteforge.run.pipeline import export_target; "
+    code = ("import pickle; from pteforge.backends import xnnpack; from pteforge.stages.pipeline import export_target; "
             "from pteforge.core.spec import Target, Precision; "
             "xnnpack._with_quantized_pads = lambda quantizer: quantizer; "
             f"cap, spec, config = pickle.loads(open({str(job)!r}, 'rb').read()); "
@@ -664,7 +664,7 @@ def test_a_worker_that_did_not_capture_a_model_loads_its_custom_operators(tmp_pa
     registered: a worker that did not build the model imports the factory's module first
     (it said "We ran into an error when deserializing the saved file"), and the row then
     names the real obstacle, the operator's missing out variant, with the fix."""
-    from pteforge.models.custom import factory_spec
+    from pteforge.models.factory import factory_spec
     from pteforge.core.spec import ExportConfig, InputSpec
     from pteforge.stages.capture import capture
 
@@ -672,7 +672,7 @@ def test_a_worker_that_did_not_capture_a_model_loads_its_custom_operators(tmp_pa
     config = ExportConfig(out_dir=tmp_path / "out", weights="none", verify_inputs=1)
     job = tmp_path / "job.pkl"
     job.write_bytes(pickle.dumps((capture(spec, config, tmp_path / "work"), spec, config)))
-    code = ("import pickle, sys; from pteforge.run.pipeline import export_target; from pteforge.core.spec import Target, Precision; "
+    code = ("import pickle, sys; from pteforge.stages.pipeline import export_target; from pteforge.core.spec import Target, Precision; "
             f"cap, spec, config = pickle.loads(open({str(job)!r}, 'rb').read()); "
             "assert 'tiny_models' not in sys.modules; "
             "r = export_target(cap, spec, Target(('portable',), Precision.FP32), config); print(r.status.value, r.reason, '|', r.fix)")
@@ -730,7 +730,7 @@ def test_a_long_verification_says_how_far_it_is(monkeypatch):
     from executorch.exir import to_edge
     from rich.console import Console
 
-    from pteforge.api import _Run
+    from pteforge.run.engine import Progress
     from pteforge.ui.render import Reporter
     from pteforge.core.result import Stage
     from pteforge.stages import verify
@@ -744,7 +744,7 @@ def test_a_long_verification_says_how_far_it_is(monkeypatch):
     assert seen == [(1, 3), (2, 3), (3, 3)]
 
     shown = io.StringIO()
-    run = _Run(None, None, Reporter(Console(file=shown, width=200)))
+    run = Progress(Reporter(Console(file=shown, width=200)))
     run.names["k"] = ("yolov8n", "portable")
     run.on_stage("k", Stage.VERIFY)
     run.on_stage("k", f"{Stage.VERIFY.value} input 4 of 9")
@@ -759,7 +759,7 @@ def test_a_long_verification_says_how_far_it_is(monkeypatch):
         def stage(self, model, target, stage):
             self.stages.append(stage)
 
-    run = _Run(None, None, Plain())
+    run = Progress(Plain())
     run.names["k"] = ("yolov8n", "portable")
     run.on_stage("k", Stage.VERIFY)
     run.on_stage("k", f"{Stage.VERIFY.value} input 4 of 9")

@@ -9,7 +9,7 @@ import torch
 
 from pteforge.backends.openvino import _cpu_has_bf16
 from pteforge.core.spec import Precision
-from pteforge.stages.rewrite import xnnpack_friendly
+from pteforge.backends.toolkit.rewrite import xnnpack_friendly
 
 
 class Patterns(torch.nn.Module):
@@ -870,7 +870,7 @@ def test_shared_provenance_keeps_every_record_and_the_program():
     from executorch.exir import to_edge_transform_and_lower
     from torch.fx.traceback import NodeSource
 
-    from pteforge.stages.lower import shared_provenance
+    from pteforge.patches.torch_patches import shared_provenance
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Hardswish(), torch.nn.Flatten(1),
@@ -906,7 +906,7 @@ def test_lazy_codegen_makes_the_same_program_and_restores_torch():
     from torch.fx._lazy_graph_module import _LazyGraphModule
     from torch.fx.graph_module import GraphModule
 
-    from pteforge.stages.lower import lazy_codegen
+    from pteforge.patches.torch_patches import lazy_codegen
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Hardswish(), torch.nn.Upsample(scale_factor=2, mode="bilinear"),
@@ -942,7 +942,7 @@ def test_passes_that_changed_nothing_skip_their_retrace_and_make_the_same_progra
     from executorch.exir import to_edge_transform_and_lower
     from executorch.exir.pass_base import _ExportPassBase
 
-    from pteforge.stages.lower import retrace_only_what_changed, retraces
+    from pteforge.patches.executorch_patches import retrace_only_what_changed, retraces
 
     class Mixed(torch.nn.Module):
         def __init__(self):
@@ -983,7 +983,8 @@ def test_lazy_codegen_makes_the_same_tosa_program():
 
     from pteforge.backends import default_registry
     from pteforge.core.spec import Precision
-    from pteforge.stages.lower import fast_fx, shared_provenance
+    from pteforge.patches.torch_patches import shared_provenance
+    from pteforge.stages.lower import fast_fx
 
     backend = default_registry().get("tosa")
     if not backend.lower_check().ok:
@@ -1014,7 +1015,8 @@ def test_quantize_and_dequantize_are_cached_on_fake_tensors_and_make_the_same_pr
 
     from pteforge.backends import default_registry
     from pteforge.core.spec import Precision
-    from pteforge.stages.lower import cached_quant_ops, lower
+    from pteforge.patches.torch_patches import cached_quant_ops
+    from pteforge.stages.lower import lower
     from pteforge.stages.quantize import quantize
 
     backend = default_registry().get("tosa")
@@ -1082,7 +1084,7 @@ def test_a_program_no_rewrite_takes_is_not_traced_again(case):
     answer must be what re-tracing shows: a program no rewrite takes comes out of the
     table as it comes out of the empty table (so it is left as it is), and one a
     rewrite takes comes out changed."""
-    from pteforge.stages import rewrite
+    from pteforge.backends.toolkit import rewrite
 
     if case in CASES:
         make, shapes, _ = CASES[case]
@@ -1127,11 +1129,11 @@ class WrittenOut(torch.nn.Module):
 
 
 def test_written_out_operators_become_the_one_they_are_with_the_same_values():
-    """stages/fuse.py: four hard-swishes become ``aten.hardswish``, the near miss stays, the
+    """backends/toolkit/fuse.py: four hard-swishes become ``aten.hardswish``, the near miss stays, the
     one-hot product becomes a row lookup (zeros outside the table, as the one-hot's), and
     XNNPACK's program computes what eager does, with no comparison or cast left outside."""
     from pteforge.backends import default_registry
-    from pteforge.stages.fuse import fused
+    from pteforge.backends.toolkit.fuse import fused
 
     torch.manual_seed(0)
     model = WrittenOut().eval()
@@ -1251,7 +1253,7 @@ def test_sorting_the_program_in_place_gives_what_torchs_copy_gives():
     from executorch.exir import to_edge_transform_and_lower
     from torch.fx.passes.tools_common import legalize_graph
 
-    from pteforge.stages.lower import partitions_sorted_in_place, sort_in_place
+    from pteforge.patches.executorch_patches import partitions_sorted_in_place, sort_in_place
 
     class Model(torch.nn.Module):
         def forward(self, x, y):
@@ -1302,7 +1304,7 @@ def test_a_pass_that_rewrites_operators_the_program_has_none_of_skips_its_retrac
     from executorch.exir.passes.memory_format_ops_pass import DimOrderOpsRevertPass
     from executorch.exir.passes.replace_broken_ops_with_function_ops_pass import ReplaceBrokenOpsWithFunctionalOpsPass
 
-    from pteforge.stages.lower import _leaves_alone, retrace_only_what_changed, retraces
+    from pteforge.patches.executorch_patches import _leaves_alone, retrace_only_what_changed, retraces
 
     class Plain(torch.nn.Module):
         def forward(self, x):
@@ -1359,7 +1361,7 @@ def test_retraces_reuse_the_values_of_what_no_pass_changed_and_make_the_same_pro
     from executorch.exir.pass_base import _ExportPassBase
     from torch._export.pass_base import _ExportPassBaseDeprecatedDoNotUse
 
-    from pteforge.stages.lower import retraces_reuse_values, values
+    from pteforge.patches.executorch_patches import retraces_reuse_values, values
 
     torch.manual_seed(0)
     model = _Edits().eval()
@@ -1392,7 +1394,7 @@ def test_a_retrace_runs_again_what_a_pass_changed():
     from executorch.exir.dialects._ops import ops as exir_ops
     from executorch.exir.pass_base import ExportPass
 
-    from pteforge.stages.lower import _call_key, _equivalent, retraces_reuse_values
+    from pteforge.patches.executorch_patches import _call_key, _equivalent, retraces_reuse_values
 
     class Model(torch.nn.Module):
         def forward(self, x):
@@ -1446,7 +1448,7 @@ def test_the_group_partitioner_merges_with_set_checks_as_executorch_does():
     from executorch.exir import to_edge_transform_and_lower
     from executorch.exir.backend.canonical_partitioners.group_partitioner import GroupBasedPartitioner
 
-    from pteforge.stages.lower import _can_merge, partitions_merged_by_set_checks
+    from pteforge.patches.executorch_patches import _can_merge, partitions_merged_by_set_checks
 
     class Model(torch.nn.Module):
         def __init__(self):

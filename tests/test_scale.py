@@ -139,7 +139,7 @@ def test_on_ray_a_group_runs_in_one_worker_and_a_crash_in_it_fails_one_job(monke
 
 
 def test_jobs_route_to_the_nodes_with_their_sdk_when_the_cluster_has_them():
-    from pteforge.api import _ray_resources
+    from pteforge.run.pools import ray_resources
     from pteforge.run.jobs import CaptureJob, TargetJob
     from pteforge.core.spec import ExportConfig
 
@@ -148,14 +148,14 @@ def test_jobs_route_to_the_nodes_with_their_sdk_when_the_cluster_has_them():
 
     ray.init(num_cpus=1, resources={"macos": 1}, include_dashboard=False, configure_logging=False)
     try:
-        assert _ray_resources(job("coreml")) == {"macos": 0.001}
-        assert _ray_resources(job("vulkan+xnnpack")) == {}
-        assert _ray_resources(CaptureJob(key="m/capture", spec=None, config=None, work_dir=".")) == {}
+        assert ray_resources(job("coreml")) == {"macos": 0.001}
+        assert ray_resources(job("vulkan+xnnpack")) == {}
+        assert ray_resources(CaptureJob(key="m/capture", spec=None, config=None, work_dir=".")) == {}
     finally:
         ray.shutdown()
     ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
     try:
-        assert _ray_resources(job("coreml")) == {}, "no macOS node: Core ML lowers anywhere it can"
+        assert ray_resources(job("coreml")) == {}, "no macOS node: Core ML lowers anywhere it can"
     finally:
         ray.shutdown()
 

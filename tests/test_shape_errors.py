@@ -7,7 +7,7 @@ import torch
 from test_cli import cli
 
 from pteforge.core.errors import ExitStatus
-from pteforge.stages.capture import shape_mismatch
+from pteforge.stages.capture_failure import shape_mismatch
 
 NETS = '''
 import torch

@@ -256,7 +256,7 @@ def external_onnx(folder: Path, location: str = "weights.data") -> Path:
 
 
 def test_onnx_external_data_is_judged_before_it_is_read(tmp_path, monkeypatch):
-    from pteforge.models.custom import onnx_spec
+    from pteforge.models.onnx.spec import onnx_spec
 
     path = external_onnx(tmp_path)
     assert [i.shape for i in onnx_spec(str(path)).inputs] == [(1, 4)]

@@ -13,7 +13,7 @@ from test_cli import TINY, cli
 from pteforge.core.errors import ExitStatus
 from pteforge.runtime.isolate import ChildCrashed, IsolatedRuntime
 from pteforge.families.detection import Detection, decode_yolo, matched_fraction
-from pteforge.app.vision import detection_input, shipped_images
+from pteforge.families.vision import detection_input, shipped_images
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +179,7 @@ def test_integer_inputs_are_valid_ids_for_a_small_embedding(capsys, tmp_path):
     draw them: a model whose embedding has 16 rows exports and verifies (ids up to 99 made
     its capture fail with 'index out of range'), and validate reruns it."""
     from pteforge.models.synthetic import INTEGER_HIGH, make_inputs
-    from pteforge.models.custom import factory_spec
+    from pteforge.models.factory import factory_spec
     from pteforge.core.spec import InputSpec
 
     spec = factory_spec("tiny_models:embedding", (InputSpec((1, 6), "int64"),))

@@ -8,6 +8,8 @@ of an ONNX file, ``time_theirs``). Results go into the manifest (``bench``) and 
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,11 +17,12 @@ from pathlib import Path
 
 from ..backends import program_check
 from ..core.errors import one_line
+from ..core.result import Status, estimate_text
+from ..core.timing import measure
+from ..models.onnx.reference import OnnxReference
 from ..runtime.host import Host
 from ..runtime.isolate import ChildCrashed, IsolatedRuntime
-from ..core.result import Status
-from ..core.timing import measure
-from .validate import EagerCache, seeded_inputs, discover
+from .validate import EagerCache, discover, seeded_inputs
 
 
 @dataclass
@@ -80,7 +83,7 @@ def time_theirs(eager: EagerCache, entry, inputs, runs: int, warmup: int) -> tup
     PyTorch import (what was lowered) and ONNX Runtime on the file itself (``time_onnx_file``);
     any other: the model, and the model exported to ONNX (``time_onnxruntime``)."""
     try:
-        model, spec = eager.built(entry)
+        model, spec = eager.get_with_spec(entry)
         if spec.source != "onnx":
             return time_eager(model, inputs, runs, warmup), time_onnxruntime(model, inputs, runs, warmup)
     except Exception as exc:  # noqa: BLE001 - e.g. pretrained weights offline
@@ -99,14 +102,11 @@ def time_onnx_file(spec, inputs, runs: int, warmup: int) -> dict | None:
     """ONNX Runtime (CPU) timed on the model's own ONNX file, fed ``inputs`` (the program's,
     cast to the file's dtypes) and the values the export held its scalar inputs at; None
     when ONNX Runtime is not installed."""
-    import importlib.util
-
     if importlib.util.find_spec("onnxruntime") is None:
         return None
     import numpy as np
     import onnxruntime as ort
 
-    from ..models.custom import OnnxReference
 
     facts = {"version": ort.__version__, "of": f"the ONNX file itself ({Path(spec.path).name})"}
     try:
@@ -126,8 +126,6 @@ _ORT_DTYPES = {"tensor(float)": "float32", "tensor(float16)": "float16", "tensor
 
 def _simulated_note(reason: str, entry) -> str:
     """A simulated artifact's line: proven, but timed nowhere here; its compiler's estimates."""
-    from ..core.result import estimate_text
-
     on = (entry.verification or {}).get("simulator") or "a reference simulator"
     note = f"{reason}; proven on {on} at export, which times nothing"
     return f"{note}; {estimate_text(entry.estimates)}" if entry.estimates else note
@@ -156,9 +154,6 @@ def measure_artifact(child, pte: Path, here: Host, tmp: Path, runs: int, warmup:
 def onnxruntime_runner(model, inputs) -> tuple[Callable[[], object] | None, dict] | None:
     """The model exported to ONNX, as a callable running it with ONNX Runtime (CPU) and its
     facts (version, or why it cannot run); None when ONNX Runtime is not installed."""
-    import importlib.util
-    import io
-
     if importlib.util.find_spec("onnxruntime") is None:
         return None
     import onnxruntime as ort

@@ -122,7 +122,7 @@ def choose(model: str, group: AutoGroup, records: list[Record], task: str, budge
     synthetic without --calibration), or says why not; a static int8 program calibrated on
     synthetic ids is not chosen (``_on_token_ids``)."""
     budget = budget or AccuracyBudget.for_task(task)
-    tried = _tried(model, group, records, budget)
+    tried = _list_tried(model, group, records, budget)
     choice = {"model": model, "backend": group.backend, "budget": budget.describe(), "tried": tried, "winner": None}
     preferred, prefix = _on_token_ids(tried, token_ids) if token_ids else (None, "")
     if token_ids:
@@ -145,7 +145,7 @@ def choose(model: str, group: AutoGroup, records: list[Record], task: str, budge
     return choice
 
 
-def _tried(model: str, group: AutoGroup, records: list[Record], budget: AccuracyBudget) -> list[dict]:
+def _list_tried(model: str, group: AutoGroup, records: list[Record], budget: AccuracyBudget) -> list[dict]:
     """A row per precision of ``group`` that has a record: its figures, and whether it is
     within ``budget``."""
     rows = {r.target: r for r in records if r.model == model}

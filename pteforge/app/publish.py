@@ -40,9 +40,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import ManifestError, OutputError, UsageError
-from ..core.io import directory_lock, link_unshared_or_copy, replace_durably, write_atomic
-from ..report.manifest import ENTRY_LISTS, MANIFEST_NAME, Manifest, load_manifest, now
+from ..core.fallback import fallback_table
+from ..core.io import (
+    directory_lock,
+    link_unshared_or_copy,
+    replace_durably,
+    write_atomic,
+)
 from ..core.spec import check_base_url
+from ..core.system import rename_exchange
+from ..report.manifest import ENTRY_LISTS, MANIFEST_NAME, Manifest, load_manifest, now
+from .platforms import fallback_tables
 
 VERSIONS_NAME = "versions.json"
 STAGING_NAME = ".pteforge-staging"  # DIR/.pteforge-staging, or .<DIR's name>.pteforge-staging beside DIR
@@ -398,8 +406,6 @@ def _site_index(manifest: Manifest, current: Manifest | None, base: str | None) 
         "precisionChoices": [c for c in (current.precisionChoices if current else [])
                              if (c.get("model"), c.get("backend")) not in chosen] + manifest.precisionChoices,
     })
-    from ..core.fallback import fallback_table
-    from .platforms import fallback_tables
 
     merged.fallback = fallback_table(merged.models, *fallback_tables())
     return merged
@@ -409,8 +415,6 @@ def _swap(built: Path, target: Path, staging: Path) -> None:
     """``built`` becomes ``target`` in one step where the OS can (pteforge.core.system): the
     old contents end in ``built``, inside ``staging``. Elsewhere two renames, the old version
     moved aside to ``staging/old/`` first, where a killed publish's successor finds it."""
-    from ..core.system import rename_exchange
-
     if not os.path.lexists(target):
         os.rename(built, target)
         return

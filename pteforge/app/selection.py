@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..backends import program_check
-from ..core.errors import UsageError
+from ..core.errors import UsageError, one_line
 from ..core.fallback import host_platform
-from .platforms import fallback_order, parse_platform
 from ..core.registry import unknown_name_message
 from ..report.manifest import MANIFEST_NAME, Manifest, ModelEntry, load_manifest
+from ..runtime.host import Host, load_runtime
+from ..runtime.isolate import IsolatedRuntime
+from .platforms import fallback_order, parse_platform
 
 Loader = Callable[[Path], object]
 
@@ -57,8 +59,6 @@ def choose(manifest, model: str, platform: str | None, here, load: Loader, devic
     :class:`pteforge.runtime.host.Host`) and that ``load`` loads. ``device``: answer for a device
     of ``platform`` instead, which has its own delegates: the first artifact of its order
     whose file is intact (the device falls back along ``order`` when one does not load)."""
-    from ..core.errors import one_line
-
     man, base = _manifest(manifest)
     if platform is not None and platform != "all":
         parse_platform(platform)
@@ -108,9 +108,6 @@ def select(manifest, model: str, platform: str | None = None) -> Selection:
     delegates: nothing is loaded here), or without ``platform`` the decision of
     :func:`load_best` on this host, with every file opened in a child process (a damaged
     file cannot take this process down); nothing stays loaded."""
-    from ..runtime.host import Host
-    from ..runtime.isolate import IsolatedRuntime
-
     with IsolatedRuntime() as child:
         here = Host.from_dict(child.request("host"))
 
@@ -130,7 +127,6 @@ def load_best(manifest, model: str, platform: str | None = None) -> Selection:
     """
     from executorch.runtime import Verification
 
-    from ..runtime.host import Host, load_runtime
 
     runtime = load_runtime()
 

@@ -9,6 +9,7 @@ says (its delegates and input shapes): it is run, but has no eager reference.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -17,12 +18,27 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..backends import program_check
+from ..backends.toolkit.simulate import simulate_request
 from ..core.errors import UsageError, one_line
+from ..core.result import Status, budget_missed, verdict
+from ..core.spec import (
+    WEIGHTS_PRETRAINED,
+    AccuracyBudget,
+    InputSpec,
+    ModelSpec,
+    Precision,
+    Preprocessing,
+)
+from ..families import family
+from ..families.text import build, llm_spec
+from ..models.catalog import build_catalog
+from ..models.onnx.reference import reference_model
+from ..models.synthetic import INTEGER_HIGH, make_inputs
+from ..report.manifest import MANIFEST_NAME, ModelEntry, load_manifest
 from ..runtime.host import Host
 from ..runtime.isolate import ChildCrashed, IsolatedRuntime
-from ..report.manifest import MANIFEST_NAME, ModelEntry, load_manifest
-from ..core.result import Status
-
+from ..stages.capture import build_model, flatten_outputs
+from ..stages.verify import compare, degenerate, threshold_for
 
 
 @dataclass
@@ -45,7 +61,7 @@ class FileResult:
     reason: str | None = None
     delegates: list[str] = field(default_factory=list)
     load_ms: float | None = None
-    method: str | None = None  # SIMULATED: what ran it (stages/simulate.py)
+    method: str | None = None  # SIMULATED: what ran it (backends/toolkit/simulate.py)
     simulator: str | None = None  # SIMULATED: the reference simulator, in a few words
     agreement: float | None = None  # on the photos, the family's metric
     sqnr_db: float | None = None  # on the photos (or validate's own seeded inputs for a file with no entry)
@@ -93,7 +109,6 @@ def report_place(root: Path, output_file: str | None, draw: str | None) -> Repor
     if site is None:
         return ReportPlace(Path(output_file) if output_file else Path(root) / VALIDATION_NAME,
                            None if draw is None else Path(draw or Path(root) / "validation"))
-    import hashlib
 
     from ..core.io import cache_root
 
@@ -117,9 +132,9 @@ class EagerCache:
 
     def get(self, entry: ModelEntry):
         """The eager model, as the export built it."""
-        return self.built(entry)[0]
+        return self.get_with_spec(entry)[0]
 
-    def built(self, entry: ModelEntry) -> tuple:
+    def get_with_spec(self, entry: ModelEntry) -> tuple:
         """(the eager model, the spec it was built from), as the export built them."""
         key = (entry.base_model, entry.source, entry.weights, entry.seed, getattr(entry, "task", None),
                getattr(entry, "category", None), str(getattr(entry, "preprocessing", None)), str(entry.inputShapes))
@@ -129,11 +144,6 @@ class EagerCache:
 
     @staticmethod
     def _build(entry: ModelEntry):
-        from ..models.catalog import build_catalog
-        from ..models.custom import reference_model
-        from ..core.spec import InputSpec
-        from ..stages.capture import build_model
-
         if entry.source in (None, "catalog"):
             spec = build_catalog().get(entry.base_model)
             shape = tuple(entry.inputShapes[0]) if entry.inputShapes else spec.inputs[0].shape
@@ -157,7 +167,7 @@ def _own_spec(entry: ModelEntry, shapes: tuple, held: tuple):
     """The spec of a model file as the export made it. A TorchScript program's inputs are
     named by its ``forward``'s arguments, which the export bound them to (``--input-shape
     attention_mask=...``): given by those names again, where ``forward`` has them."""
-    from ..models.custom import custom_spec, file_kind
+    from ..models.own import custom_spec, file_kind
 
     names = [i.get("name") for i in entry.inputs or []]
     if len(names) == len(shapes) and all(names) and file_kind(entry.source) == "torchscript":
@@ -171,10 +181,8 @@ def _own_spec(entry: ModelEntry, shapes: tuple, held: tuple):
 def _as_exported(spec, entry: ModelEntry):
     """A model of one's own as the export saw it: its name, and the task, category and
     preprocessing ``--task`` gave it, which decide the seeded inputs its random weights'
-    BatchNorm statistics are estimated on (``models.custom._normalise``): rebuilt without
+    BatchNorm statistics are estimated on (``models.factory._normalise``): rebuilt without
     them, the eager reference is another model."""
-    from ..core.spec import Preprocessing
-
     pre = None
     if entry.preprocessing:
         fields = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.preprocessing.items()
@@ -279,7 +287,7 @@ def _outputs(child, path, info, entry, batches, tmp, res) -> tuple[list, list] |
     inputs_file, outputs_file = tmp / f"{path.stem}.in.pt", tmp / f"{path.stem}.out.pt"
     torch.save(batches, inputs_file)
     if res.status is Status.NOT_RUNNABLE_HERE:
-        reply = child.request("simulate", path=str(path), inputs=str(inputs_file), outputs=str(outputs_file),
+        reply = child.call(simulate_request, path=str(path), inputs=str(inputs_file), outputs=str(outputs_file),
                               backends=_chain(entry, info))
         if reply["ok"] and not reply["simulated"]:
             if entry is not None and entry.status == Status.SIMULATED.value:
@@ -301,8 +309,6 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
     """Run one program on the photos (an image model) and on the export's own seeded
     inputs, beside the eager model rebuilt as the export built it; its status from the same
     evidence and the same function as the export's (``core.result.verdict``)."""
-    from ..families import family
-
     info = inspect_runnable(child, path, here, res, simulated=True)
     if info is None:
         return
@@ -327,7 +333,6 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
         res.status = Status.NOT_VERIFIED
         res.reason = res.reason or "no manifest entry: ran on this host; no eager reference to compare with"
         return
-    from ..stages.verify import degenerate
 
     broken = degenerate(reference, outputs, [img.image for img in res.images] + [
         f"seeded input {i}" for i in range(len(outputs) - n)])
@@ -341,7 +346,7 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
 def _eager(entry, eager, res):
     """(the eager model, its spec) rebuilt from the entry, or None with ``res`` saying why."""
     try:
-        return eager.built(entry)
+        return eager.get_with_spec(entry)
     except Exception as exc:  # e.g. pretrained weights offline
         res.reason = f"no eager reference ({one_line(exc, 160)})"
         return None
@@ -351,8 +356,6 @@ def _export_inputs(entry, spec) -> list | None:
     """The seeded inputs the export verified on (``stages.capture``: seeds ``seed`` to
     ``seed + n - 1`` of the spec the export built), or None where they were the user's own
     files (``--calibration DIR``), which validate does not have."""
-    from ..models.synthetic import make_inputs
-
     v = entry.verification or {}
     if not v.get("inputs") or v.get("inputs_from"):
         return None
@@ -362,8 +365,6 @@ def _export_inputs(entry, spec) -> list | None:
 def _evidence(entry, outputs, reference, whose: str | None) -> dict:
     """What the export's own test says on its own inputs, run again: SQNR (worst) and, for a
     classifier, top-1 agreement, against the threshold the export recorded."""
-    from ..stages.verify import compare, threshold_for
-
     v = entry.verification or {}
     threshold = v.get("threshold_sqnr_db") or threshold_for(v.get("runtime_precision") or entry.precision, None)
     if whose is None or not outputs:
@@ -383,8 +384,6 @@ def _finite_db(value: float) -> float | None:
 
 def _photo_spec(entry):
     """The entry's model spec when its input is a photo through a known preprocessing."""
-    from ..core.spec import InputSpec, ModelSpec, Preprocessing
-
     if entry is None or not entry.preprocessing or len(entry.inputShapes or []) != 1 or len(entry.inputShapes[0]) != 4:
         return None
     pre = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.preprocessing.items()}
@@ -398,7 +397,6 @@ def _photo_spec(entry):
 def _reference(model, batches, res) -> list | None:
     import torch
 
-    from ..stages.capture import flatten_outputs
 
     try:
         with torch.no_grad():
@@ -411,8 +409,6 @@ def _reference(model, batches, res) -> list | None:
 def _per_input(fam, outputs, reference, prepared, names, photos, times_ms, res, draw) -> tuple[list, list, list]:
     """Decode each output on a photo as an app would, compare with eager; (agreements,
     SQNRs, boxes matched) on the photos."""
-    from ..stages.verify import compare
-
     agreements, sqnrs, boxes = [], [], []
     for i, out in enumerate(outputs):
         img = ImageResult(image=photos[i].name if photos else f"seeded input {i}", status="ok",
@@ -444,9 +440,6 @@ def _judge(res, entry, seeded: dict, agreements: list, sqnrs: list, boxes: list)
     kinds of evidence: matched = the export's seeded inputs within the threshold it recorded
     (the photos' SQNR where those inputs were the user's own files); the accuracy budget the
     export recorded, judged on the photos (on the seeded inputs for a model of no photo)."""
-    from ..core.result import budget_missed, verdict
-    from ..core.spec import AccuracyBudget
-
     v = entry.verification or {}
     res.agreement = sum(agreements) / len(agreements) if agreements else None
     res.seeded_sqnr_db = seeded.get("sqnr") if seeded.get("whose") == "the export's" else None
@@ -475,7 +468,6 @@ def _judge(res, entry, seeded: dict, agreements: list, sqnrs: list, boxes: list)
 def seeded_inputs(specs: list[dict], seed: int) -> list:
     import torch
 
-    from ..models.synthetic import INTEGER_HIGH
 
     gen = torch.Generator().manual_seed(seed)
     out = []
@@ -508,8 +500,7 @@ def _validate_language_model(child, path: Path, entry, here, tmp: Path, res) -> 
     import torch
 
     from ..backends import default_registry
-    from ..text.llm import build, judge, llm_spec, proof_reference, tokenizer_of
-    from ..core.spec import WEIGHTS_PRETRAINED, Precision
+    from ..text.llm import generate, judge, proof_reference, tokenizer_of
 
     if inspect_runnable(child, path, here, res) is None:
         return
@@ -518,7 +509,7 @@ def _validate_language_model(child, path: Path, entry, here, tmp: Path, res) -> 
     model = build(spec, entry.weights or WEIGHTS_PRETRAINED, entry.seed or 0)
     reference = tmp / f"{path.stem}.reference.pt"
     torch.save(proof_reference(model, spec, entry.seed or 0, tokenizer_of(spec)), reference)
-    reply = child.request("generate", path=str(path), reference=str(reference),
+    reply = child.call(generate, path=str(path), reference=str(reference),
                           dynamic=default_registry().get(entry.backends[0]).llm_dynamic_shapes)
     if not reply["ok"]:
         res.status, res.reason = Status.RUN_FAILED, reply["error"]

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import csv
+import hashlib
+import tempfile
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from ..core.spec import Precision
 from .base import Backend, Docs, Requirement
@@ -15,7 +20,7 @@ def tosa_inputs(payload: bytes) -> int:
     """How many inputs the TOSA graph's main block takes."""
     from tosa.TosaGraph import TosaGraph
 
-    from ..stages.simulate import SimulationError
+    from .toolkit.simulate import SimulationError
 
     try:
         return TosaGraph.GetRootAs(payload, 0).Regions(0).Blocks(0).InputsLength()
@@ -30,7 +35,7 @@ def tosa_reference_run(payload: bytes, inputs: list, outputs: list) -> list:
     import numpy as np
     import torch
 
-    from ..stages.simulate import SimulationError, from_dim_order, to_dim_order
+    from .toolkit.simulate import SimulationError, from_dim_order, to_dim_order
 
     try:
         import tosa_reference_model as reference
@@ -67,7 +72,7 @@ def tosa_simulator(delegate: str, graph_of=lambda payload: payload, note: str = 
                    takes=lambda payload: True) -> list:
     """A stand-in for ``delegate`` that runs the TOSA graph ``graph_of(payload)`` on Arm's
     TOSA reference model (a missing or broken one fails the row that needs it, saying so)."""
-    from ..stages.simulate import Simulator
+    from .toolkit.simulate import Simulator
 
     return [Simulator(delegate, f"Arm's TOSA reference model (tosa-tools {_version('tosa-tools')})",
                       run=lambda payload, inputs, outputs: tosa_reference_run(graph_of(payload), inputs, outputs),
@@ -75,8 +80,6 @@ def tosa_simulator(delegate: str, graph_of=lambda payload: payload, note: str = 
 
 
 def _version(distribution: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(distribution)
     except PackageNotFoundError:
@@ -205,13 +208,11 @@ _VELA: dict[str, tuple[bytes, dict]] = {}
 
 
 def digest(payload: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(payload).hexdigest()
 
 
 def _compiled_from(payload: bytes) -> bytes:
-    from ..stages.simulate import SimulationError
+    from .toolkit.simulate import SimulationError
 
     found = _VELA.get(digest(payload))
     if found is None:
@@ -224,8 +225,6 @@ def _compiled_from(payload: bytes) -> bytes:
 def _recording_vela():
     """Inside, ExecuTorch's Ethos-U backend keeps, for each command stream Vela compiles, the
     TOSA graph it compiled and Vela's network summary (its estimates)."""
-    import tempfile
-
     from executorch.backends.arm.ethosu import backend as ethosu
 
     original = ethosu.vela_compile
@@ -246,10 +245,6 @@ def _recording_vela():
 
 def _vela_summary(directory) -> dict:
     """Vela's own estimates, from the network summary it writes beside its output."""
-    import csv
-    from importlib.metadata import version
-    from pathlib import Path
-
     found = sorted(Path(directory).rglob("*_summary_*.csv"))
     if not found:
         return {}

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.result import Check  # noqa: F401 - a backend's verdicts; backends import it from here
 from ..core.spec import Precision
+from ..core.system import os_name as this_os
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch.export import ExportedProgram
@@ -210,7 +211,7 @@ class Backend:
     code_sample: ClassVar[str] = ""
     # What proves its programs on a host without the target, in a few words ("Arm's TOSA
     # reference model"): where simulators() has a stand-in for each delegate the program
-    # calls and PyTorch has every kernel, the program runs there (stages/simulate.py) and
+    # calls and PyTorch has every kernel, the program runs there (backends/toolkit/simulate.py) and
     # its row is SIMULATED. None: only a device runs it.
     simulated_on: ClassVar[str | None] = None
 
@@ -226,8 +227,6 @@ class Backend:
     def lower_check_on(self, os_name: str) -> Check:
         """Can it lower on host OS ``os_name``? This host: :meth:`lower_check`; another: the
         declared ``lowers_not_on``."""
-        from ..core.system import os_name as this_os
-
         if os_name == this_os():
             return self.lower_check()
         if os_name in self.lowers_not_on:
@@ -301,7 +300,7 @@ class Backend:
         return partitioners
 
     def simulators(self) -> list:
-        """Stand-ins here for the payloads of its delegate (``stages.simulate.Simulator``);
+        """Stand-ins here for the payloads of its delegate (``backends.toolkit.simulate.Simulator``);
         empty when none is installed or it delegates nothing."""
         return []
 
@@ -312,7 +311,7 @@ class Backend:
 
     def pattern_sets(self) -> list[tuple]:
         """(module, build, name) of each pattern set this backend makes only where one can
-        match (stages/patterns.py keeps what each holds, per installed version)."""
+        match (backends/toolkit/patterns.py keeps what each holds, per installed version)."""
         return []
 
     def keyed_pattern_sets(self) -> list[tuple]:
@@ -323,7 +322,7 @@ class Backend:
     def lowering_context(self):
         """What a lowering with this backend's partitioner runs inside, first in its chain or
         not (default: nothing; XNNPACK and Vulkan: their pattern graphs only where one can
-        match, stages/patterns.py)."""
+        match, backends/toolkit/patterns.py)."""
         return contextlib.nullcontext()
 
     def lower(self, exported: "ExportedProgram", plan: Plan, rest: list[Any]) -> Any:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import sys
 
 from ..core.spec import Precision
 from .base import Backend, Docs, Requirement, narrowed_support
@@ -64,7 +65,10 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
 
     def recipe(self, precision):
         ct = coremltools()
-        from executorch.backends.apple.coreml.recipes import CoreMLRecipeProvider, CoreMLRecipeType
+        from executorch.backends.apple.coreml.recipes import (
+            CoreMLRecipeProvider,
+            CoreMLRecipeType,
+        )
 
         kind = CoreMLRecipeType[self._RECIPES[precision]]
         # fp32/fp16 run from iOS 15; the quantized recipes raise the floor themselves
@@ -198,8 +202,6 @@ def coremltools():
     3.7 s its import takes here, in every worker that lowers for Core ML) only to offer
     converting scikit-learn models, which pteforge never does, and which coremltools 9
     disables anyway for the scikit-learn (> 1.5.1) installed beside it."""
-    import sys
-
     if "coremltools" not in sys.modules and "sklearn" not in sys.modules:
         sys.modules["sklearn"] = None  # import sklearn raises ImportError: coremltools goes on without it
         try:
@@ -214,7 +216,7 @@ def coremltools():
 
 def _patterns_built_where_they_can_match(quantizer):
     """ExecuTorch's ``CoreMLQuantizer``, building only the pattern graphs that may match in
-    the program it annotates (``stages/patterns.built_only_where_they_can_match``): the
+    the program it annotates (``backends/toolkit/patterns.built_only_where_they_can_match``): the
     same annotations (tested), without exporting ~400 patterns at every annotation."""
     guarded = copy.copy(quantizer)
     guarded.__class__ = _guarded(type(quantizer))
@@ -225,9 +227,11 @@ def _patterns_built_where_they_can_match(quantizer):
 def _guarded(base: type) -> type:
     class PatternsWhereTheyCanMatch(base):
         def annotate(self, model):
-            from executorch.backends.apple.coreml.quantizer import _coreml_quantizer_utils as utils
+            from executorch.backends.apple.coreml.quantizer import (
+                _coreml_quantizer_utils as utils,
+            )
 
-            from ..stages.patterns import built_only_where_they_can_match, op_names
+            from .toolkit.patterns import built_only_where_they_can_match, op_names
 
             with built_only_where_they_can_match(utils, "_get_aten_graph_module", op_names(model)):
                 return super().annotate(model)
@@ -240,7 +244,9 @@ def keyed_pattern_sets() -> list[tuple]:
     ``_patterns_built_where_they_can_match`` asks for them: ``run()`` annotates a program
     that holds nothing, at each quantized precision, and so asks for every pattern."""
     import torch
-    from executorch.backends.apple.coreml.quantizer import _coreml_quantizer_utils as utils
+    from executorch.backends.apple.coreml.quantizer import (
+        _coreml_quantizer_utils as utils,
+    )
 
     def run():
         for precision in CoreML.precisions:

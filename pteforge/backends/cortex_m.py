@@ -78,7 +78,7 @@ def floats_on_quantized_values(program) -> int:
     ``DecomposeHardswishPass`` fuses a hardswish only right after a convolution or linear;
     after the clamp ``ClampHardswishPass`` puts before it (mobilenet_v3_small, 19 of them)
     the hardswish was left computing on int8 values, which pteforge's reference simulation
-    found (stages/simulate.py). Returns how many it mended."""
+    found (backends/toolkit/simulate.py). Returns how many it mended."""
     import torch
     from executorch.exir.dialects._ops import ops as exir_ops
 

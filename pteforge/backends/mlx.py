@@ -4,6 +4,7 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 from ..core.spec import Precision
@@ -69,7 +70,7 @@ partitioner = [MLXPartitioner()]  # with transform_passes=get_default_passes()""
     def lower_check(self) -> Check:
         if importlib.util.find_spec("executorch.backends.mlx") is None:
             return Check(False, "this executorch has no MLX backend", "install executorch>=1.5")
-        if not _generated(_shipped()) and _flatc() is None:
+        if not _is_generated(_shipped()) and _flatc() is None:
             return Check(False, "the MLX serializer's generated code is not in this executorch wheel, and no flatc "
                                 "to generate it", "install executorch's wheel with flatc, or export on a Mac")
         return Check(True, "its lowering is pure Python")
@@ -103,7 +104,7 @@ partitioner = [MLXPartitioner()]  # with transform_passes=get_default_passes()""
     def prepare(self, exported, precision, example):
         if precision is not Precision.FP16:
             return exported
-        from ..stages.quantize import half_program
+        from .toolkit.fp16 import half_program
 
         return half_program(exported, example)
 
@@ -125,7 +126,7 @@ def _shipped() -> Path | None:
     return Path(spec.submodule_search_locations[0]) / "serialization" if spec else None
 
 
-def _generated(directory: Path | None) -> bool:
+def _is_generated(directory: Path | None) -> bool:
     return directory is not None and (directory / "mlx_graph_schema.py").exists() \
         and (directory / "_generated" / "__init__.py").exists()
 
@@ -144,9 +145,8 @@ def serialization_importable() -> Path:
     it (macOS), else generated once into pteforge's cache by ExecuTorch's generator and
     imported from there (a finder for that one package; its modules are ExecuTorch's)."""
     shipped = _shipped()
-    if _generated(shipped):
+    if _is_generated(shipped):
         return shipped
-    from importlib import metadata
 
     from filelock import FileLock
 
@@ -156,7 +156,7 @@ def serialization_importable() -> Path:
     made = root / "serialization"
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / ".lock"), timeout=300):
-        if not _generated(made):
+        if not _is_generated(made):
             _generate(shipped, root)
     if not any(isinstance(f, _GeneratedFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _GeneratedFinder(made))
@@ -175,7 +175,7 @@ def _generate(shipped: Path, root: Path) -> None:
         (work / "serialization" / template).touch()
     done = subprocess.run([sys.executable, "generate.py", "--flatc", flatc], cwd=work / "serialization",
                           capture_output=True, text=True)
-    if done.returncode != 0 or not _generated(work / "serialization"):
+    if done.returncode != 0 or not _is_generated(work / "serialization"):
         raise RuntimeError(f"generating the MLX serializer failed: {(done.stderr or done.stdout).strip()[-300:]}")
     shutil.rmtree(root / "serialization", ignore_errors=True)
     (work / "serialization").rename(root / "serialization")

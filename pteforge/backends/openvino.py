@@ -3,8 +3,8 @@ from __future__ import annotations
 import re
 
 from ..core.spec import Precision
+from ..core.system import cpu_flags
 from .base import Backend, Docs, Requirement, narrowed_support
-
 
 # ops OpenVINO's PyTorch frontend converts that ExecuTorch 1.5.1's partitioner does not list
 _CONVERTED_NOT_LISTED = {"aten.upsample_bilinear2d.vec"}
@@ -100,7 +100,7 @@ partitioner = [OpenvinoPartitioner([CompileSpec("device", b"CPU")])]"""
                 refused |= unconverted
 
     def prepare(self, exported, precision, example):
-        from ..stages.rewrite import openvino_friendly
+        from .toolkit.rewrite import openvino_friendly
 
         return openvino_friendly(exported)
 
@@ -175,7 +175,5 @@ def _scalar_outputs(graph) -> set[str]:
 
 
 def _cpu_has_bf16() -> bool:
-    from ..core.system import cpu_flags
-
     flags = cpu_flags()
     return "avx512_bf16" in flags or "amx_bf16" in flags

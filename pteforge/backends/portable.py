@@ -34,6 +34,6 @@ class Portable(Backend):
         return []
 
     def prepare(self, exported, precision, example):
-        from ..stages.rewrite import video_as_frames
+        from .toolkit.rewrite import video_as_frames
 
         return video_as_frames(exported)  # no 3-D convolution or max pooling kernel here

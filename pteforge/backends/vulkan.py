@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 
 from ..core.spec import Precision
 from .base import Backend, Docs
-
 
 # What phones taught the executorch_flutter app's exporter (docs/backends/vulkan.md).
 FP32_CAUTION = "Adreno and Mali GPUs compute fp32 Vulkan programs wrongly (device reports); prefer the fp16 default"
@@ -67,7 +68,9 @@ partitioner = [VulkanPartitioner({"force_fp16": True, "texture_limits": (2048, 2
         return pattern_sets()
 
     def partitioners(self, precision):
-        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+        from executorch.backends.vulkan.partitioner.vulkan_partitioner import (
+            VulkanPartitioner,
+        )
 
         return [VulkanPartitioner(compile_options(precision))]
 
@@ -82,11 +85,12 @@ partitioner = [VulkanPartitioner({"force_fp16": True, "texture_limits": (2048, 2
 def patterns_where_they_can_match():
     """Each RoPE pattern graph made once per process (``_pattern_graphs_once``), and only
     for a program holding every operator of one of them (~1.5 s of each process; see
-    stages/patterns.py): the partitioner and the fusion pass match the others, and the
+    backends/toolkit/patterns.py): the partitioner and the fusion pass match the others, and the
     detectors, as they are. WebGPU lowers with Vulkan's partitioner, inside this too."""
     from executorch.backends.vulkan import patterns as vk
 
-    from ..stages.patterns import can_match, replaced
+    from ..patches.executorch_patches import replaced_in_executorch as replaced
+    from .toolkit.patterns import can_match
 
     _pattern_graphs_once()
 
@@ -114,8 +118,6 @@ def _made_patterns() -> list[tuple]:
 
 def _pattern_set(name: str, entry) -> tuple:
     """(the module that defines the patterns, the function making them, their name)."""
-    import inspect
-
     return inspect.getmodule(inspect.unwrap(entry.get_graphs_fn)), entry.get_graphs_fn, name
 
 
@@ -132,8 +134,6 @@ def _pattern_graphs_once() -> None:
     each export and lower the three patterns again: ~0.8 s of every Vulkan lowering on this
     machine. The registry gets the cached functions; the graphs are only matched against.
     """
-    import functools
-
     from executorch.backends.vulkan.patterns import fusable_patterns
 
     for entry in fusable_patterns.values():

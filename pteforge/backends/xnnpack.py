@@ -8,7 +8,7 @@ from .base import Backend, Docs
 
 # Ops that stay on the portable kernels because XNNPACK has no operator that computes
 # them, as ExecuTorch's delegation summary names them, with the reason. Anything else
-# left outside an XNNPACK program is a gap for stages/rewrite.py.
+# left outside an XNNPACK program is a gap for backends/toolkit/rewrite.py.
 NO_XNNPACK_EQUIVALENT = {
     "aten_embedding_default": "a lookup of rows by token id: XNNPACK has no gather",
     "aten_index_tensor": "indexing by a run-time tensor (a gather): XNNPACK has no gather",
@@ -98,7 +98,7 @@ partitioner = [XnnpackPartitioner()]"""
         plan.partitioners = self.partitioners(precision)
         if precision is Precision.INT8 and getattr(plan.quantizer, "global_config", None) is not None:
             plan.quantizer = _with_quantized_pads(plan.quantizer)
-        from ..stages.rewrite import fold_constants
+        from .toolkit.rewrite import fold_constants
 
         # mobilenet_v3: 18 portable casts -> 0; Swin's window masks, BERT's position ids
         plan.transform_passes = [fold_constants()]
@@ -122,40 +122,45 @@ partitioner = [XnnpackPartitioner()]"""
         return [XnnpackPartitioner()]  # fp32 and dynamically quantized linears in one pass
 
     def llm_prepare(self, exported):
-        from ..stages.rewrite import means_as_linears
+        from .toolkit.rewrite import means_as_linears
 
         # its RMSNorms inside the XNNPACK program, not cutting it in two each (Gemma 3 270M: 109 of them)
         return means_as_linears(exported)
 
     def lowering_context(self):
-        from ..stages.patterns import only_where_they_can_match
+        from ..patches.executorch_patches import (
+            one_value_constants_take_any_layout,
+            softmax_reads_nchw,
+            views_of_written_buffers_outside,
+        )
+        from .toolkit.patterns import only_where_they_can_match
 
         # its bilinear-upsampling and attention pattern graphs (~2 s to make in each
-        # process) made only for a program that may hold one (see stages/patterns.py)
+        # process) made only for a program that may hold one (see backends/toolkit/patterns.py)
         context = contextlib.ExitStack()
         context.enter_context(only_where_they_can_match(_pattern_passes()))
-        context.enter_context(_softmax_reads_nchw())
-        context.enter_context(_one_value_constants_take_any_layout())
-        context.enter_context(_views_of_written_buffers_outside())
+        context.enter_context(softmax_reads_nchw())  # these three: see pteforge/patches/executorch_patches.py
+        context.enter_context(one_value_constants_take_any_layout())
+        context.enter_context(views_of_written_buffers_outside())
         return context
 
     def lower(self, exported, plan, rest):
-        from ..stages.fuse import fused
-        from ..stages.rewrite import xnnpack_friendly
+        from .toolkit.fuse import fused
+        from .toolkit.rewrite import xnnpack_friendly
 
         # after quantization: adaptive pooling, LayerNorm and RMSNorm (see xnnpack_friendly),
-        # and operators written out (hard-swish, a one-hot product) as the one they are (stages/fuse.py)
+        # and operators written out (hard-swish, a one-hot product) as the one they are (backends/toolkit/fuse.py)
         return super().lower(fused(xnnpack_friendly(exported, late=True)), plan, rest)
 
     def prepare(self, exported, precision, example):
-        from ..stages.rewrite import xnnpack_friendly
+        from .toolkit.rewrite import xnnpack_friendly
 
         # split, dim-1 softmax, nearest upsample, ... as ops XNNPACK takes, same values,
-        # before quantization too (yolo11n: 6 subgraphs -> 1; see stages/rewrite.py).
+        # before quantization too (yolo11n: 6 subgraphs -> 1; see backends/toolkit/rewrite.py).
         exported = xnnpack_friendly(exported)
         if precision is not Precision.FP16:
             return exported
-        from ..stages.quantize import half_program
+        from .toolkit.fp16 import half_program
 
         return half_program(exported, example)
 
@@ -217,112 +222,6 @@ def _pattern_passes() -> list[tuple]:
 
 def pattern_sets() -> list[tuple]:
     """(module, build, name) of each pattern set, as ``lowering_context`` asks about them."""
-    from ..stages.patterns import maker
+    from .toolkit.patterns import maker
 
     return [(module, maker(module, getter), "") for _, module, getter, _ in _pattern_passes()]
-
-
-@contextlib.contextmanager
-def _softmax_reads_nchw():
-    """Inside, XNNPACK's channels-last pass gives softmax its input in NCHW order.
-
-    ExecuTorch 1.5.1's pass runs a convolution's output on in NHWC memory through the
-    operators it takes for layout-agnostic, and counts softmax among them: after
-    ``conv -> permute(0, 2, 3, 1)`` the softmax over the last dim reduced over another
-    dim in memory (max abs error 0.24 against eager; a segmentation head's class
-    probabilities, and pteforge's own rewrite of ``softmax(dim=1)`` into a last-dim
-    softmax between permutes, which XNNPACK then takes). A softmax is not agnostic: it
-    reads its input as it is laid out logically, like the operators listed as needing
-    NCHW (the pass converts a channels-last input back first)."""
-    from executorch.backends.xnnpack._passes.channels_last_tagged_reshape_pass import ChannelsLastTaggedReshapePass
-    from executorch.exir.dialects._ops import ops as exir_ops
-
-    listed = ChannelsLastTaggedReshapePass.memory_sensitive_ops_nchw
-    ChannelsLastTaggedReshapePass.memory_sensitive_ops_nchw = {*listed, exir_ops.edge.aten._softmax.default}
-    try:
-        yield
-    finally:
-        ChannelsLastTaggedReshapePass.memory_sensitive_ops_nchw = listed
-
-
-@contextlib.contextmanager
-def _one_value_constants_take_any_layout():
-    """Inside, XNNPACK's channels-last pass lets a one-value tensor meet a channels-last
-    tensor as it is.
-
-    ExecuTorch 1.5.1's pass gives every input of a layout-agnostic operator (add, mul, div,
-    ...) one memory layout; a constant it cannot lay out as NHWC (any that is not 4-D) sends
-    the operator, and the convolution's output with it, back to NCHW and forward again. A
-    graph made by another framework writes its scalars as constant tensors (PaddlePaddle's
-    hardswish ``x * clip(x + 3, 0, 6) / 6``, ``()``-shaped): each activation then cost two
-    transposes (PP-LCNet's page-orientation classifier: a third of its time, PicoDet's
-    document layout: half). A constant of one value reads the same in any layout and
-    broadcasts as it is, so it is left untouched and the operator stays NHWC."""
-    import torch
-    from executorch.backends.xnnpack._passes.channels_last_tagged_reshape_pass import ChannelsLastTaggedReshapePass
-
-    cls = ChannelsLastTaggedReshapePass
-    can, to_nhwc, to_nchw = cls.can_be_converted_to_nhwc, cls.input_to_nhwc, cls.input_to_nchw
-
-    def one_value(node) -> bool:
-        # any one-value tensor: XNNPACK's partitioner leaves a binary operator's constant
-        # out of the partition, so the delegate takes it as an input, not as a parameter
-        val = node.meta.get("val")
-        return isinstance(val, torch.Tensor) and val.numel() == 1
-
-    def can_be_converted_to_nhwc(self, node):
-        return one_value(node) or can(self, node)
-
-    def input_to_nhwc(self, graph_module, input_node, target_node):
-        if not one_value(input_node):
-            to_nhwc(self, graph_module, input_node, target_node)
-
-    def input_to_nchw(self, graph_module, input_node, target_node):
-        if not one_value(input_node):
-            to_nchw(self, graph_module, input_node, target_node)
-
-    cls.can_be_converted_to_nhwc, cls.input_to_nhwc, cls.input_to_nchw = (
-        can_be_converted_to_nhwc, input_to_nhwc, input_to_nchw)
-    try:
-        yield
-    finally:
-        cls.can_be_converted_to_nhwc, cls.input_to_nhwc, cls.input_to_nchw = can, to_nhwc, to_nchw
-
-
-def _views_a_written_buffer(node, ep) -> bool:
-    """Whether ``node`` (a ``view_copy``) views, through views only, a buffer the program
-    writes (a KV cache), as it is after a custom operator wrote it in place."""
-    import operator
-
-    from torch._higher_order_ops.auto_functionalize import auto_functionalized, auto_functionalized_v2
-
-    while node.op == "call_function" and "view_copy" in str(node.target):
-        node = node.args[0]
-    if node.op == "placeholder":
-        return ep.graph_signature.inputs_to_buffers.get(node.name) in ep.graph_signature.buffers_to_mutate.values()
-    return node.op == "call_function" and node.target is operator.getitem \
-        and getattr(node.args[0], "target", None) in (auto_functionalized, auto_functionalized_v2)
-
-
-@contextlib.contextmanager
-def _views_of_written_buffers_outside():
-    """Inside, XNNPACK's partitioner leaves out a reshape of a buffer the program writes (a KV
-    cache): outside XNNPACK, ExecuTorch makes it a view of the same memory; inside, XNNPACK's
-    static reshape copies it.
-
-    A language model's attention read its cache through reshapes ([B, max, H, D] to
-    [B*H, max, D]): Gemma 3 270M copied 14 MB a decoded token that way (four copies of
-    192 x 256 a layer, and a transpose that then kept XNNPACK from reading the keys
-    transposed in its product). Its 8da4w program decodes 1.15x faster without them."""
-    from executorch.backends.xnnpack.partition.config.generic_node_configs import ViewCopyConfig
-
-    check = ViewCopyConfig.check_constraints
-
-    def check_constraints(self, node, ep):
-        return not _views_a_written_buffer(node, ep) and check(self, node, ep)
-
-    ViewCopyConfig.check_constraints = check_constraints
-    try:
-        yield
-    finally:
-        ViewCopyConfig.check_constraints = check

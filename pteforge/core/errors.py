@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import re
+from typing import Any
 
 
 class ExitStatus(enum.IntEnum):
@@ -59,7 +60,7 @@ class PteforgeError(Exception):
 
     exit_status: ExitStatus = ExitStatus.USAGE
 
-    def __init__(self, message: str, fix: str | None = None):
+    def __init__(self, message: str, fix: str | None = None) -> None:
         super().__init__(message)
         self.fix = fix
 
@@ -78,6 +79,7 @@ class UnknownNameError(UsageError):
 
 class NoBackendError(PteforgeError):
     exit_status = ExitStatus.NO_BACKEND
+    plan: Any  # the run's TargetPlan (run/plan.py), none of whose targets can lower here: set by its raiser
 
 
 class ModelError(PteforgeError):
@@ -102,6 +104,14 @@ class ManifestError(PteforgeError):
 
 class ResourceError(PteforgeError):
     exit_status = ExitStatus.RESOURCES
+
+
+class UpstreamChangedError(PteforgeError):
+    """An upstream library is not the version a patch of ``pteforge/patches`` was written
+    for, or lacks what the patch replaces: the patch refuses to apply (its message names
+    the patch, the version it targets and the one found)."""
+
+    exit_status = ExitStatus.INTERNAL
 
 
 class SetupError(PteforgeError):

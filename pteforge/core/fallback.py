@@ -4,6 +4,9 @@ registry computes those: ``app/platforms.py``), so the reports order without it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import Any
+
 PLATFORMS = ("ios", "android", "desktop", "embedded", "web")
 # What a manifest entry's `devices` must hold for the entry to serve a platform.
 PLATFORM_OS = {
@@ -19,7 +22,7 @@ def host_platform() -> str:
     return "desktop"  # pteforge runs on Linux, macOS or Windows hosts
 
 
-def order_for(entries, platform: str | None, table: dict[str, tuple[str, ...]], last: tuple[str, ...]) -> list:
+def order_for(entries: Iterable[Any], platform: str | None, table: dict[str, tuple[str, ...]], last: tuple[str, ...]) -> list:
     """The artifacts of one model in the order an app should try them on ``platform``.
 
     Priority backends first (``table``: platform -> backends), then any other artifact whose
@@ -30,7 +33,7 @@ def order_for(entries, platform: str | None, table: dict[str, tuple[str, ...]], 
     priority = table.get(platform, ()) if platform else ()
     oses = PLATFORM_OS.get(platform) if platform else None
 
-    def rank(e):
+    def rank(e: Any) -> tuple[int, int]:
         primary = e.backends[0]
         if primary in priority:
             return (0, priority.index(primary))
@@ -41,7 +44,7 @@ def order_for(entries, platform: str | None, table: dict[str, tuple[str, ...]], 
     return sorted(usable, key=lambda e: (str(e.status) == "OUT_OF_BUDGET", *rank(e), e.precision != "fp32", e.name))
 
 
-def fallback_table(models, table: dict[str, tuple[str, ...]], last: tuple[str, ...]) -> dict[str, dict[str, list[str]]]:
+def fallback_table(models: Sequence[Any], table: dict[str, tuple[str, ...]], last: tuple[str, ...]) -> dict[str, dict[str, list[str]]]:
     """Each model's artifacts in the order an app tries them, per platform (the manifest's ``fallback``)."""
     out: dict[str, dict[str, list[str]]] = {}
     for name in dict.fromkeys(m.base_model for m in models):

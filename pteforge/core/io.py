@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import errno
+import hashlib
 import os
+import shutil
+import stat
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import OutputError
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 
 RUN_ID_ENV = "PTEFORGE_RUN_ID"
 
 
 @contextlib.contextmanager
-def check_writable_tmp(directory: Path, probe_bytes: int = 4 << 20):
+def check_writable_tmp(directory: Path, probe_bytes: int = 4 << 20) -> Iterator[None]:
     """Map a failed write in pteforge's scratch space to one OutputError line.
 
     torch's serializers report a short write as ``RuntimeError: unexpected pos``;
@@ -41,7 +49,7 @@ def check_writable_tmp(directory: Path, probe_bytes: int = 4 << 20):
         raise
 
 
-def link_or_copy(src, dst) -> None:
+def link_or_copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     """``dst`` a hard link of ``src`` (files here are replaced by rename, never rewritten in
     place, so sharing an inode is safe), or a copy where the file system has no hard links."""
     try:
@@ -171,7 +179,7 @@ def cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("pteforge", appauthor=False))
 
 
-def path_lock(path: Path, timeout: float = 600):
+def path_lock(path: Path, timeout: float = 600) -> FileLock:
     """A file lock for ``path`` (a directory others may serve or sync), kept in the cache's
     ``locks/`` rather than beside it: processes on this machine that write ``path`` take
     turns, and no ``.lock`` file is left where a web server or an app's assets would pick it up."""
@@ -191,8 +199,6 @@ def path_lock(path: Path, timeout: float = 600):
 
 def unwritable() -> str | None:
     """Why the cache directory cannot be written to, as "DIR: reason"; None when it can."""
-    import tempfile
-
     root = cache_root()
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -207,9 +213,6 @@ def link_unshared_or_copy(src: Path, dst: Path) -> None:
     """``dst`` a hard link of ``src`` when ``src`` is a regular file no other path links
     (``st_nlink == 1``: its inode belongs to its directory alone); a copy otherwise, or where
     the file system has no hard links. A link is never followed: ``src`` must be a file."""
-    import shutil
-    import stat
-
     status = os.lstat(src)
     if not stat.S_ISREG(status.st_mode):
         raise OutputError(f"{src} is not a regular file", fix=f"move {src} away, then try again")
@@ -229,7 +232,7 @@ def replace_durably(src: Path, dst: Path) -> None:
 
 
 @contextlib.contextmanager
-def directory_lock(directory: Path, timeout: float = 600):
+def directory_lock(directory: Path, timeout: float = 600) -> Iterator[None]:
     """Exclusive use of ``directory`` (which exists) among all processes of this machine,
     whatever their users, caches or the path they reach it by; no file is left in it.
 
@@ -264,7 +267,6 @@ def _flock_directory(directory: Path, timeout: float) -> int | None:
         import fcntl
     except ImportError:  # Windows
         return None
-    import time
 
     try:
         fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -285,7 +287,7 @@ def _flock_directory(directory: Path, timeout: float) -> int | None:
             return None
 
 
-def _sibling_lock(directory: Path, timeout: float):
+def _sibling_lock(directory: Path, timeout: float) -> contextlib.AbstractContextManager[None]:
     """A lock file in ``directory``'s parent (outside the served tree), or in the cache."""
     from filelock import FileLock, Timeout
 
@@ -296,7 +298,7 @@ def _sibling_lock(directory: Path, timeout: float):
     lock = FileLock(str(place), timeout=timeout) if os.access(directory.parent, os.W_OK) else path_lock(directory, timeout)
 
     @contextlib.contextmanager
-    def held():
+    def held() -> Iterator[None]:
         try:
             lock.acquire()
         except Timeout:

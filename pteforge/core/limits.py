@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import os
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -83,7 +83,7 @@ def limits_from_env(environ: dict[str, str] | None = None) -> ArchiveLimits:
     return limits
 
 
-def _positive(env, name: str) -> float:
+def _positive(env: Mapping[str, str], name: str) -> float:
     text = env[name]
     try:
         value = float(text)
@@ -116,7 +116,7 @@ def check_entries(path: Path | str, entries: Iterable[Entry], limits: ArchiveLim
             raise error(f"'{path}': {part} '{entry.name}' declares {size_text(entry.size)}, over the limit of "
                         f"{size_text(limits.member_bytes)} per {part}", fix=_raise_gb(entry.size))
         ratio = entry.size / max(entry.stored, 1) if entry.stored is not None else 0.0
-        if entry.size > limits.ratio_from and ratio > limits.ratio:
+        if entry.stored is not None and entry.size > limits.ratio_from and ratio > limits.ratio:
             raise error(f"'{path}': {part} '{entry.name}' inflates {ratio:.0f}:1 ({size_text(entry.size)} from "
                         f"{size_text(entry.stored)}), beyond the limit of {limits.ratio:g}:1 for {part}s over "
                         f"{size_text(limits.ratio_from)}",
@@ -160,8 +160,8 @@ def _declared_count(path: Path | str) -> int | None:
     here (``zipfile`` then reads and judges the directory itself)."""
     try:
         with open(path, "rb") as f:
-            end = zipfile._EndRecData(f)  # private, unchanged since Python 2.6
-        return int(end[zipfile._ECD_ENTRIES_TOTAL]) if end else None
+            end = getattr(zipfile, "_EndRecData")(f)  # private (no stub), unchanged since Python 2.6
+        return int(end[getattr(zipfile, "_ECD_ENTRIES_TOTAL")]) if end else None
     except (AttributeError, IndexError, OSError, TypeError, ValueError):
         return None
 

@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -83,7 +84,7 @@ def annotate(exc: BaseException, log: str) -> Account:
     if said:
         message = exc.args[0] if exc.args and isinstance(exc.args[0], str) else None
         exc.args = (noted(message or "", said), *(exc.args[1:] if message is not None else exc.args))
-        exc.runtime_account = said
+        setattr(exc, "runtime_account", said)  # an attribute of ours, on any exception
     return said
 
 
@@ -95,7 +96,7 @@ def noted(text: str, said: Account) -> str:
 
 
 @contextmanager
-def captured(path: str | None = None):
+def captured(path: str | None = None) -> Iterator[None]:
     """Native writes to stderr go to ``path`` (or a temporary file) during the block; when the
     block raises, the runtime's account is added to the exception. Without ``path`` what was
     captured is passed on to the previous stderr afterwards, so ``--debug`` still shows it."""

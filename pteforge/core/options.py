@@ -11,10 +11,11 @@ One ``Option`` gives the flag and its help (``cli``), the config-file key and it
   ``RUN`` ones marked ``jobs`` (where to write, the deadline of a child, --debug), nothing else;
 - ``REQUEST``: what to export (models, targets, publishing), read by the command line.
 
-``ExportConfig`` (``spec.py``) is made from the ``ARTIFACT`` and ``RUN`` options, so a new
-option is its line here plus its use. Help texts may name what only the registries know
-(``{backends}``, ``{platforms}``, ``{labels_files}``, ``{task_categories}``): the command
-line fills them in. This module imports nothing of pteforge's.
+``ExportConfig`` (``spec.py``) holds the ``ARTIFACT`` and ``RUN`` options as typed fields, so
+a new option is its line here, its field there (same name and default, in the same order:
+``tests/test_typed_config.py`` checks it) and its use. Help texts may name what only the
+registries know (``{backends}``, ``{platforms}``, ``{labels_files}``, ``{task_categories}``):
+the command line fills them in. This module imports nothing of pteforge's.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Option:
     kind: str = "value"
     type: type | None = None
     metavar: str | None = None
-    choices: tuple | str | None = None  # a tuple, or the name of a list the command line fills in
+    choices: tuple[str, ...] | str | None = None  # a tuple, or the name of a list the command line fills in
     field: str | None = None
     convert: str | None = None
     required: bool = False  # ExportConfig takes it without a default

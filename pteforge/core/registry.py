@@ -9,15 +9,18 @@ isolation matters: there is no global state to reset.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+import importlib
+import pkgutil
+from collections.abc import Iterable, Iterator
+from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
-from .errors import UnknownNameError
+from .errors import UnknownNameError, one_line
 
 T = TypeVar("T")
 
 
-def closest(name: str, choices, cutoff: float = 0.5) -> str | None:
+def closest(name: str, choices: Iterable[object], cutoff: float = 0.5) -> str | None:
     """The one of ``choices`` closest to ``name``, if one is close (difflib's ratio ≥ ``cutoff``)."""
     found = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=cutoff)
     return found[0] if found else None
@@ -30,7 +33,7 @@ def unknown_name_message(kind: str, name: str, choices: list[str]) -> str:
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str):
+    def __init__(self, kind: str) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
         self._aliases: dict[str, str] = {}
@@ -84,10 +87,6 @@ def entry_point_classes(group: str, base: type, errors: list[str]) -> list[type]
     """The ``base`` subclasses that third-party packages declare in entry-point ``group``;
     one that fails to load is appended to ``errors`` ("name (value): why"), not raised:
     one broken plugin must not break the tool."""
-    from importlib.metadata import entry_points
-
-    from .errors import one_line
-
     found: list[type] = []
     for ep in entry_points(group=group):
         try:
@@ -100,22 +99,19 @@ def entry_point_classes(group: str, base: type, errors: list[str]) -> list[type]
     return found
 
 
-def discover(package: str, path, base: type, key: str, group: str, errors: list[str]) -> list[type]:
+def discover(package: str, path: Iterable[str] | None, base: type, key: str, group: str, errors: list[str]) -> list[type]:
     """Every ``base`` subclass that names its own ``key`` (``name``, ``category``): those
-    the modules of ``package`` define (``base`` and modules starting with ``_`` excepted),
+    the modules of ``package`` define (``base``, modules starting with ``_`` and folders excepted),
     then those third-party packages declare in entry-point ``group`` (a broken one goes
     into ``errors``); in ``order``, then ``key``. One file is one plugin."""
-    import importlib
-    import pkgutil
-
     errors.clear()
     found: list[type] = []
     for info in pkgutil.iter_modules(path):
-        if info.name.startswith("_") or info.name == "base":
+        if info.name.startswith("_") or info.name == "base" or info.ispkg:  # a folder is a toolkit, not a plugin
             continue
         module = importlib.import_module(f"{package}.{info.name}")
         found += [obj for obj in vars(module).values()
                   if isinstance(obj, type) and issubclass(obj, base) and obj.__module__ == module.__name__
                   and isinstance(vars(obj).get(key), str)]
     found += entry_point_classes(group, base, errors)
-    return sorted(dict.fromkeys(found), key=lambda cls: (cls.order, getattr(cls, key)))
+    return sorted(dict.fromkeys(found), key=lambda cls: (getattr(cls, "order"), getattr(cls, key)))

@@ -7,11 +7,15 @@ for the manifest, the terminal summary and every report.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import asdict as _asdict
+from typing import TYPE_CHECKING, Any
+
+from .spec import AccuracyBudget
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .spec import Target
+    from .spec import AccuracyBudget, Target
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class Unavailable:
 
 class Status(str, enum.Enum):
     """Where a (model, target) row ended. VERIFIED: proven on this host's ExecuTorch runtime;
-    SIMULATED: proven on the target's reference simulator (stages/simulate.py); OUT_OF_BUDGET:
+    SIMULATED: proven on the target's reference simulator (backends/toolkit/simulate.py); OUT_OF_BUDGET:
     ran and matched its program's tolerance, but misses its accuracy budget (not proven, not
     offered to the app). :func:`verdict` is the one place a row that ran gets one of these."""
 
@@ -163,7 +167,7 @@ class Delegation:
     decomposed_instead: list[str] = field(default_factory=list)
     # Parts of a partition left to the portable kernels because a backend's own pass crashed
     # on them (stages/fallback.py): [{"partitioner": backend, "nodes": [...], "error": "..."}]
-    left_out: list[dict] = field(default_factory=list)
+    left_out: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def percent(self) -> float:
@@ -191,20 +195,20 @@ class Verification:
     runtime_precision: str | None = None  # what the backend really computed in, when known
     # Agreement with eager fp32 on the validation photos (image models):
     # {"images", "names", "sqnr_db", "cosine", "top1_agreement"}
-    images: dict | None = None
+    images: dict[str, Any] | None = None
     # outputs no SQNR can judge (stages.verify.degenerate): why, and whether the model itself is at fault
     degenerate: str | None = None
     model_fault: bool = False
     warning: str | None = None  # e.g. eager's output is the same on every input
     # what ran the program: this host's ExecuTorch runtime, or the reference simulator and
-    # what exactly it ran (stages/simulate.py)
+    # what exactly it ran (backends/toolkit/simulate.py)
     method: str | None = None
     simulator: str | None = None  # SIMULATED: the reference simulator, in a few words
     # where the inputs came from when they are the user's own (samples.py), not seeded
     inputs_from: str | None = None
     # the accuracy budget the row was judged by ({"top1", "boxes", "sqnr"}: AccuracyBudget),
     # and what of it the row missed (None: within it); validate judges by the same one
-    budget: dict | None = None
+    budget: dict[str, Any] | None = None
     budget_missed: str | None = None
 
 
@@ -217,7 +221,7 @@ class Artifact:
     sha256: str
     delegation: Delegation
     # what its forward takes and returns, in order (pte.program_io): {"inputs": [...], "outputs": [...]}
-    io: dict | None = None
+    io: dict[str, Any] | None = None
 
 
 @dataclass
@@ -234,39 +238,39 @@ class Record:
     artifact: Artifact | None = None
     verification: Verification | None = None
     timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
-    quantization: dict | None = None  # calibration facts for quantized targets
-    bundle: dict | None = None  # {"file": ..., "testsets": n} when a .bpte was written
+    quantization: dict[str, Any] | None = None  # calibration facts for quantized targets
+    bundle: dict[str, Any] | None = None  # {"file": ..., "testsets": n} when a .bpte was written
     input_shapes: list[list[int]] = field(default_factory=list)
     # Reduced precision against the fp32 artifact of the same chain:
     # {"fp32": name, "size": ratio, "latency": ratio, "p50_ms", "fp32_p50_ms"}
-    relative: dict | None = None
-    latency: dict | None = None  # bench numbers when the run timed this artifact
+    relative: dict[str, Any] | None = None
+    latency: dict[str, Any] | None = None  # bench numbers when the run timed this artifact
     auto_group: str | None = None  # the backend whose precision --precision auto chooses
     target_spec: "Target | None" = None  # the typed target ``target`` names
-    cache: dict | None = None  # {"hit": true, "key", "created", "original_seconds"} when restored from the cache
+    cache: dict[str, Any] | None = None  # {"hit": true, "key", "created", "original_seconds"} when restored from the cache
     same_program_as: str | None = None  # the target whose lowering made this very program (lowered once)
     # text generation: maxSeqLen, vocabSize, bosId, eosIds, tokenizer, and the proof
     # (greedy tokens against eager, logits SQNR per step, perplexity, tokens/s, load, peak RSS)
-    generation: dict | None = None
+    generation: dict[str, Any] | None = None
     caution: str | None = None  # what devices are known to do with such a program (the backend's caution())
     # the target compiler's own estimates (Vela: cycles and time at its clock, SRAM, flash): not measured
-    estimates: dict | None = None
+    estimates: dict[str, Any] | None = None
     # a quantized program against fp32, layer by layer (stages/accuracy.py): {"on", "layers",
     # "worst": [{"module", "type", "op", "sqnr_db", "drop_db"}], "try": [...]}
-    accuracy: dict | None = None
+    accuracy: dict[str, Any] | None = None
     # export --prove-on arm64: the program run again by ExecuTorch's aarch64 runtime under
     # emulation, judged as the host's verification is (run/arm64_proof.py): {"status", "method",
     # "features", "sqnr_db", "top1_agreement", "vs_host_sqnr_db", "reason", "fix", ...}
-    arm64: dict | None = None
+    arm64: dict[str, Any] | None = None
 
     @property
     def arm64_failed(self) -> bool:
         """Proven wrong (or not run) on Arm64 under emulation, where the proof was asked for."""
-        return bool(self.arm64) and self.arm64["status"] in (Status.MISMATCH.value, Status.RUN_FAILED.value,
-                                                              Status.LOAD_FAILED.value)
+        return bool(self.arm64 and self.arm64["status"] in (Status.MISMATCH.value, Status.RUN_FAILED.value,
+                                                             Status.LOAD_FAILED.value))
 
 
-def proof_counts(records) -> str:
+def proof_counts(records: Iterable[Any]) -> str:
     """How a run's rows were proven, in words: "4 proven (3 on this host, 1 on a reference
     simulator), 3 out of their accuracy budget, 3 need a device". Only VERIFIED and SIMULATED
     rows count as proven."""
@@ -286,7 +290,7 @@ def proof_counts(records) -> str:
     return ", ".join(parts)
 
 
-def ran_here(record) -> bool:
+def ran_here(record: Record) -> bool:
     """It ran on this host's runtime and matched (proven or only below its budget): what can
     be timed here and measured against fp32."""
     v = record.verification
@@ -306,7 +310,7 @@ def verdict(ran_on: str | None, matched: bool, missed: str | None) -> Status:
     return Status.SIMULATED if ran_on == "simulator" else Status.VERIFIED
 
 
-def measures(v) -> tuple[float | None, float | None, float | None]:
+def measures(v: Any) -> tuple[float | None, float | None, float | None]:
     """(top-1 agreement, boxes matched, SQNR) a budget judges, from a verification (the
     dataclass or its dict): on the validation photos where they ran, else on the
     verification inputs."""
@@ -317,11 +321,9 @@ def measures(v) -> tuple[float | None, float | None, float | None]:
     return top1, images.get("boxes_matched"), sqnr
 
 
-def budget_missed(task: str, v, budget=None) -> str | None:
+def budget_missed(task: str, v: Any, budget: AccuracyBudget | None = None) -> str | None:
     """What of ``budget`` (else its task's) a run program misses, in words, or None. A part
     of the budget nothing measured (no photos for a classifier's top-1) is not judged."""
-    from .spec import AccuracyBudget
-
     budget = budget or AccuracyBudget.for_task(task)
     top1, boxes, sqnr = measures(v)
     judged = AccuracyBudget(top1=budget.top1 if top1 is not None else None,
@@ -330,15 +332,11 @@ def budget_missed(task: str, v, budget=None) -> str | None:
     return judged.missed(top1, boxes, sqnr)
 
 
-def settle(record: "Record", budget=None) -> None:
+def settle(record: Record, budget: AccuracyBudget | None = None) -> None:
     """Give a row that ran and matched its verdict against ``budget`` (else its task's):
     VERIFIED or SIMULATED when within it, OUT_OF_BUDGET when not, with why and what to try.
     Run on every such row, fresh or restored from the cache, so a changed budget is never
     skipped."""
-    from dataclasses import asdict as _asdict
-
-    from .spec import AccuracyBudget
-
     v = record.verification
     if v is None or record.status not in (Status.VERIFIED, Status.SIMULATED, Status.OUT_OF_BUDGET, Status.MISMATCH):
         return

@@ -15,13 +15,16 @@ from __future__ import annotations
 import math
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import IO, TYPE_CHECKING
 
 from .errors import UsageError
 from .limits import check_archive
 
 if TYPE_CHECKING:
     import numpy
+    import torch
+
+    from .spec import ExportConfig, InputSpec, JobConfig, ModelSpec
 
 SUFFIXES = (".npy", ".npz")
 FIX = ("save one sample a file: numpy.save('x.npy', array) for a one-input model, or "
@@ -35,22 +38,23 @@ def sample_files(directory: Path) -> list[Path]:
                   and not any(part.startswith(".") for part in p.relative_to(directory).parts))
 
 
-def holds_samples(directory) -> bool:
+def holds_samples(directory: Path | str | None) -> bool:
     """Whether ``directory`` holds input sample files (rather than photos)."""
     return directory is not None and Path(directory).is_dir() and bool(sample_files(Path(directory)))
 
 
-def split(config) -> tuple[list[Path], list[Path]]:
+def split(config: ExportConfig | JobConfig) -> tuple[list[Path], list[Path]]:
     """(the files calibration uses, the files after them that verification uses) of
     ``config.calibration_dir``: verification keeps up to ``1 + verify_inputs`` files, and
     calibration takes up to ``calibration_samples`` of the others (at least one)."""
+    assert config.calibration_dir is not None, "split() is for a --calibration DIR of sample files"
     files = sample_files(Path(config.calibration_dir))
     verify = 1 + max(config.verify_inputs, 0)
     calibrate = max(min(config.calibration_samples, len(files) - verify), 1)
     return files[:calibrate], files[calibrate:calibrate + verify]
 
 
-def load(path: Path, spec) -> tuple:
+def load(path: Path, spec: ModelSpec) -> tuple:
     """One sample file as the model's fed inputs, in order, as tensors of their dtypes.
     Each array's shape and dtype are read from its header first: a file that cannot be
     read, whose arrays do not fit the inputs, or whose header asks for more data than the
@@ -82,7 +86,7 @@ def load(path: Path, spec) -> tuple:
     return tuple(_fit(torch.from_numpy(a), i) for a, i in zip(native, fed))
 
 
-def header(f: BinaryIO, size: int) -> tuple[tuple[int, ...], numpy.dtype]:
+def header(f: IO[bytes], size: int) -> tuple[tuple[int, ...], numpy.dtype]:
     """(shape, dtype) from the header of the ``.npy`` data at ``f``'s position, ``size``
     bytes long; what follows it is not read. Refused: a dtype holding Python objects (a
     pickle), and a header declaring more data than ``size`` leaves after it."""
@@ -105,13 +109,13 @@ def header(f: BinaryIO, size: int) -> tuple[tuple[int, ...], numpy.dtype]:
     return tuple(int(d) for d in shape), dtype
 
 
-def _npz_keys(path: Path, fed, names: list[str]) -> list[str]:
+def _npz_keys(path: Path, fed: tuple[InputSpec, ...], names: list[str]) -> list[str]:
     """The arrays of ``.npz`` file ``path`` that are the model's inputs, in order, once its
     zip directory and each one's header have passed."""
     members = {m.filename.removesuffix(".npy"): m for m in check_archive(path)}
     keys = list(members)
     if all(i.name in keys for i in fed if i.name) and all(i.name for i in fed):
-        chosen = [i.name for i in fed]
+        chosen = [i.name for i in fed if i.name]  # every one has a name here
     elif keys == [f"arr_{k}" for k in range(len(fed))]:
         chosen = keys
     else:
@@ -128,7 +132,7 @@ def _npz_keys(path: Path, fed, names: list[str]) -> list[str]:
     return chosen
 
 
-def _expect(path: Path, name: str, inp, shape: tuple[int, ...], dtype) -> None:
+def _expect(path: Path, name: str, inp: InputSpec, shape: tuple[int, ...], dtype: numpy.dtype) -> None:
     """An array of ``shape`` and numpy ``dtype``, judged as input ``inp`` takes it: its
     shape, or the shape without its leading 1 (a batch dimension left out); a dtype of
     the input's kind (float, integer, bool)."""
@@ -151,7 +155,7 @@ def _kind(dtype: str) -> str:
     return "float" if dtype.startswith(("float", "bfloat")) else "integer"
 
 
-def _fit(tensor, inp):
+def _fit(tensor: torch.Tensor, inp: InputSpec) -> torch.Tensor:
     """``tensor`` (its shape and dtype judged by ``_expect``) as input ``inp`` takes it: a
     batch dimension of 1 added where left out, cast within its kind (float64 to float32,
     int32 to int64)."""
@@ -167,7 +171,7 @@ TOKEN_IDS_NOTE = ("calibrated on synthetic token ids: the calibration data is no
                   "(give real ids: --calibration DIR of .npy/.npz files)")
 
 
-def token_ids(spec) -> list[str]:
+def token_ids(spec: ModelSpec) -> list[str]:
     """The fed inputs of ``spec`` that are token ids, by name (``input K`` where unnamed):
     integer tensors (int64, int32), which a text model feeds to an embedding. Seeded
     synthetic ids are not text: static int8 calibrated on them is not calibrated on what the

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 from .errors import UsageError
-from .options import config_fields
+from .options import ARTIFACT, RUN, Option, config_fields
 from .system import file_name
 from .units import pct
 
@@ -185,10 +187,10 @@ class ModelSpec:
     path: str | None = None  # the model file of a pt2 or onnx source
     names: tuple[str, ...] = ()  # class names of its own (an Ultralytics checkpoint's), written to ``labels``
     # the targets a config file's [[model]] table gives it (requests, then target names once
-    # the run's plan is made: api._own_targets); None: the run's
+    # the run's plan is made: run.plan.own_targets); None: the run's
     targets: tuple[str, ...] | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # the name becomes file and directory names (<name>_<target>.pte, <name>.pt2) and URLs:
         # one valid on every OS (a file 'net:v2.onnx' exports as net_v2_xnnpack.pte)
         object.__setattr__(self, "name", file_name(self.name))
@@ -203,7 +205,7 @@ class ModelSpec:
         return self.family if self.source == "catalog" or self.task == "text-generation" else self.task
 
     @property
-    def source_ref(self) -> str:
+    def source_ref(self) -> str | None:
         """Where the model comes from, as the manifest records it (``source``)."""
         return {"catalog": "catalog", "factory": self.factory}.get(self.source, self.path)
 
@@ -213,7 +215,7 @@ class ModelSpec:
         return tuple(i for i in self.inputs if i.value is None)
 
     @property
-    def held(self) -> dict[str, float]:
+    def held(self) -> dict[str | None, float]:
         """The file's inputs held at a value in the program, by name."""
         return {i.name: i.value for i in self.inputs if i.value is not None}
 
@@ -227,18 +229,50 @@ WEIGHTS_PRETRAINED = "pretrained"
 WEIGHTS_NONE = "none"
 
 
-class _Checked:
-    """What ``ExportConfig`` does besides holding the options."""
+@dataclass(frozen=True)
+class ExportConfig:
+    """The ``ARTIFACT`` and ``RUN`` options of ``options.py`` (declared there once each with
+    its default, flag and help), as a run holds them; ``tests/test_typed_config.py`` keeps
+    these fields and the declarations the same. Its ``ARTIFACT_FIELDS`` define the artifact:
+    they are hashed, all of them, into its cache key; ``RUN_FIELDS`` only say how this run
+    runs and where its results go."""
 
-    def artifact_options(self) -> dict:
+    out_dir: Path
+    accuracy_budget: AccuracyBudget | None = None
+    offer_out_of_budget: bool = False
+    calibration_dir: Path | None = None
+    calibration_samples: int = 16
+    weights: str = WEIGHTS_PRETRAINED
+    seed: int = 0
+    verify: bool = True
+    simulate: bool = True
+    fallback: bool = True
+    verify_inputs: int = 3
+    bench_runs: int = 10
+    tolerance: float | None = None
+    base_url: str | None = None
+    timeout: float = 1200.0
+    jobs: int | None = None
+    executor: str = "local"
+    ray_address: str | None = None
+    oplist: bool = False
+    cache: bool = True
+    prove_on: Sequence[str] | None = None
+    bundle: bool = False
+    debug: bool = False
+
+    ARTIFACT_FIELDS: ClassVar[tuple[str, ...]] = tuple(o.attr for o in config_fields() if o.role == ARTIFACT)
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = tuple(o.attr for o in config_fields() if o.role == RUN)
+
+    def artifact_options(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.ARTIFACT_FIELDS}
 
-    def for_jobs(self) -> "JobConfig":
+    def for_jobs(self) -> JobConfig:
         """What the worker jobs see: the artifact options, and the run options they read."""
         return JobConfig(**{f.name: getattr(self, f.name) for f in fields(JobConfig)})
 
     @classmethod
-    def from_options(cls, values: dict, **given) -> "ExportConfig":
+    def from_options(cls, values: dict[str, Any], **given: Any) -> ExportConfig:
         """The config from option values by option name (the parsed command line, config
         file included), each as ``ExportConfig`` holds it; ``given`` by field name wins."""
         converted = {o.attr: _held(o.convert, values[o.name]) for o in config_fields() if o.name in values}
@@ -269,7 +303,7 @@ class _Checked:
             check_base_url(self.base_url, "--base-url")
 
 
-def _held(convert: str | None, value):
+def _held(convert: str | None, value: Any) -> Any:
     """An option's value as ``ExportConfig`` holds it (``Option.convert``)."""
     if convert in ("absolute", "budget") and not value:
         return None
@@ -282,41 +316,47 @@ def _held(convert: str | None, value):
     return AccuracyBudget.parse(value)  # "budget"
 
 
-def _export_config():
-    """``ExportConfig``: a frozen dataclass of the ``ARTIFACT`` and ``RUN`` options of
-    ``options.py``, declared there once each with its default, flag and help. Its
-    ``ARTIFACT_FIELDS`` define the artifact: they are hashed, all of them, into its cache
-    key; ``RUN_FIELDS`` only say how this run runs and where its results go."""
-    from dataclasses import field, make_dataclass
+@dataclass(frozen=True)
+class JobConfig:
+    """What a worker job (a capture, a target) is given of the run's options: every
+    ``ARTIFACT`` option and the ``RUN`` options marked ``jobs`` (``options.py``;
+    ``tests/test_typed_config.py`` keeps the two the same). A run option that could change
+    a program cannot reach the code that makes it."""
 
-    from .options import ARTIFACT, RUN
-
-    held = config_fields()
-    fields = [(o.attr, object) if o.required else (o.attr, object, field(default=o.default)) for o in held]
-    namespace = {"ARTIFACT_FIELDS": tuple(o.attr for o in held if o.role == ARTIFACT),
-                 "RUN_FIELDS": tuple(o.attr for o in held if o.role == RUN),
-                 "__doc__": _export_config.__doc__, "__module__": __name__}
-    return make_dataclass("ExportConfig", fields, bases=(_Checked,), frozen=True, namespace=namespace)
-
-
-ExportConfig = _export_config()
-
-
-def _job_config():
-    """``JobConfig``: what a worker job (a capture, a target) is given of the run's options:
-    every ``ARTIFACT`` option and the ``RUN`` options marked ``jobs`` (``options.py``). A run
-    option that could change a program cannot reach the code that makes it."""
-    from dataclasses import field, make_dataclass
-
-    from .options import ARTIFACT
-
-    held = [o for o in config_fields() if o.role == ARTIFACT or o.jobs]
-    fields_ = [(o.attr, object) if o.required else (o.attr, object, field(default=o.default)) for o in held]
-    return make_dataclass("JobConfig", fields_, frozen=True, namespace={"__doc__": _job_config.__doc__,
-                                                                         "__module__": __name__})
+    out_dir: Path
+    calibration_dir: Path | None = None
+    calibration_samples: int = 16
+    weights: str = WEIGHTS_PRETRAINED
+    seed: int = 0
+    verify: bool = True
+    simulate: bool = True
+    fallback: bool = True
+    verify_inputs: int = 3
+    tolerance: float | None = None
+    timeout: float = 1200.0
+    bundle: bool = False
+    debug: bool = False
 
 
-JobConfig = _job_config()
+def _extended(base: type, held: list[Option], namespace: dict[str, Any] | None = None) -> type:
+    """``base`` with a field for each option of ``held`` it lacks (none, unless a test
+    declares one more option: tests/test_config.py), in a dataclass of its own name."""
+    known = {f.name for f in fields(base)}
+    extra = [(o.attr, Any, field(default=o.default)) for o in held if o.attr not in known]
+    return make_dataclass(base.__name__, extra, bases=(base,), frozen=True,
+                          namespace={"__doc__": base.__doc__, "__module__": __name__, **(namespace or {})})
+
+
+def _export_config() -> type[ExportConfig]:
+    """``ExportConfig`` as the option declarations make it now (``options.py``)."""
+    held = list(config_fields())
+    return _extended(ExportConfig, held, {"ARTIFACT_FIELDS": tuple(o.attr for o in held if o.role == ARTIFACT),
+                                          "RUN_FIELDS": tuple(o.attr for o in held if o.role == RUN)})
+
+
+def _job_config() -> type[JobConfig]:
+    """``JobConfig`` as the option declarations make it now (``options.py``)."""
+    return _extended(JobConfig, [o for o in config_fields() if o.role == ARTIFACT or o.jobs])
 
 
 def check_base_url(url: str, flag: str) -> None:

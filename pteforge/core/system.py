@@ -9,8 +9,12 @@ run them here (tests/test_portable.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import platform
+import re
 import sys
+from collections.abc import Iterator
 
 PORTABLE_ENV = "PTEFORGE_PORTABLE"
 
@@ -92,8 +96,6 @@ def thread_count() -> int:
 def cpu_name() -> str:
     """The CPU's model name (``Intel(R) Xeon(R) Processor``), which every benchmark names
     beside its figures."""
-    import platform
-
     for line in cpu_flags().splitlines():
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
@@ -114,8 +116,6 @@ def file_name(name: str, limit: int = 100) -> str:
     character but letters, digits, ``.``, ``-`` and ``_`` becomes ``_``; no leading dot
     (hidden) or trailing dot; Windows' device names (``con``, ``nul``, ``com1``...) get a
     ``_`` suffix; at most ``limit`` characters. Names already valid are kept as they are."""
-    import re
-
     out = re.sub(r"[^\w.\-]", "_", name, flags=re.ASCII).lstrip(".").rstrip(".")[:limit].rstrip(".") or "model"
     first, dot, rest = out.partition(".")
     if first.lower() in _WINDOWS_DEVICES:  # Windows reserves them with any extension
@@ -127,3 +127,20 @@ _WINDOWS_DEVICES = frozenset(
     ["con", "prn", "aux", "nul", "conin$", "conout$"]
     + [f"{d}{i}" for d in ("com", "lpt") for i in [*range(10), "¹", "²", "³"]]
 )
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Numbers that end up in an artifact or the manifest (``--weights none``'s BatchNorm
+    statistics, the eager references, calibration) are computed on one torch thread: a
+    job's share of the cores changes with what runs beside it and where (2 alone, 1 beside
+    another job or in a Ray task), and a reduction split across threads rounds otherwise
+    (mobilenet_v3_small's BatchNorm statistics differed in the last bits, so did every .pte)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -10,7 +10,9 @@ labels files and ``validate``'s decoding all come from here.
 from __future__ import annotations
 
 from functools import lru_cache
+from importlib import metadata
 
+from ..core.registry import discover
 from .base import CustomFamily, Family, Prepared
 
 ENTRY_POINT_GROUP = "pteforge.families"
@@ -22,8 +24,6 @@ __all__ = ["Family", "Prepared", "families", "family", "catalog_specs", "labels_
 @lru_cache(maxsize=1)
 def families() -> tuple[Family, ...]:
     """The catalog's families (built-in and plugins), in ``order``."""
-    from ..core.registry import discover
-
     return tuple(cls() for cls in discover(__name__, __path__, Family, "category", ENTRY_POINT_GROUP, PLUGIN_ERRORS))
 
 
@@ -46,10 +46,7 @@ def catalog_aliases() -> dict[str, tuple[str, ...]]:
 def labels_for(category: str) -> list[str]:
     """A family's label names, kept in the user cache per version of the library they come
     from (``labels_from``): reading them often imports torch or that library (~3 s)."""
-    from importlib import metadata
-
-    from ..core.io import cache_root
-    from ..core.io import keep
+    from ..core.io import cache_root, keep
 
     fam = family(category)
     source = fam.labels_from or "pteforge"

@@ -9,10 +9,12 @@ CLI word (``--yolo-pose``). Adding a family is adding one file to this package.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from ..core.errors import UsageError
 from ..core.spec import InputSpec, ModelSpec, Preprocessing
+from .vision import draw_results, prepare_image
 
 
 @dataclass
@@ -49,7 +51,8 @@ class Family:
     def export_steps(self):
         """The steps its models go through, when they are not the pipeline's own (capture
         with torch.export, quantize, lower, prove on eager's outputs, write): a subclass of
-        ``pteforge.run.pipeline.Steps`` (text generation: ``llm.TextGeneration``), or None."""
+        ``pteforge.stages.pipeline.Steps``, or None: the run's own for its task (a text-generation
+        family's models take ``text.llm.TextGeneration``)."""
         return None
 
     # -- the catalog ---------------------------------------------------------------
@@ -72,10 +75,6 @@ class Family:
     def resized(self, spec: ModelSpec, shape: tuple[int, ...]) -> ModelSpec:
         """``spec`` taking images of ``shape`` (``--input-shape 1,3,320,320``), its
         preprocessing scaled with it; a usage error where the model takes no such shape."""
-        from dataclasses import replace
-
-        from ..core.errors import UsageError
-
         side = shape[-1]
         if not self.resizable:
             raise UsageError(f"--input-shape {','.join(map(str, shape))} does not suit {spec.name}: its input is "
@@ -116,8 +115,6 @@ class Family:
     # -- validation on photos ----------------------------------------------------------
     def prepare(self, image, spec: ModelSpec) -> Prepared:
         """A photo (path or PIL image) through the model's preprocessing, as the app does it."""
-        from ..app.vision import prepare_image
-
         tensor, meta = prepare_image(image, spec.preprocessing)
         return Prepared(tensor, meta)
 
@@ -132,8 +129,6 @@ class Family:
 
     def draw(self, image, decoded: list[dict], dest) -> None:
         """Write ``image`` annotated with ``decoded`` to ``dest`` (a .jpg)."""
-        from ..app.vision import draw_results
-
         draw_results(image, decoded, dest)
 
     def __repr__(self) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..core.spec import Preprocessing
-from ..app.vision import box_iou
+from .vision import box_iou
 from .base import Family
 
 SIZE = 128
@@ -54,7 +54,7 @@ class BlazeFace(Family):
     task = "face-detection"
     models = ("blazeface",)
     model_help = "MediaPipe BlazeFace, front camera, 128×128 (alone: blazeface)"
-    factory = "pteforge.families.blazeface:build"
+    factory = "pteforge.models.ported:build_blazeface"
     input_shape = (1, 3, SIZE, SIZE)
     preprocessing = Preprocessing(size=SIZE, fit="stretch", mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5))
     labels_file = "blazeface_landmarks.txt"
@@ -103,55 +103,6 @@ class BlazeFace(Family):
         hits = sum(int(box_iou(ref_pts[a, :2].reshape(4).tolist(), pts[a, :2].reshape(4).tolist()) >= 0.9
                        and abs(float(scores[a]) - float(ref_scores[a])) <= 0.05) for a in (f["anchor"] for f in faces))
         return hits / len(faces)
-
-
-
-def build(spec, weights: str, seed: int):
-    import torch
-
-    from ..core.spec import WEIGHTS_PRETRAINED
-
-    if weights == WEIGHTS_PRETRAINED:
-        return from_pinto_zoo()
-    from ..models.weights import initialise
-
-    torch.manual_seed(seed)
-    return initialise(BlazeFaceNet(), spec, weights, seed)
-
-
-# What the seed's exporter downloads: PINTO's model zoo archive, whose 01_float32 archive
-# holds MediaPipe's front model converted to ONNX (NHWC input).
-PINTO_ARCHIVE = "https://s3.ap-northeast-2.wasabisys.com/pinto-model-zoo/030_BlazeFace/resources.tar.gz"
-
-
-def from_pinto_zoo():
-    """MediaPipe's weights as the seed gets them, wrapped to take NCHW input."""
-    import io
-    import tarfile
-
-    import torch
-
-    from ..core.io import cache_root
-    from ..core.errors import WeightsError, one_line
-    from ..core.io import write_atomic
-    from ..models.custom import onnx_file_model
-
-    path = cache_root() / "weights" / "face_detection_front_128x128_float32.onnx"
-    if not path.exists():
-        try:
-            archive = cache_root() / "weights" / "pinto_030_BlazeFace.tar.gz"
-            if not archive.exists():
-                archive.parent.mkdir(parents=True, exist_ok=True)
-                torch.hub.download_url_to_file(PINTO_ARCHIVE, str(archive), progress=False)
-            with tarfile.open(archive, "r:gz") as outer:
-                member = next(m for m in outer.getmembers() if m.name.endswith("01_float32/resources_new.tar.gz"))
-                inner = tarfile.open(fileobj=io.BytesIO(outer.extractfile(member).read()), mode="r:gz")
-            onnx = next(m for m in inner.getmembers() if "128x128" in m.name and m.name.endswith("float32.onnx"))
-            write_atomic(path, inner.extractfile(onnx).read())
-        except Exception as exc:
-            raise WeightsError(f"cannot download or unpack BlazeFace's ONNX model from {PINTO_ARCHIVE} ({one_line(exc, 120)})",
-                               fix="use --weights none to build the architecture with random weights") from None
-    return onnx_file_model(path, "blazeface", nhwc=True)  # the file takes NHWC, as TensorFlow Lite
 
 
 def _net():

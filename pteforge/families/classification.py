@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core.spec import Preprocessing
-from ..app.vision import installed
+from .vision import installed
 from .base import Family
 
 

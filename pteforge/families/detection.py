@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..core.spec import Preprocessing
-from ..app.vision import Letterbox, box_iou, installed
+from .vision import Letterbox, box_iou, installed
 from .base import Family
 
 
@@ -108,7 +108,7 @@ class YoloFamily(Family):
     input_shape = (1, 3, 640, 640)
     preprocessing = Preprocessing(size=640, fit="letterbox")
     labels_file = "coco_classes.txt"
-    labels_from = "ultralytics"
+    labels_from: ClassVar[str | None] = "ultralytics"  # Family's type: Face has none
     model_class: ClassVar[str] = "DetectionModel"  # ultralytics.nn.tasks class the yaml builds
     nc: ClassVar[int] = 80  # the catalog models' classes (a checkpoint of the user's has its own)
     extra: ClassVar[int] = 0  # channels per anchor after the class scores (keypoints)

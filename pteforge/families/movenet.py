@@ -11,8 +11,9 @@ the TF Hub SavedModel, converted with tf2onnx and imported with onnx2torch.
 from __future__ import annotations
 
 from ..core.spec import Preprocessing
-from ..app.vision import COCO_KEYPOINTS, COCO_SIGMAS
 from .base import Family
+from .pose import oks
+from .vision import COCO_KEYPOINTS, COCO_SIGMAS
 
 SIZES = {"movenet_lightning": 192, "movenet_thunder": 256}
 
@@ -24,7 +25,7 @@ class MoveNet(Family):
     models = ("movenet_lightning", "movenet_thunder")
     aliases = {"movenet_lightning": ("lightning",), "movenet_thunder": ("thunder",)}
     model_help = "MoveNet single-person pose: lightning (192) or thunder (256) (alone: lightning)"
-    factory = "pteforge.families.movenet:build"
+    factory = "pteforge.models.ported:build_movenet"
     input_dtype = "float32"
     labels_file = "pose_keypoints.txt"
     outputs = "(1, 1, 17, 3): y, x, score per COCO keypoint, in [0, 1] of the input"
@@ -57,27 +58,11 @@ class MoveNet(Family):
     def agreement(self, reference, outputs, meta):
         """OKS between eager's keypoints and the program's, the person's scale taken as the
         box around eager's keypoints (at least a tenth of the photo)."""
-        from .pose import oks
-
         ref, mine = self.keypoints(reference, meta), self.keypoints(outputs, meta)
         xs, ys = [p[0] for p in ref], [p[1] for p in ref]
         h, w = meta.shape
         area = max((max(xs) - min(xs)) * (max(ys) - min(ys)), h * w / 10)
         return oks(ref, mine, area, COCO_SIGMAS)
-
-
-
-def build(spec, weights: str, seed: int):
-    import torch
-
-    from ..core.spec import WEIGHTS_PRETRAINED
-
-    if weights == WEIGHTS_PRETRAINED:
-        return from_tf_hub(spec.name)
-    from ..models.weights import initialise
-
-    torch.manual_seed(seed)
-    return initialise(MoveNetNet(width=1.75 if spec.name.endswith("thunder") else 1.0), spec, weights, seed, batch=4)
 
 
 def MoveNetNet(width: float = 1.0):
@@ -137,34 +122,3 @@ def decode(center, heat, regression, offset):
     score = heat.flatten(2).gather(2, peak.view(b, k, 1)).view(b, k)
     y, x = (py + off[..., 0]) / h, (px + off[..., 1]) / w
     return torch.stack((y, x, score), -1).view(b, 1, k, 3)
-
-
-def from_tf_hub(name: str):
-    """The seed's path: MoveNet's SavedModel from TF Hub, converted with tf2onnx (opset 13)
-    and imported with onnx2torch, wrapped to take pteforge's float NHWC input (the SavedModel
-    takes int32)."""
-    from ..core.io import cache_root
-    from ..core.errors import WeightsError, one_line
-    from ..models.custom import onnx_file_model
-
-    variant, size = name.removeprefix("movenet_"), SIZES[name]
-    path = cache_root() / "weights" / f"movenet_{variant}_tfhub4.onnx"
-    if not path.exists():
-        try:
-            import tensorflow as tf
-            import tensorflow_hub as hub
-            import tf2onnx
-        except ImportError:
-            raise WeightsError(f"{name}'s weights are a TF Hub SavedModel; converting it needs tensorflow, tensorflow_hub "
-                               "and tf2onnx, which are not installed",
-                               fix="pip install tensorflow tensorflow_hub tf2onnx, or use --weights none to build the "
-                                   "architecture with random weights") from None
-        try:
-            signature = hub.load(f"https://tfhub.dev/google/movenet/singlepose/{variant}/4").signatures["serving_default"]
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tf2onnx.convert.from_function(signature, input_signature=[tf.TensorSpec([1, size, size, 3], tf.int32, name="input")],
-                                          opset=13, output_path=str(path))
-        except Exception as exc:
-            raise WeightsError(f"cannot download or convert {name} from TF Hub ({one_line(exc, 120)})",
-                               fix="use --weights none to build the architecture with random weights") from None
-    return onnx_file_model(path, name, int_input=True)  # the SavedModel takes int32 NHWC

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..app.vision import COCO_KEYPOINTS, COCO_SIGMAS
+from .vision import COCO_KEYPOINTS, COCO_SIGMAS
 from .detection import Detection, YoloFamily, _rows, _same_box
 
 

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from ..core.errors import UsageError
+from ..core.spec import InputSpec
+from ..families import families, family
+from ..families.text import TASK, llm_spec
+from .catalog import build_catalog
+
 
 def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=(), labels_only: bool = False,
                   llms=(), max_seq_len: int | None = None, own: dict | None = None, **chosen) -> list:
@@ -12,14 +18,9 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
     ``file.pt2``, ``file.onnx`` or a TorchScript file) with their ``input_shapes``/``input_dtypes``; ``llms`` are
     language models (a Hugging Face id or checkpoint directory) and ``max_seq_len`` their KV
     cache's length; ``own`` (``task``, ``name``, ``labels_file``, ``mean``, ``std``, ``fit``)
-    says what the custom models are for the app (``custom.as_task``). Nothing named (and not
+    says what the custom models are for the app (``task.as_task``). Nothing named (and not
     ``labels_only``) means every everyday catalog model, as the seed does (language models
     only when named)."""
-    from ..core.errors import UsageError
-    from ..families import families, family
-    from ..core.spec import InputSpec
-    from .catalog import build_catalog
-
     words = {fam.word.replace("-", "_"): fam for fam in families()}
     unknown = sorted(set(chosen) - set(words))
     if unknown:
@@ -45,7 +46,6 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
         for i, shape in enumerate(input_shapes)
     )
     specs += _own_models(refs, inputs, dtypes, own)
-    from ..text.llm import TASK, llm_spec
 
     if max_seq_len is not None and not llms and not any(s.task == TASK for s in specs):
         raise UsageError("--max-seq-len applies to language models", fix="add --gemma or --llm ID_OR_DIR")
@@ -67,8 +67,8 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
 def _own_models(refs, inputs: tuple, dtypes: tuple, own: dict | None) -> list:
     """The ``--model``s and a config file's ``[[model]]`` tables, as the app shows them
     (``own``: --task, --name, --labels-file, --mean, --std, --fit)."""
-    from ..core.errors import UsageError
-    from .custom import as_task, custom_spec, from_table
+    from .own import custom_spec
+    from .task import as_task, from_table
 
     own = {k: v for k, v in (own or {}).items() if v}
     if own.get("name") and len([r for r in refs if not isinstance(r, dict) or not r.get("name")]) > 1:

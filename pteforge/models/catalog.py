@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from ..core.registry import Registry
 from ..core.spec import ModelSpec
+from ..families import catalog_aliases, catalog_specs
 
 
 def build_catalog() -> Registry[ModelSpec]:
-    from ..families import catalog_aliases, catalog_specs
-
     registry: Registry[ModelSpec] = Registry("model")
     aliases = catalog_aliases()
     for spec in catalog_specs():

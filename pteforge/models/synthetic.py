@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..core.spec import ModelSpec
-
+from ..families import model_input
+from ..families.vision import image_views, shipped_images, takes_images
 
 # Seeded integer inputs are ids in [0, INTEGER_HIGH): a valid index into any embedding,
 # gather or one-hot of at least this many rows (ids up to 99 failed a traced model whose
@@ -58,8 +59,6 @@ def statistics_batch(spec: ModelSpec, seed: int, batch: int) -> tuple:
     normalised for both kinds of input it is verified and calibrated on."""
     import torch
 
-    from ..families import model_input
-    from ..app.vision import image_views, shipped_images, takes_images
 
     photos = shipped_images() if takes_images(spec) else []
     if not photos:

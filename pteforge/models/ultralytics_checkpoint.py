@@ -11,10 +11,14 @@ architecture (its yaml, as Ultralytics builds it), its class names and its state
 
 from __future__ import annotations
 
+import re
+import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core.errors import ModelError
+from ..core.errors import ModelError, UsageError, WeightsError, message_line
+from ..core.spec import InputSpec, ModelSpec
+from ..families import family
 
 # The Ultralytics model classes pteforge exports, and the family each one is.
 FAMILIES = {"DetectionModel": "yolo", "SegmentationModel": "yolo-seg", "PoseModel": "yolo-pose"}
@@ -36,8 +40,6 @@ class _Recorded:
 def is_checkpoint(path: str | Path) -> bool:
     """Whether ``path`` pickles Ultralytics' own classes, read from the pickle's opcodes
     (torch imported only for a file whose pickle names Ultralytics at all)."""
-    import zipfile
-
     try:
         with zipfile.ZipFile(path) as archive:
             pickle = next((n for n in archive.namelist() if n.endswith("/data.pkl")), None)
@@ -73,8 +75,6 @@ class Checkpoint:
         ``fuse()`` (no BatchNorm) loads into the fused model."""
         import torch
 
-        from ..core.errors import WeightsError, message_line
-
         if not any(".bn." in k for k in self.state) and any(".bn." in k for k in model.state_dict()):
             model.fuse(verbose=False)
         try:
@@ -95,8 +95,6 @@ def _recorded(path: str | Path) -> tuple:
         with torch.serialization.safe_globals(stand_ins):
             saved = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - whatever the unpickler raises, the file is refused
-        import re
-
         named = re.search(r"GLOBAL (\S+)", str(exc))  # torch refuses os, sys, ... even as stand-ins
         why = f"it names {named.group(1)}, which no model needs (nothing in it was run)" if named else type(exc).__name__
         raise ModelError(f"refused to read the Ultralytics checkpoint '{path}': {why}",
@@ -151,10 +149,6 @@ def checkpoint_spec(path: str, inputs: tuple, dtypes: tuple[str, ...] = ()):
     """``--model best.pt``: the checkpoint's own family (``yolo``, ``yolo-seg``,
     ``yolo-pose``), classes (its labels file, ``<name>_labels.txt``) and input size (the
     size it was trained at, 640 if it does not say; ``--input-shape 1,3,S,S`` changes it)."""
-    from ..core.errors import UsageError
-    from ..families import family
-    from ..core.spec import InputSpec, ModelSpec
-
     p = Path(path)
     found = read(p)
     kpts = found.yaml.get("kpt_shape")

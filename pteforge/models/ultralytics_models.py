@@ -7,8 +7,9 @@ import os
 
 from ..core.errors import WeightsError
 from ..core.spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
-from .ultralytics_checkpoint import SOURCE, read
+from ..families import family
 from .synthetic import statistics_batch
+from .ultralytics_checkpoint import SOURCE, read
 from .weights import load_state_dict_file, recalibrate_batchnorm
 
 # Never phone home or pip-install from a build step: Ultralytics patches PIL.Image.open to
@@ -27,7 +28,6 @@ def _quiet():
 def build(spec: ModelSpec, weights: str, seed: int):
     import torch
 
-    from ..families import family
 
     fam = family(spec.family)
     _quiet()

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
-from ..core.errors import WeightsError, message_line
+from ..core.errors import ModelError, WeightsError, message_line
+from ..core.spec import WEIGHTS_NONE
+from .synthetic import statistics_batch
+from .ultralytics_checkpoint import is_checkpoint, state_dict
 
 
 def load_state_dict_file(model, path: str) -> None:
@@ -14,11 +18,7 @@ def load_state_dict_file(model, path: str) -> None:
     as a wrapper saved them (``_unwrapped``). A pickle that needs arbitrary code is
     refused and nothing in it runs.
     """
-    import pickle
-
-    import torch
-
-    from .ultralytics_checkpoint import is_checkpoint
+    import torch  # 3.8 s: factory.py, which config files import, imports this module
 
     p = Path(path)
     if not p.is_file():
@@ -68,9 +68,6 @@ def load_state_dict_file(model, path: str) -> None:
 
 def _checkpoint_state(path: Path) -> dict:
     """An Ultralytics checkpoint's weights, read without running it (a WeightsError if not)."""
-    from ..core.errors import ModelError
-    from .ultralytics_checkpoint import state_dict
-
     try:
         return state_dict(path)
     except ModelError as exc:
@@ -156,9 +153,6 @@ def put_back(model, saved: dict) -> None:
 def initialise(model, spec, weights: str, seed: int, batch: int = 8):
     """Random weights made worth comparing (``--weights none``: BatchNorm statistics
     re-estimated on photo views and synthetic inputs), or a local state dict."""
-    from ..core.spec import WEIGHTS_NONE
-    from .synthetic import statistics_batch
-
     if weights == WEIGHTS_NONE:
         recalibrate_batchnorm(model, lambda i: statistics_batch(spec, seed * 1000 + i, batch=batch))
     else:

@@ -6,6 +6,7 @@ import hashlib
 import os
 from dataclasses import asdict
 from pathlib import Path
+from typing import cast
 
 from dataclasses import dataclass
 
@@ -55,7 +56,7 @@ def labels_entries(labels: dict[tuple, LabelsEntry], family_files: dict[str, str
     """The manifest's ``labels``: the families' files (``family_files``: category -> its
     file), one per category (the app looks them up by category); a model's own file is
     named by its entries only (``labelsFile``)."""
-    return [lab for lab in labels.values() if lab.file == family_files.get(lab.category)]
+    return [lab for lab in labels.values() if lab.category is not None and lab.file == family_files.get(lab.category)]
 
 
 def app_model_name(model: str, target: str, primary: AppBackend) -> str:
@@ -97,16 +98,18 @@ def manifest_entries(
 
 def _entry(rec: Record, spec: ModelSpec, out: Path, config: ExportConfig, label: LabelsEntry | None,
            versions: dict[str, str], primary: AppBackend) -> ModelEntry:
-    rel = Path(os.path.relpath(rec.artifact.path, out)).as_posix()
+    artifact = rec.artifact
+    assert artifact is not None  # manifest_entries passes the records with an artifact only
+    rel = Path(os.path.relpath(artifact.path, out)).as_posix()
     return ModelEntry(
-        name=Path(rec.artifact.path).name,
+        name=Path(artifact.path).name,
         modelName=app_model_name(spec.name, rec.target, primary),
         model=spec.name,
         category=spec.family,
         backend=primary.manifest_name,
-        hash=rec.artifact.sha256,
-        size=rec.artifact.size,
-        sizeMB=size_mb(rec.artifact.size),
+        hash=artifact.sha256,
+        size=artifact.size,
+        sizeMB=size_mb(artifact.size),
         inputSize=spec.input_size,
         remoteUrl=_url(config.base_url, rel),
         platforms=primary.app_platforms,
@@ -121,7 +124,7 @@ def _entry(rec: Record, spec: ModelSpec, out: Path, config: ExportConfig, label:
         precision=rec.precision,
         status=rec.status.value,
         reason=rec.reason,
-        delegation=rec.artifact.delegation.to_dict(),
+        delegation=artifact.delegation.to_dict(),
         verification=asdict(rec.verification) if rec.verification else None,
         quantization=rec.quantization,
         relative=rec.relative,
@@ -133,9 +136,9 @@ def _entry(rec: Record, spec: ModelSpec, out: Path, config: ExportConfig, label:
         arm64=rec.arm64,
         timings=rec.timings,
         inputShapes=rec.input_shapes,
-        heldInputs=spec.held or None,
-        inputs=(rec.artifact.io or {}).get("inputs"),
-        outputs=(rec.artifact.io or {}).get("outputs"),
+        heldInputs=cast("dict[str, float]", spec.held) or None,  # named: models/onnx/spec.py names every held input
+        inputs=(artifact.io or {}).get("inputs"),
+        outputs=(artifact.io or {}).get("outputs"),
         preprocessing=asdict(spec.preprocessing) if spec.preprocessing else None,
         bundle=({**rec.bundle, "file": Path(os.path.relpath(rec.bundle["file"], out)).as_posix()}
                 if rec.bundle else None),

@@ -16,10 +16,22 @@ import re
 
 from ..core.fallback import host_platform
 from ..core.result import inputs_text
+from ..core.spec import AccuracyBudget
 from ..core.units import pct as pct_digits
 from .manifest import Manifest
 from .rows import (
-    STAGES, _db, export_seconds, model_names, ms_text, one_line, p50, pct, per_image, recommendation, rows_for, size_text,
+    STAGES,
+    _db,
+    export_seconds,
+    model_names,
+    ms_text,
+    one_line,
+    p50,
+    pct,
+    per_image,
+    recommendation,
+    rows_for,
+    size_text,
     status_kind,
 )
 
@@ -212,8 +224,6 @@ def _loss(w: dict) -> str:
 def accuracy_section(man: Manifest) -> str:
     """Every quantized artifact against fp32, layer by layer: whether it is within its task's
     accuracy budget, the layers that lose most (by eager module), and what to try."""
-    from ..core.spec import AccuracyBudget
-
     parts = []
     for e in man.artifacts():
         acc = e.accuracy

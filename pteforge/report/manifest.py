@@ -9,7 +9,9 @@ A later run merges into it: entries of other models and targets are kept.
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Set as AbstractSet
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -250,7 +252,7 @@ def merge(
     backends: dict[str, BackendEntry],
     base_url: str | None,
     fallback: tuple[dict[str, tuple[str, ...]], tuple[str, ...]],
-    references: set[str] = frozenset(),
+    references: AbstractSet[str] = frozenset(),
     offer_out_of_budget: bool = False,
 ) -> Manifest:
     """Add ``entries`` to ``<out>/index.json`` under a file lock; keep everything else.
@@ -278,7 +280,8 @@ def merge(
             version=current.version,
             generated=now(),
             baseUrl=base,
-            **ordered,
+            models=ordered["models"], references=ordered["references"], outOfBudget=ordered["outOfBudget"],
+            notForApp=ordered["notForApp"], failed=ordered["failed"],  # ENTRY_LISTS
             fallback=fallback_table(ordered["models"], *fallback),
             labels=[_served_at(base, lab) for lab in _labels(out_dir, current, labels)],
             backends={**current.backends, **backends},
@@ -319,8 +322,6 @@ def _served_at(base: str | None, entry):
 def _labels(out_dir: Path, current: Manifest, new: list[LabelsEntry]) -> list[LabelsEntry]:
     """One labels entry per category; entries of pteforge 0.1 (no category) upgraded
     to the app's shape from the models that use their file."""
-    import hashlib
-
     by_category: dict[str, LabelsEntry] = {}
     for lab in current.labels:
         if lab.category is None:
@@ -334,5 +335,7 @@ def _labels(out_dir: Path, current: Manifest, new: list[LabelsEntry]) -> list[La
                     "size": len(data), "hash": hashlib.sha256(data).hexdigest()})
         else:
             by_category[lab.category] = lab
-    by_category.update({lab.category: lab for lab in new})
+    for lab in new:
+        assert lab.category is not None  # this run's (entries.label_files): each has its category
+        by_category[lab.category] = lab
     return [by_category[c] for c in sorted(by_category)]

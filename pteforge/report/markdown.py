@@ -4,12 +4,22 @@ the run's failures; :mod:`.sections` lists them beside the HTML ones."""
 from __future__ import annotations
 
 from ..core.fallback import host_platform
-from ..core.result import inputs_text
+from ..core.result import inputs_text, proof_counts
 from ..core.units import pct as pct_digits
 from ..core.units import size_text
 from .manifest import Manifest
 from .rows import (
-    _db, export_time, model_names, ms_text, p50, pct, per_image, recommendation, rows_for, status_kind, status_why,
+    _db,
+    export_time,
+    model_names,
+    ms_text,
+    p50,
+    pct,
+    per_image,
+    recommendation,
+    rows_for,
+    status_kind,
+    status_why,
 )
 
 
@@ -23,8 +33,6 @@ def header_lines(man: Manifest, failures: list[dict]) -> list[str]:
 
 
 def artifact_lines(man: Manifest, failures: list[dict]) -> list[str]:
-    from ..core.result import proof_counts
-
     written = [*man.models, *man.outOfBudget, *man.notForApp]
     offered = {e.name for e in man.models}
     lines = ["## Artifacts", "", f"Of {len(written)}: {proof_counts(written)}; {len(offered)} offered to the app.", "",
@@ -123,7 +131,7 @@ def numerics_lines(man: Manifest) -> list[str]:
                      "the threshold); the photos are shown against the same threshold.",
                      "artifact", "computed in", "input", "SQNR", "cosine", "top-1", "threshold")
     for e in checked:
-        v = e.verification
+        v = e.verification or {}  # checked: each has one
         thr, rt = _db(v.get("threshold_sqnr_db")), v.get("runtime_precision") or e.precision
         lines.append(f"| {e.name} | {rt} | {_md(inputs_text(v))} (worst) | {_db(v.get('sqnr_db'))} | "
                      f"{_cos(v.get('cosine'))} | {pct(v.get('top1_agreement'))} | {thr} |")
@@ -158,7 +166,7 @@ def precision_lines(man: Manifest) -> list[str]:
                   "| model | target | vs | size | latency | SQNR | photos SQNR | photos cosine | photos top-1 |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for e in reduced:
-            r, v = e.relative, e.verification or {}
+            r, v = e.relative or {}, e.verification or {}  # reduced: each has its relative
             im = v.get("images") or {}
             lat = f"{r['latency']:.2f}× ({r['p50_ms']:.2f} vs {r['fp32_p50_ms']:.2f} ms)" if "latency" in r else "needs a device"
             lat += " **slower than fp32**" if r.get("latency", 0) > 1.0 else ""

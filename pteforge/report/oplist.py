@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import yaml
@@ -45,7 +46,7 @@ def merge_oplists(paths: list[Path], out: Path) -> Path:
     return out
 
 
-def cmake_lines(delegates: set[str], backends_used: list, merged_oplist: str, kernels: set[str] = frozenset()) -> str:
+def cmake_lines(delegates: set[str], backends_used: list, merged_oplist: str, kernels: AbstractSet[str] = frozenset()) -> str:
     """The runtime-integration lines for exactly the delegates the artifacts hold (of the
     ``backends_used``, Backend objects in the registry's order), and the kernel libraries
     of the operators they call outside them (``kernels``)."""

@@ -3,12 +3,14 @@ words, the figures' formats, the recommendation per platform."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from ..core.errors import message_line
 from ..core.fallback import host_platform
-from ..core.result import Stage
+from ..core.result import Stage, estimate_text
 from ..core.units import pct as pct_digits
 from ..core.units import size_text  # noqa: F401 - the reports' size format
 from .manifest import Manifest
-
 
 STAGES = tuple(s.value for s in Stage if s.plotted)  # the export-time plot's segments
 
@@ -32,8 +34,6 @@ def status_kind(status: str) -> str:
 def status_why(status: str, reason, entry) -> str:
     """A row's why: its reason, else what ran a simulated one (verification.method), else
     what its status means; with its compiler's estimates where it has them."""
-    from ..core.result import estimate_text
-
     method = ((entry.verification or {}).get("method") if entry is not None else None) if status == "SIMULATED" else None
     text = one_line(reason) or method or STATUS_NOTE.get(status, "")
     if entry is not None and entry.estimates:
@@ -44,8 +44,6 @@ def status_why(status: str, reason, entry) -> str:
 
 def one_line(text) -> str:
     """A reason on one line (see :func:`pteforge.core.errors.message_line`)."""
-    from ..core.errors import message_line
-
     return message_line(text) if text else ""
 
 
@@ -89,7 +87,7 @@ def model_names(man: Manifest, failures: list[dict]) -> list[str]:
 def rows_for(man: Manifest, failures: list[dict], model: str) -> list[dict]:
     """Every target of ``model``: manifest entries, kept failures, then the last run's
     failures with no artifact and the targets unavailable here (model "*")."""
-    rows = [{"target": e.target, "status": e.status, "reason": e.reason, "entry": e}
+    rows: list[dict[str, Any]] = [{"target": e.target, "status": e.status, "reason": e.reason, "entry": e}
             for e in man.artifacts() if e.base_model == model]
     seen = {r["target"]: r for r in rows}
     for f in failures:

@@ -14,9 +14,18 @@ Emulated seconds are not a phone's: none is reported as speed.
 from __future__ import annotations
 
 import math
+import os
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..core.result import Record, Status, budget_missed, verdict
+from ..core.native_log import captured
+from ..core.result import Artifact, Record, Status, Verification, budget_missed, verdict
+from ..core.spec import Precision
+from ..stages.verify import compare, image_agreement, run_program, verify_outputs
+
+if TYPE_CHECKING:
+    from ..core.spec import ExportConfig, ModelSpec, Precision
 
 RUNS_ON_ARM64 = {"XnnpackBackend"}  # the delegates of ExecuTorch's aarch64 Linux wheel that pteforge lowers to
 ARM64 = "arm64"
@@ -29,30 +38,41 @@ def eligible(rec: Record) -> bool:
     return set(rec.artifact.delegation.delegates_in_program) <= RUNS_ON_ARM64
 
 
+def _program(rec: Record) -> Artifact:
+    """The program of a row that has one (every row this module judges)."""
+    assert rec.artifact is not None
+    return rec.artifact
+
+
+def _host_proof(rec: Record) -> Verification:
+    """The host's verification of a row that ran here (``eligible``)."""
+    assert rec.verification is not None
+    return rec.verification
+
+
 def unproven(records: list[Record], reason: str, fix: str | None) -> None:
     for rec in records:
         rec.arm64 = {"status": Status.NOT_RUNNABLE_HERE.value, "reason": reason, **({"fix": fix} if fix else {})}
 
 
-def prove(records: list[Record], references: dict[str, str], specs: dict, config, work: Path) -> float:
+def prove(records: list[Record], references: dict[str, str], specs: dict[str, ModelSpec], config: ExportConfig,
+          work: Path) -> float:
     """Run every eligible row's program under emulation in one process and judge it; returns
     the seconds it took. Rows restored from the cache keep the Arm64 proof they were stored
     with; one without it is said to need ``--no-cache``."""
-    import time
-
     from ..runtime.arm64 import availability, native, run_programs
 
     elsewhere = [r for r in records if r.artifact is not None and r.generation is None and not eligible(r)
                  and r.arm64 is None]
     for rec in elsewhere:
-        others = sorted(set(rec.artifact.delegation.delegates_in_program) - RUNS_ON_ARM64)
+        others = sorted(set(_program(rec).delegation.delegates_in_program) - RUNS_ON_ARM64)
         rec.arm64 = {"status": Status.NOT_RUNNABLE_HERE.value,
                      "reason": f"not proven on Arm64: {', '.join(others) or 'it'} not in ExecuTorch's aarch64 Linux "
                                "runtime" if others else "not proven on Arm64: it did not run on this host"}
     todo = [r for r in records if eligible(r) and not (r.cache and r.arm64)]
     if native():
         for rec in todo:  # the host's own proof is on Arm64 already
-            v = rec.verification
+            v = _host_proof(rec)
             rec.arm64 = {"status": rec.status.value, "method": f"{v.method} on this Arm64 host (native)",
                          "sqnr_db": v.sqnr_db, "top1_agreement": v.top1_agreement, "vs_host_sqnr_db": 200.0}
         return 0.0
@@ -65,12 +85,12 @@ def prove(records: list[Record], references: dict[str, str], specs: dict, config
              "export it again with --no-cache --prove-on arm64")
     # XNNPACK's programs first, the portable kernels' (the slowest under emulation) last: a
     # run that meets --timeout keeps what finished
-    todo = sorted((r for r in todo if r.model in references), key=lambda r: not r.artifact.delegation.delegates_in_program)
+    todo = sorted((r for r in todo if r.model in references), key=lambda r: not _program(r).delegation.delegates_in_program)
     if not todo:
         return 0.0
     t0 = time.perf_counter()  # the cost of the proof (emulated: never a speed)
     refs, inputs = _inputs(todo, references, work)
-    run = run_programs([(r.artifact.path, inputs[r.model]) for r in todo], work, config.timeout)
+    run = run_programs([(_program(r).path, inputs[r.model]) for r in todo], work, config.timeout)
     for rec in todo:
         rec.arm64 = _judged(rec, run, refs[rec.model], specs.get(rec.model), config)
     return time.perf_counter() - t0
@@ -103,13 +123,13 @@ def _outputs(path: str, lists: int) -> list[list]:
     return out
 
 
-def _judged(rec: Record, run, reference: dict, spec, config) -> dict:
+def _judged(rec: Record, run: Any, reference: dict, spec: ModelSpec | None, config: ExportConfig) -> dict:
     """The Arm64 verdict of one program, judged as the host's verification was."""
     from ..runtime.arm64 import method
 
     said = {"method": method(run.facts), "features": run.facts.get("features", []),
             "executorch": run.facts.get("executorch")}
-    result = run.results.get(rec.artifact.path)
+    result = run.results.get(_program(rec).path)
     if result is None or not result.get("ok"):
         failed = Status.LOAD_FAILED if result and result.get("load") else Status.RUN_FAILED
         return {"status": failed.value, **said, "reason": (result or {}).get("error") or run.error or "no result",
@@ -119,17 +139,16 @@ def _judged(rec: Record, run, reference: dict, spec, config) -> dict:
     return {**said, **_compared(rec, actual[:n], actual[n:], reference, spec, config)}
 
 
-def _compared(rec: Record, actual: list, on_images: list, reference: dict, spec, config) -> dict:
-    from ..stages.verify import compare, image_agreement, verify_outputs
-
-    host = rec.verification
+def _compared(rec: Record, actual: list, on_images: list, reference: dict, spec: ModelSpec | None,
+              config: ExportConfig) -> dict:
+    host = _host_proof(rec)
     v = verify_outputs(reference, actual, rec.target_spec.precision if rec.target_spec else _precision(rec),
                        host.runtime_precision, rec.task, config.tolerance)
     if on_images and spec is not None:
         v.images = image_agreement(reference, on_images, spec)
     missed = budget_missed(rec.task, v, config.accuracy_budget) if v.passed else None
     status = verdict("host", v.passed, missed)
-    out = {"status": status.value, "inputs": v.inputs, "sqnr_db": _rounded(v.sqnr_db), "cosine": round(v.cosine, 6),
+    out: dict[str, Any] = {"status": status.value, "inputs": v.inputs, "sqnr_db": _rounded(v.sqnr_db), "cosine": round(v.cosine, 6),
            "top1_agreement": v.top1_agreement, "threshold_sqnr_db": v.threshold_sqnr_db,
            "vs_host_sqnr_db": _rounded(_against_host(rec, reference["inputs"], actual, compare))}
     if v.images:
@@ -143,22 +162,15 @@ def _compared(rec: Record, actual: list, on_images: list, reference: dict, spec,
     return out
 
 
-def _precision(rec: Record):
-    from ..core.spec import Precision
-
+def _precision(rec: Record) -> Precision:
     return Precision(rec.precision)
 
 
-def _against_host(rec: Record, inputs: list, actual: list, compare) -> float | None:
+def _against_host(rec: Record, inputs: list, actual: list, compare: Any) -> float | None:
     """The Arm64 outputs against this host runtime's, on the verification inputs."""
-    import os
-
-    from ..core.native_log import captured
-    from ..stages.verify import run_program
-
     try:
         with captured(os.devnull):  # the runtime's first-load chatter (cpuinfo_utils), in this process
-            host = run_program(Path(rec.artifact.path).read_bytes(), inputs)
+            host = run_program(Path(_program(rec).path).read_bytes(), inputs)
         return min(compare(h, a)["sqnr"] for h, a in zip(host, actual))
     except Exception:  # noqa: BLE001 - the comparison is a detail; the verdict stands without it
         return None

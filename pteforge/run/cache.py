@@ -17,17 +17,21 @@ stored (a failure is retried next time). ``--no-cache`` skips the lookup;
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from dataclasses import asdict
+from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
 from ..core.io import CACHE_ENV, cache_root, link_or_copy, path_lock, unwritable  # noqa: F401 - the cache's own places
 from ..core.result import Artifact, Delegation, OpCount, Record, Status, Verification
 from ..core.spec import ExportConfig, ModelSpec, Precision, Target
+from ..families import family
 
 FORMAT = 1
 
@@ -63,12 +67,11 @@ def code_hash() -> str:
     return h.hexdigest()
 
 
-def plugin_code(backends, category: str | None) -> dict[str, str]:
+def plugin_code(backends: Iterable[str], category: str | None) -> dict[str, str]:
     """sha256 over the source of each third-party plugin among ``backends`` and the
     family of ``category`` (those entry points load): its whole package, so that an edit
     anywhere in it makes a new key, as an edit of pteforge's own source does (``code_hash``)."""
     from ..backends import default_registry
-    from ..families import family
 
     registry = default_registry()
     objects = [registry.get(b) for b in backends if b in registry] + [family(category)]
@@ -82,8 +85,6 @@ def plugin_code(backends, category: str | None) -> dict[str, str]:
 
 @lru_cache(maxsize=None)
 def _package_sha(top: str) -> str:
-    import importlib.util
-
     spec = importlib.util.find_spec(top)
     roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
     files = sorted((p.relative_to(r).as_posix(), p) for r in roots for p in r.rglob("*.py")) if roots else \
@@ -100,7 +101,7 @@ def model_identity(spec: ModelSpec, weights: str, seed: int) -> dict:
     if spec.source in ("pt2", "onnx", "torchscript", "ultralytics") and spec.path:
         ident[spec.source] = _file_sha(spec.path)
     elif spec.source == "factory":
-        from ..models.custom import factory_code, parse_factory
+        from ..models.factory import factory_code, parse_factory
 
         code = factory_code(parse_factory(spec.factory)[0])
         if code is not None:
@@ -118,7 +119,7 @@ def key_for(spec: ModelSpec, target: Target, config: ExportConfig, versions: dic
     calibration = None
     if config.calibration_dir:
         from ..core import samples
-        from ..app.vision import images_in
+        from ..families.vision import images_in
 
         files = sum(samples.split(config), []) if samples.holds_samples(config.calibration_dir) \
             else images_in(Path(config.calibration_dir), config.calibration_samples)
@@ -191,6 +192,7 @@ def restore(key: str, path: Path) -> Record | None:
     except (OSError, ValueError):
         return None
     record = record_from_dict(saved["record"])
+    assert record.artifact is not None  # store() keeps rows with a program only
     if hashlib.sha256(data).hexdigest() != record.artifact.sha256:
         return None  # damaged entry: do the work
     t0 = time.perf_counter()
@@ -245,8 +247,6 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _iso(ts: float) -> str:
-    from datetime import datetime, timezone
-
     return datetime.fromtimestamp(ts, timezone.utc).isoformat().replace("+00:00", "Z")
 
 

@@ -1,26 +1,31 @@
 """The jobs of an export run, as typed callables that a worker process (or a Ray task) runs:
 one capture per model, one export per (model, target). Their fields are plain data (the
-model's spec, the capture's files, the target, the options); each finds the model's
-family's steps (:class:`pteforge.run.pipeline.Steps`, or the family's own) when it runs, so a
-family with steps of its own (text generation) goes through the same runner as every other.
+model's spec, the capture's files, the target, the options); each finds the model's steps
+when it runs (``steps_of``: the pipeline's, its task's or its family's own), so a model with
+steps of its own (text generation) goes through the same runner as every other.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.spec import JobConfig, ModelSpec, Target
+from ..families import family
+from ..families.text import TASK
 from .workers import Job
 
 
-def steps_of(spec: ModelSpec):
-    """The steps of ``spec``'s family: its own (``Family.export_steps``), or the pipeline's."""
-    from ..families import family
-    from .pipeline import Steps
+def steps_of(spec: ModelSpec) -> Any:
+    """The steps of ``spec``'s model: its family's own (``Family.export_steps``, a plugin's),
+    those of its task (text generation: ``text.llm.TextGeneration``, which quantizes before
+    capture and proves by greedy decoding), or the pipeline's."""
+    from ..stages.pipeline import Steps
+    from ..text.llm import TextGeneration
 
-    return family(spec.family).export_steps() or Steps
+    return family(spec.family).export_steps() or {TASK: TextGeneration}.get(spec.task, Steps)
 
 
 @dataclass(kw_only=True)
@@ -31,11 +36,11 @@ class CaptureJob(Job):
     spec: ModelSpec
     config: JobConfig  # the artifact options, and the run options jobs read: nothing else
     work_dir: Path
-    variants: tuple = ()
+    variants: tuple[tuple[str, Any], ...] = ()  # (backend, precision) pairs (stages/capture.py)
     main: bool = True
 
-    def __call__(self, on_stage) -> Any:
-        from ..stages.memo import fast_serde
+    def __call__(self, on_stage: Callable[[str], None]) -> Any:
+        from ..patches.torch_patches import fast_serde
 
         only = {} if self.main else {"main": False}
         with fast_serde():  # what it saves, saved sooner
@@ -52,8 +57,8 @@ class TargetJob(Job):
     target: Target
     config: JobConfig  # the artifact options, and the run options jobs read: nothing else
 
-    def __call__(self, on_stage) -> Any:
-        from .pipeline import export_target
+    def __call__(self, on_stage: Callable[[str], None]) -> Any:
+        from ..stages.pipeline import export_target
 
         return export_target(self.capture, self.spec, self.target, self.config, on_stage=on_stage,
                              steps=steps_of(self.spec))

@@ -27,9 +27,13 @@ these must be on a filesystem every node mounts (``PTEFORGE_WORK_DIR`` and ``--o
 
 from __future__ import annotations
 
+import os
+import pickle
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ..core.errors import UsageError
 from ..runtime.isolate import descendants_ended
@@ -38,7 +42,7 @@ from .workers import CLUSTER_LOST, Job, Outcome
 INFRA_RETRIES = 3
 
 
-def _run_job(job: Job, board):
+def _run_job(job: Job, board: Any) -> Any:
     """The body of a Ray task: call the job, as a worker does; its stages go to ``board``
     (progress, and the stage a crash happened in)."""
     import ray
@@ -49,19 +53,20 @@ def _run_job(job: Job, board):
     # the CPUs Ray gave this task, as a local worker gets its share of the cores
     # (torch would spin a thread per core in every task on the node)
     set_threads(max(1, int(ray.get_runtime_context().get_assigned_resources().get("CPU", 1))))
+    def on_stage(stage: str) -> None:
+        if board is not None:
+            board.set.remote(job.key, stage)
+
     # what the model starts ends with the job (the worker lives on to serve the next task);
     # a worker Ray kills takes its children with it (runtime/isolate.py)
     with descendants_ended():
-        return job(on_stage=lambda stage: board is not None and board.set.remote(job.key, stage))
+        return job(on_stage=on_stage)
 
 
-def _run_chain(jobs: list[Job], board):
+def _run_chain(jobs: list[Job], board: Any) -> Iterator[tuple[str, str, Any, str | None]]:
     """The body of a group's streaming Ray task: its jobs one after another in one worker,
     yielding (key, "ok", value, None) or (key, "error", exception, traceback) for each as
     it finishes, so the driver has each result as soon as it is there."""
-    import pickle
-    import traceback
-
     for job in jobs:
         try:
             yield job.key, "ok", _run_job(job, board), None
@@ -74,11 +79,9 @@ def _run_chain(jobs: list[Job], board):
             yield job.key, "error", exc, tb
 
 
-def _errors_to_run_log(ray) -> Callable[[], None]:
+def _errors_to_run_log(ray: Any) -> Callable[[], None]:
     """What the cluster reports to the driver ("(raylet) A worker died ...") goes to the run's
     log, as the workers' own output does, not to the terminal (--debug shows it there)."""
-    import os
-
     from .workers import RUN_LOG_ENV
 
     try:
@@ -87,7 +90,7 @@ def _errors_to_run_log(ray) -> Callable[[], None]:
     except AttributeError:
         return lambda: None
 
-    def to_log(data, ignore_prefix=False, *args, **kwargs):
+    def to_log(data: dict, ignore_prefix: bool = False, *args: Any, **kwargs: Any) -> None:
         path = os.environ.get(RUN_LOG_ENV)
         if path:
             try:
@@ -139,7 +142,7 @@ class _Board:
     driver last read them (every one, in order: a quick stage between two reads was lost,
     and the run's progress skipped "lowering" under load)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.stages: dict[str, str] = {}
         self.new: dict[str, list[str]] = {}
 
@@ -158,9 +161,7 @@ class RayPool:
 
     def __init__(self, address: str | None = None, size: int | None = None, quiet: bool = True,
                  on_stage: Callable[[str, str], None] | None = None, resources: Callable[[Job], dict] | None = None,
-                 jobs: int = 1):
-        import os
-
+                 jobs: int = 1) -> None:
         # Workers use this interpreter and its environment as it is; Ray's `uv run`
         # integration would rebuild one per worker from the current directory's project.
         os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
@@ -197,15 +198,15 @@ class RayPool:
         self.restore_printer = _errors_to_run_log(ray) if quiet else (lambda: None)
         self.task = ray.remote(max_retries=0, num_cpus=1)(_run_job)
         self.chain = ray.remote(max_retries=0, num_cpus=1)(_run_chain)
-        self.board = ray.remote(num_cpus=0)(_Board).remote()
+        self.board: Any = ray.remote(num_cpus=0)(_Board).remote()  # an actor handle (None once lost)
         cpus = int(ray.cluster_resources().get("CPU", 1))
         self.to_warm = max(0, min(jobs, size or cpus, cpus))  # workers to start with the first jobs
         self.warming: list = []
 
-    def __enter__(self):
+    def __enter__(self) -> RayPool:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -292,7 +293,7 @@ class RayPool:
             self.warming = [preload.remote() for _ in range(self.to_warm - min(busy, self.to_warm))]
             self.to_warm = 0
 
-    def _chain_step(self, gen, unit: "_Unit", running: dict) -> Iterator[Outcome]:
+    def _chain_step(self, gen: Any, unit: _Unit, running: dict) -> Iterator[Outcome]:
         """The next result of a group's task. When its worker died, this job and the ones after
         it run again, each as a task of its own, where a crash is that job's alone: the
         death may be a later job's, with this one's result lost on its way (Ray reports a

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from ..core.result import Record, Stage
 from ..core.spec import Target
@@ -18,7 +19,7 @@ from ..core.spec import Target
 JOB_STAGES = (Stage.LOAD, Stage.QUANTIZE, Stage.LOWER, Stage.SERIALIZE, Stage.VERIFY, Stage.WRITE, Stage.BUNDLE)
 
 
-def _path():
+def _path() -> Path:
     from ..core.io import cache_root
 
     return cache_root() / "durations.json"

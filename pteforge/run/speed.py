@@ -17,10 +17,14 @@ always timed.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ..backends import program_check
 from ..core.result import Record, ran_here
+from ..core.timing import MIN_RUNS
+from ..runtime.child import _bench, _inspect
+from ..runtime.host import Host
 
 DEFAULT_RUNS = 10  # timed runs per artifact in an export (pteforge bench: 20)
 WARMUP = 3
@@ -56,8 +60,6 @@ def timing_plan(records: list[Record], needed: list[Record], export_seconds: flo
 def estimated_seconds(rec: Record, runs: int) -> float:
     """What timing ``rec`` will cost: its verification's time per inference × the first
     run, the warm-up and the timed runs (within their budget, ``SECONDS_PER_RUN``)."""
-    from ..core.timing import MIN_RUNS
-
     v = rec.verification
     if v is None or "verify" not in rec.timings:
         return 0.0
@@ -66,13 +68,12 @@ def estimated_seconds(rec: Record, runs: int) -> float:
     return (1 + WARMUP) * pace + timed
 
 
-def time_artifacts(items: list[tuple[str, int]], warmup: int = WARMUP, on_stage=None) -> dict[str, dict]:
+def time_artifacts(items: list[tuple[str, int]], warmup: int = WARMUP,
+                   on_stage: Callable[[str], None] | None = None) -> dict[str, dict]:
     """Bench numbers per path (a worker job): load, first run, p50/p90 after ``warmup``,
     peak RSS, threads; ``{"skipped": why}`` for a file that cannot be timed here."""
     import torch
 
-    from ..runtime.child import _bench, _inspect
-    from ..runtime.host import Host
     from ..app.validate import seeded_inputs
 
     threads = torch.get_num_threads()

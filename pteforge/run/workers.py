@@ -19,22 +19,25 @@ PR_SET_PDEATHSIG, its children are left to init).
 
 from __future__ import annotations
 
-import contextlib
+import atexit
 import importlib
+import logging
 import multiprocessing as mp
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from multiprocessing.connection import wait
-from typing import Any
+from multiprocessing.connection import Connection, wait
+from typing import AbstractSet, Any
 
-from ..runtime.isolate import describe_exit, end_group, new_group, signal_group
 from ..core.system import start_method
+from ..runtime.isolate import describe_exit, end_group, new_group, signal_group
 
 
 @dataclass(kw_only=True)
@@ -59,7 +62,7 @@ class Call(Job):
     """A module-level function as a job: ``fn(*args, on_stage=on_stage)``."""
 
     fn: Callable[..., Any]
-    args: tuple = ()
+    args: tuple[Any, ...] = ()
 
     def __call__(self, on_stage: Callable[[str], None]) -> Any:
         return self.fn(*self.args, on_stage=on_stage)
@@ -93,7 +96,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _worker_main(conn, quiet: bool, env: dict[str, str], spawned: bool = False) -> None:
+def _worker_main(conn: Connection, quiet: bool, env: dict[str, str], spawned: bool = False) -> None:
     if new_group():  # first, before any job: its own process group, ended whole with it
         conn.send(("group", os.getpid()))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -116,7 +119,7 @@ def _worker_main(conn, quiet: bool, env: dict[str, str], spawned: bool = False) 
         job, threads = job
         set_threads(threads)
 
-        def stage(stage_name: str, key=job.key) -> None:
+        def stage(stage_name: str, key: str = job.key) -> None:
             conn.send(("stage", key, stage_name))
 
         try:
@@ -142,7 +145,6 @@ def _leave(spawned: bool) -> None:
     of the fork server, not run)."""
     if not spawned:
         return
-    import atexit
 
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
@@ -160,8 +162,6 @@ def _thread_lock_for_progress_bars() -> None:
     (Ctrl-C, --timeout) left it to multiprocessing's resource tracker, which warned about
     "leaked semaphore objects" on the terminal after the run's one-line message. A worker
     draws no bars beside another process's."""
-    import threading
-
     try:
         from tqdm import tqdm
     except ImportError:
@@ -175,9 +175,6 @@ def silence() -> None:
     outside a run). Native libraries and SDK tools (cpuinfo, coremltools' progress bars,
     Vela's reports) write straight to file descriptors 1 and 2, so they land there too; a
     worker's results and errors come back through its pipe, and --debug shows everything."""
-    import logging
-    import warnings
-
     warnings.filterwarnings("ignore")
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger().setLevel(logging.WARNING)
@@ -208,32 +205,13 @@ def set_threads(threads: int) -> None:
     that made calibration 2-5x slower (PT2E quantize of mobilenet_v3_small 11-12 s
     against 2.4 s), and the whole default run's job time 142 s against 100 s.
     """
-    import sys
-
     torch = sys.modules.get("torch")  # preloaded by the fork server; never imported just for this
     if torch is not None and torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
 
 
-@contextlib.contextmanager
-def one_thread():
-    """Numbers that end up in an artifact or the manifest (``--weights none``'s BatchNorm
-    statistics, the eager references, calibration) are computed on one torch thread: a
-    job's share of the cores changes with what runs beside it and where (2 alone, 1 beside
-    another job or in a Ray task), and a reduction split across threads rounds otherwise
-    (mobilenet_v3_small's BatchNorm statistics differed in the last bits, so did every .pte)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 class _Worker:
-    def __init__(self, ctx, quiet: bool):
+    def __init__(self, ctx: Any, quiet: bool) -> None:
         parent, child = ctx.Pipe()
         self.conn = parent
         self.proc = ctx.Process(target=_worker_main, daemon=True,
@@ -276,7 +254,7 @@ class WorkerPool:
     """
 
     def __init__(self, size: int = 1, quiet: bool = True, on_stage: Callable[[str, str], None] | None = None,
-                 fresh: bool = False):
+                 fresh: bool = False) -> None:
         self.size = max(1, size)
         self.quiet = quiet
         self.on_stage = on_stage or (lambda key, stage: None)
@@ -285,10 +263,10 @@ class WorkerPool:
         self.busy: list[_Worker] = []
         self.owners: dict[str, _Worker] = {}  # group -> the worker that ran its first job
 
-    def __enter__(self):
+    def __enter__(self) -> WorkerPool:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -328,7 +306,7 @@ class WorkerPool:
             return job, w
         return pending.popleft(), self._worker(avoid=waiting)
 
-    def _worker(self, avoid: set = frozenset()) -> _Worker:
+    def _worker(self, avoid: AbstractSet[int] = frozenset()) -> _Worker:
         """An idle worker, preferring one no waiting group needs, or a new one."""
         free = [w for w in self.idle if id(w) not in avoid]
         if free:
@@ -361,7 +339,7 @@ class WorkerPool:
                 if outcome is not None:
                     yield outcome
 
-    def _poll(self, w: _Worker, ready) -> Outcome | None:
+    def _poll(self, w: _Worker, ready: list[Any]) -> Outcome | None:
         job = w.job
         assert job is not None
         if w.conn in ready:
@@ -401,7 +379,7 @@ class WorkerPool:
 # in each worker otherwise).
 # Set by ExecuTorch's pybindings at import so its OpenVINO backend finds libopenvino_c.
 PRELOAD_ENV = ("OPENVINO_LIB_PATH",)
-PRELOAD = ["torch", "executorch.exir", "executorch.runtime", "executorch.devtools.backend_debug", "pteforge.run.pipeline",
+PRELOAD = ["torch", "executorch.exir", "executorch.runtime", "executorch.devtools.backend_debug", "pteforge.stages.pipeline",
            "pteforge.stages.capture"]
 
 
@@ -411,7 +389,7 @@ def preload() -> None:
         importlib.import_module(module)
 
 
-def _context(quiet: bool = True):
+def _context(quiet: bool = True) -> mp.context.BaseContext:
     """The fork server's context. ``quiet``: its first import silences it (``silence``), as
     the workers are: ``import executorch.exir`` logs a torch warning to the terminal. The
     process's first pool or ``start_fork_server`` starts it; later ones share it."""
@@ -423,7 +401,7 @@ def _context(quiet: bool = True):
     # GPU). Asked through NVML instead, CUDA stays uninitialised until a worker uses it.
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload((["pteforge.runtime.silent"] if quiet else []) + PRELOAD)
+    ctx.set_forkserver_preload((["pteforge.run.silent"] if quiet else []) + PRELOAD)
     return ctx
 
 

@@ -20,6 +20,7 @@ import platform
 import struct
 import sys
 import time
+from typing import Any
 
 # Linux's aarch64 hwcaps (asm/hwcap.h) as /proc/self/auxv gives them: what the CPU offers
 _HWCAP = {9: "fphp", 10: "asimdhp", 20: "asimddp", 22: "sve", 23: "asimdfhm"}
@@ -35,7 +36,7 @@ class _CpuOnlyTorch(importlib.abc.MetaPathFinder):
     done = False
 
     def find_spec(self, name, path, target=None):
-        C = sys.modules.get("torch._C")
+        C: Any = sys.modules.get("torch._C")  # a native module: its attributes are not typed
         if C is not None and not self.done:
             self.done = True
             for attr in ("_c10d_init", "_rpc_init", "_dist_autograd_init"):
@@ -101,7 +102,7 @@ def run_one(job: dict) -> dict:
         raise LoadFailed(str(exc)) from exc
     loaded = time.perf_counter()
     arrays = np.load(job["inputs"])
-    lists = {}
+    lists: dict[int, dict[int, Any]] = {}
     for key in arrays.files:
         n, k = (int(p) for p in key[1:].split("_"))
         lists.setdefault(n, {})[k] = torch.from_numpy(np.ascontiguousarray(arrays[key]))

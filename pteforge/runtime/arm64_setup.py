@@ -15,6 +15,7 @@ that asks for no password. Measured ground and why each odd step exists: docs/ar
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 import json
 import os
 import shutil
@@ -22,12 +23,14 @@ import subprocess
 import sys
 import time
 import zipfile
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from filelock import FileLock
 
 from ..core.errors import SetupError
 from .arm64 import QEMU_CPU, SETUP, Layout, command, home, native
+from .arm64_stubs import write_stubs
 
 PYTHON = "3.11"  # Debian 12's CPython: the guest's
 DEBS = ["python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib", "libc6", "libstdc++6", "libgcc-s1",
@@ -156,8 +159,6 @@ def _cpuinfo(root: Path) -> None:
 
 
 def _pins() -> list[str]:
-    from importlib.metadata import PackageNotFoundError, version
-
     pins = []
     for name in WHEELS:
         try:
@@ -169,8 +170,6 @@ def _pins() -> list[str]:
 
 def _pip() -> list[str]:
     """A pip that can download: this Python's, else uv's (``uvx pip``), else python3's."""
-    import importlib.util
-
     if importlib.util.find_spec("pip") is not None:
         return [sys.executable, "-m", "pip"]
     if shutil.which("uvx"):
@@ -247,8 +246,6 @@ def _check(layout: Layout, say) -> dict:
 
 def _stubs(layout: Layout, say) -> None:
     """Stand-ins for the CUDA libraries torch's aarch64 libraries NEED (see :mod:`.arm64_stubs`)."""
-    from .arm64_stubs import write_stubs
-
     lib = layout.site / "torch/lib"
     if (lib / STUBS[0]).is_file():
         return

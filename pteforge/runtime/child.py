@@ -8,26 +8,28 @@ prints to stdout is redirected to stderr so it cannot corrupt the protocol.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 import time
+import warnings
 
+from ..core import system
 from ..core.errors import one_line
 from ..core.native_log import captured
-from .pte import DTYPES
+from ..core.timing import measure
+from .host import Host, load_program
+from .pte import DTYPES, program_delegates, program_operators
 
 
 def _load(path: str):
-    from .host import load_program
-
     return load_program(path)
 
 
 def _inspect(req: dict) -> dict:
     from executorch.exir._serialize._program import deserialize_pte_binary
 
-    from ..stages.lower import program_delegates, program_operators
 
     with open(req["path"], "rb") as f:
         data = f.read()
@@ -70,32 +72,10 @@ def _run(req: dict) -> dict:
     return {"load_ms": load_ms, "times_ms": times}
 
 
-def _simulate(req: dict) -> dict:
-    """Run a program this runtime cannot on the reference simulator of the backends that made
-    it (stages/simulate.py); ``{"simulated": False}`` when they have none that takes it."""
-    import torch
-
-    from ..backends import default_registry
-    from .host import Host, load_runtime
-    from ..stages.simulate import deserialize, simulate, simulators_for
-
-    with open(req["path"], "rb") as f:
-        data = f.read()
-    registry = default_registry()
-    chain = [registry.get(name) for name in req["backends"] if name in registry]
-    simulators = simulators_for(chain, deserialize(data))
-    if simulators is None:
-        return {"simulated": False}
-    batches = torch.load(req["inputs"], weights_only=True)
-    t0 = time.perf_counter()
-    done = simulate(data, batches, simulators, Host.here().operators, runtime=load_runtime())
-    torch.save(done.outputs, req["outputs"])
-    seconds = time.perf_counter() - t0
-    return {"simulated": True, "method": done.method, "simulator": chain[0].simulated_on, "seconds": seconds}
-
-
 def _run_bundled(req: dict) -> dict:
-    from executorch.extension.pybindings.portable_lib import _load_bundled_program_from_buffer
+    from executorch.extension.pybindings.portable_lib import (
+        _load_bundled_program_from_buffer,
+    )
 
     with open(req["path"], "rb") as f:
         data = f.read()
@@ -113,8 +93,6 @@ def _run_bundled(req: dict) -> dict:
 def _bench(req: dict) -> dict:
     import torch
 
-    from ..core import system
-    from ..core.timing import measure
 
     inputs = list(torch.load(req["inputs"], weights_only=True)[0])
     reset = system.reset_peak_rss()  # the peak RSS of this artifact alone, where the OS can say it
@@ -140,22 +118,21 @@ def _load_method(req: dict) -> dict:
 
 
 def _host(req: dict) -> dict:
-    from .host import Host
-
     return Host.here().to_dict()
 
 
-def _generate(req: dict) -> dict:
-    from ..text.llm import generate
-
-    return generate(req)
+def _call(req: dict) -> dict:
+    """``IsolatedRuntime.call``: a function of pteforge's own, by its module and name."""
+    module, _, name = req["call"].partition(":")
+    if not module.startswith("pteforge."):  # the parent names its own code; nothing else runs here
+        raise ValueError(f"{req['call']} is not a function of pteforge's")
+    return getattr(importlib.import_module(module), name)(req)
 
 
 HANDLERS = {
-    "generate": _generate,
+    "call": _call,
     "inspect": _inspect,
     "run": _run,
-    "simulate": _simulate,
     "run_bundled": _run_bundled,
     "load": _load_method,
     "bench": _bench,
@@ -167,7 +144,6 @@ def main() -> None:
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # native prints go to stderr, never into the protocol
     sys.stdout = sys.stderr
-    import warnings
 
     import torch
 

@@ -10,11 +10,14 @@ when it loads the program. export, validate, bench, select and ``load_best`` all
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
+import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
-
-
+from importlib import metadata
+from pathlib import Path
 
 # kernel libraries beside the portable ones: quantized_decomposed:: (quantized programs) and
 # llama:: (a language model's in-place KV cache and fused attention, pteforge.text.kvcache)
@@ -50,7 +53,7 @@ def load_forward(program):
         loaded = load_program(program)
         return loaded, loaded.load_method("forward")
     except Exception as exc:
-        exc.stage = "load"
+        setattr(exc, "stage", "load")  # any exception type: child.py reads it with hasattr
         raise
 
 
@@ -99,9 +102,6 @@ class Host:
 
 @lru_cache(maxsize=1)
 def recorded_runtimes() -> dict:
-    import json
-    from pathlib import Path
-
     return json.loads((Path(__file__).parents[1] / "data" / "runtimes.json").read_text())
 
 
@@ -109,10 +109,7 @@ def recorded_runtimes() -> dict:
 def host() -> Host:
     """This host, from a cache keyed by the pybindings' identity (asking the runtime costs
     ``import executorch.runtime``, ~10 s, and pulls in the whole compiler)."""
-    import json
-
-    from ..core.io import cache_root
-    from ..core.io import keep
+    from ..core.io import cache_root, keep
     path = _cache_path(cache_root())
     if path is not None:
         try:
@@ -129,8 +126,6 @@ def _asked_quietly() -> Host:
     """``Host.here()`` with torch's loggers held to errors unless the run is verbose: the
     import it needs pulls in torchao, whose enum registration logs a deprecation warning
     on the terminal of the command that asked (the workers' own are silenced)."""
-    import logging
-
     import torch  # noqa: F401 - its import sets its loggers' levels: first, then hold them
 
     torch_log = logging.getLogger("torch")
@@ -144,9 +139,6 @@ def _asked_quietly() -> Host:
 
 
 def _cache_path(root):
-    import hashlib
-    from importlib import metadata
-
     try:
         dist = metadata.distribution("executorch")
     except metadata.PackageNotFoundError:
@@ -158,7 +150,7 @@ def _cache_path(root):
     ident = f"{dist.version}:{','.join(KERNEL_LIBRARIES)}"
     for f in sorted(libs, key=str):
         try:
-            st = dist.locate_file(f).stat()
+            st = dist.locate_file(f).stat()  # type: ignore[attr-defined]  # typeshed: a SimplePath; a PathDistribution's is a pathlib.Path
         except OSError:
             return None
         ident += f":{f}:{st.st_size}:{st.st_mtime_ns}"

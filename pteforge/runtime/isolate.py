@@ -234,6 +234,12 @@ class IsolatedRuntime:
         self.proc = None
         raise ChildCrashed(self._with_log(describe_exit(code)))
 
+    def call(self, fn: Callable[[dict], dict], timeout: float | None = None, **fields) -> dict:
+        """Run ``fn(fields)`` in the child: a module-level function of pteforge's, named by
+        its module and name (as pickle names a function), so this floor needs no import of
+        the code above it that asks (text generation's proof, a reference simulator)."""
+        return self.request("call", timeout=timeout, call=f"{fn.__module__}:{fn.__qualname__}", **fields)
+
     def _with_log(self, how: str) -> str:
         """How the child died, and what the runtime logged before (a damaged program's checks)."""
         try:
@@ -255,6 +261,7 @@ class IsolatedRuntime:
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
+                assert self.proc.stdin  # stdin=PIPE (_start); a failure here is caught below
                 self.proc.stdin.close()
                 self.proc.wait(timeout=10)
             except Exception:

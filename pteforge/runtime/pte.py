@@ -28,12 +28,26 @@ class PteFacts:
 def read_pte(path_or_bytes) -> PteFacts:
     from executorch.exir._serialize._program import deserialize_pte_binary
 
-    from ..stages.lower import program_delegates, program_operators
-
     data = Path(path_or_bytes).read_bytes() if not isinstance(path_or_bytes, (bytes, bytearray)) else bytes(path_or_bytes)
     pte = deserialize_pte_binary(data)
     program = getattr(pte, "program", pte)
     return PteFacts(program_delegates(program), program_operators(program), program_io(program))
+
+
+def program_delegates(program) -> list[str]:
+    """Delegate ids recorded in a deserialized/serialized ExecuTorch program, in order."""
+    ids: list[str] = []
+    for plan in program.execution_plan:
+        ids.extend(d.id for d in plan.delegates)
+    return ids
+
+
+def program_operators(program) -> list[str]:
+    """The operators a (de)serialized ExecuTorch program calls, as ``name.overload``, in order."""
+    ops: list[str] = []
+    for plan in program.execution_plan:
+        ops.extend(f"{op.name}.{op.overload}" if op.overload else op.name for op in plan.operators)
+    return ops
 
 
 def program_io(program, exported=None, method: str = "forward") -> dict | None:

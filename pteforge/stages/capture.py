@@ -6,18 +6,27 @@ so that every target lowers from the same capture, in this process or another.
 
 from __future__ import annotations
 
+import copy
 import importlib
-import math
-import re
+import inspect
 import time
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.errors import CaptureError, one_line
+from ..core.errors import CaptureError, ModelError, PteforgeError, UsageError, one_line
 from ..core.result import Stage
-from ..core.spec import ExportConfig, ModelSpec
+from ..core.spec import ExportConfig, InputSpec, JobConfig, ModelSpec
+from ..core.system import one_thread
+from ..families import family, model_input
+from ..families.vision import shipped_images, takes_images
+from ..models.onnx.reference import reference_model
+from ..models.signature import forward_signature
 from ..models.synthetic import make_inputs
+from ..models.torchscript import forward_arguments, given_arguments, torchscript_inputs
+from ..runtime.pte import output_names
+from .capture_failure import capture_failure, capture_fix
 
 
 @dataclass(frozen=True)
@@ -43,265 +52,16 @@ def variant_key(backend: str, precision) -> str:
 def build_model(spec: ModelSpec, weights: str, seed: int):
     module_name, _, func_name = spec.factory.partition(":")
     if spec.source == "factory":
-        from ..models.custom import build_factory
+        from ..models.factory import build_factory
 
         return build_factory(spec, weights, seed)
     factory = getattr(importlib.import_module(module_name), func_name)
     return factory(spec, weights, seed)
 
 
-# What a data-dependent capture means, in the terms of where the model came from: a user
-# who gave a file has no forward() to rewrite.
-DATA_DEPENDENT = {
-    "onnx": " — the graph computes a shape or takes a branch from its inputs' values (Shape, Range, If, NonZero …), "
-            "which a program of fixed shapes cannot",
-    "torchscript": " — the TorchScript program computes a shape or takes a branch from tensor values",
-}
-FILE_FIX = {
-    "onnx": "fix every dynamic dim with --input-shape NAME=1,3,H,W and give scalar inputs their value "
-            "(--input-shape NAME=int64:16000): pteforge then folds the shape computations and branches; or export the "
-            "model with --model package.module:factory from its PyTorch code",
-    "torchscript": "export the model from its PyTorch code with --model package.module:factory, or trace it again "
-                   "(torch.jit.trace) at the input shape you give",
-}
 
 
-def summarize_export_error(exc: BaseException, source: str | None = None) -> str:
-    """torch.export's messages run to pages; keep the sentence that says what broke.
-    ``source``: the model's (``onnx``, ``torchscript``...), whose terms the hint uses."""
-    text = str(exc).strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    name = type(exc).__name__
-    key = next(
-        (
-            ln
-            for ln in lines
-            if any(k in ln for k in ("data-dependent", "Data-dependent", "control flow", "Could not guard", "Unsupported", "not supported"))
-        ),
-        lines[0] if lines else name,
-    )
-    hint = ""
-    if "data" in text.lower() and "depend" in text.lower() or "control flow" in text.lower():
-        hint = DATA_DEPENDENT.get(source, " — the model branches on tensor values; rewrite with torch.cond/torch.where "
-                                          "or move the branch out of forward()")
-    elif isinstance(exc, TypeError) and re.search(r"missing .*required .*argument|positional argument", text):
-        hint = " — forward() takes another number of inputs: give one --input-shape (and --input-dtype) per input"
-    return f"torch.export failed ({name}): {key[:240]}{hint}"
-
-
-def _capture_fix(model, example: tuple) -> str | None:
-    """What to change when a model cannot be captured or run for a reason pteforge can
-    see: weights quantized by torch.ao's eager mode (packed weights torch.export cannot
-    trace), or weights of another float dtype than the inputs' (``_dtype_fix``)."""
-    import torch
-
-    if isinstance(model, torch.nn.Module) and any(
-            type(m).__module__.startswith("torch.ao.nn.quantized") for m in model.modules()):
-        return ("the model is already quantized by torch.ao's eager mode, whose packed weights torch.export cannot "
-                "capture: give the float model, and a quantized target (e.g. xnnpack:int8), which pteforge quantizes "
-                "with PT2E and calibrates")
-    return _dtype_fix(model, example) or _rank_fix(model, example)
-
-
-def _rank_fix(model, example: tuple) -> str | None:
-    """When the model's first convolution is fed the input as given and that input's rank
-    is not the convolution's (a 3-number --input-shape for a Conv2d): the rank it expects."""
-    import torch
-
-    convs = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d,
-             torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
-    if not isinstance(model, torch.nn.Module) or not example or not isinstance(example[0], torch.Tensor):
-        return None
-    first: list = []
-
-    def seen(module, args):
-        if not first and args and isinstance(args[0], torch.Tensor):
-            first.append((module, args[0]))
-
-    named = {m: n for n, m in model.named_modules()}
-    handles = [m.register_forward_pre_hook(seen) for m in named if isinstance(m, convs)]
-    try:
-        with torch.no_grad():
-            model(*example)
-    except Exception:  # noqa: BLE001 - it fails: the hook has seen what the first convolution got
-        pass
-    finally:
-        for h in handles:
-            h.remove()
-    if not first or first[0][1] is not example[0] and first[0][1].shape != example[0].shape:
-        return None  # the first convolution is fed something the model computed, not the input
-    module, got = first[0]
-    spatial = len(module.kernel_size)
-    if got.dim() == spatial + 2:
-        return None
-    dims = ",".join(["1", str(module.in_channels), *{1: ["L"], 2: ["H", "W"], 3: ["D", "H", "W"]}[spatial]])
-    return (f"the model's first layer, {named[module] or 'the model'} ({type(module).__name__}), takes {spatial + 2} "
-            f"dimensions (batch, {module.in_channels} channels, {spatial} spatial) and the input given has {got.dim()} "
-            f"({tuple(got.shape)}): give --input-shape {dims}")
-
-
-def _dtype_fix(model, example: tuple) -> str | None:
-    """When a model's floating-point weights are all of one dtype other than its float
-    inputs' (a ``.half()`` or bfloat16 model fed float32): the flag that matches them."""
-    import torch
-
-    if not isinstance(model, torch.nn.Module):
-        return None
-    weights = {str(p.dtype).replace("torch.", "") for p in model.parameters() if p.is_floating_point()}
-    inputs = {str(x.dtype).replace("torch.", "") for x in example if isinstance(x, torch.Tensor) and x.is_floating_point()}
-    if len(weights) != 1 or not inputs or inputs == weights:
-        return None
-    [dtype] = weights
-    return (f"the model's weights are {dtype} and its inputs {', '.join(sorted(inputs))}: "
-            f"give --input-dtype {dtype} for each float input, or return model.float() from the factory")
-
-
-# A capture that fails because the input shape is not the one a layer takes: the layer,
-# what it takes and what it got, from an eager run of the model (``shape_mismatch``).
-_MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
-_CHANNELS = re.compile(r"expected input\[[\d, ]*\] to have (\d+) channels, but got (\d+) channels")
-_SIZES = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)")
-_TRIES, _TRY_SECONDS, _TRY_ELEMENTS = 9, 30.0, 1 << 26  # the shapes tried eagerly before one is suggested
-
-
-def failing_layer(model, example: tuple) -> tuple[str, object, tuple, BaseException] | None:
-    """(name, module, its arguments, what it raised) of the innermost module running when an
-    eager run of ``model`` on ``example`` raised (name "" for the model's own forward); None
-    when it runs, or its modules take no hooks (TorchScript)."""
-    import torch
-
-    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
-        return None
-    names = {m: n for n, m in model.named_modules()}
-    running: list[tuple] = []
-
-    def enter(module, args):
-        running.append((module, args))
-
-    def leave(module, args, output):
-        at = next((i for i in range(len(running) - 1, -1, -1) if running[i][0] is module), None)
-        if at is not None:
-            del running[at:]  # and what it caught of its children's
-
-    handles = []
-    try:
-        for m in names:
-            handles += [m.register_forward_pre_hook(enter), m.register_forward_hook(leave)]
-        with torch.no_grad():
-            model(*example)
-    except Exception as exc:  # noqa: BLE001 - what the model raised is the answer
-        if len(handles) < 2 * len(names):
-            return None  # a module that takes no hooks
-        module, args = running[-1] if running else (model, example)
-        return names.get(module, ""), module, args, exc
-    finally:
-        for h in handles:
-            h.remove()
-    return None
-
-
-def _mismatch(module, args: tuple, text: str) -> tuple[str, int, int, int | None] | None:
-    """(what, wanted, got, dim) of a layer's input that is not the size it takes: ``features``
-    (a Linear's last dim, a matmul's), ``channels`` (a convolution's), or ``sizes`` (two
-    tensors combined elementwise, at ``dim``); None for another failure."""
-    import torch
-
-    x = args[0] if args and isinstance(args[0], torch.Tensor) else None
-    features = getattr(module, "in_features", None)
-    if x is not None and isinstance(features, int) and x.dim() >= 1 and x.shape[-1] != features:
-        return "features", features, x.shape[-1], None
-    kernel, channels = getattr(module, "kernel_size", None), getattr(module, "in_channels", None)
-    if x is not None and isinstance(channels, int) and isinstance(kernel, tuple) and x.dim() in (len(kernel) + 1, len(kernel) + 2):
-        dim = x.dim() - len(kernel) - 1
-        if x.shape[dim] != channels:
-            return "channels", channels, x.shape[dim], None
-    if m := _MATMUL.search(text):
-        return "features", int(m.group(3)), int(m.group(2)), None
-    if m := _CHANNELS.search(text):
-        return "channels", int(m.group(1)), int(m.group(2)), None
-    if m := _SIZES.search(text):
-        return "sizes", int(m.group(2)), int(m.group(1)), int(m.group(3))
-    return None
-
-
-def _candidates(shape: list[int], fed: bool, what: str, wanted: int, got: int) -> list[list[int]]:
-    """Input shapes that may give the layer what it takes: a layer fed the input itself, the
-    input with that dim changed; a Linear after a flatten, the spatial dims (or a sequence's
-    length) scaled to give the features it takes, and their neighbours; sizes that must
-    match, each dim of the one size made the other."""
-    if what == "channels":
-        return [shape[:1] + [wanted] + shape[2:], [wanted] + shape[1:]] if fed else []
-    if what == "sizes":
-        return [shape[:i] + [new] + shape[i + 1:] for i, d in enumerate(shape) for old, new in ((got, wanted), (wanted, got))
-                if d == old and i > 0]
-    found = [shape[:-1] + [wanted]] if fed else []
-    scaled = shape[2:] if len(shape) >= 3 else shape[1:]
-    if scaled and got > 0:
-        factor = (wanted / got) ** (1 / len(scaled))
-        for step in (0, 1, -1, 2, -2, 3, -3, 4, -4):
-            found.append(shape[:len(shape) - len(scaled)] + [max(1, round(d * factor) + step) for d in scaled])
-    return found
-
-
-def _runs(model, shape: list[int], like) -> bool:
-    """Whether ``model`` runs eagerly on an input of ``shape`` (``like``'s dtype)."""
-    import torch
-
-    x = torch.rand(shape, dtype=like.dtype) if like.is_floating_point() else torch.zeros(shape, dtype=like.dtype)
-    try:
-        with torch.no_grad():
-            model(x)
-        return True
-    except Exception:  # noqa: BLE001 - it does not run at that shape
-        return False
-
-
-def _runnable_shape(model, example: tuple, fed: bool, found: tuple) -> list[int] | None:
-    """The first of ``_candidates`` the model runs at, tried eagerly (a few, for a few
-    seconds at most): only a shape seen to run is suggested."""
-    import torch
-
-    if len(example) != 1 or not isinstance(example[0], torch.Tensor):
-        return None
-    given = list(example[0].shape)
-    start, tried = time.perf_counter(), 0
-    for shape in _candidates(given, fed, *found[:3]):
-        if shape == given or math.prod(shape) > _TRY_ELEMENTS:
-            continue
-        if tried >= _TRIES or time.perf_counter() - start > _TRY_SECONDS:
-            break
-        tried += 1
-        if _runs(model, shape, example[0]):
-            return shape
-    return None
-
-
-def shape_mismatch(model, example: tuple) -> tuple[str, str] | None:
-    """(message, fix) when ``model`` fails on ``example`` because a layer is given another
-    size than it takes: the layer by name, what it takes and what it got from the
-    ``--input-shape``, and an input shape the model was seen to run at, if one was found."""
-    import torch
-
-    failed = failing_layer(model, example)
-    found = failed and _mismatch(failed[1], failed[2], str(failed[3]))
-    if not found:
-        return None
-    name, module, args, _ = failed
-    what, wanted, got, dim = found
-    given = " ".join(f"--input-shape {','.join(map(str, x.shape))}" for x in example if isinstance(x, torch.Tensor))
-    layer = f"layer '{name}' ({type(module).__name__})" if name else "forward"
-    if what == "sizes":
-        said = f"the model's {layer} combines sizes {got} and {wanted} at dimension {dim}, which must match, from {given}"
-    else:
-        said = f"the model's {layer} takes {wanted} {what if wanted != 1 else what[:-1]} but got {got} from {given}"
-    fed = bool(args) and isinstance(args[0], torch.Tensor) and len(example) == 1 and args[0].shape == example[0].shape
-    shape = _runnable_shape(model, example, fed, found)
-    fix = "give the input shape the model was built for" + (
-        f" (--input-shape {','.join(map(str, shape))} runs it)" if shape else "")
-    return said, fix
-
-
-def reference_inputs(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple], str | None]:
+def reference_inputs(spec: ModelSpec, config: ExportConfig | JobConfig) -> tuple[list[tuple], str | None]:
     """The inputs the program is captured with and verified on, and where they came from
     (None: seeded). By default the example input (seed) plus ``verify_inputs`` more seeded
     inputs; with input files in ``--calibration DIR`` (``samples``), the files after those
@@ -317,7 +77,7 @@ def reference_inputs(spec: ModelSpec, config: ExportConfig) -> tuple[list[tuple]
 
 
 def capture(
-    spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, on_stage=None, variants: tuple = (),
+    spec: ModelSpec, config: ExportConfig | JobConfig, work_dir: Path, model=None, on_stage=None, variants: tuple = (),
     main: bool = True,
 ) -> Capture:
     """Export ``spec`` once; save the program and the eager reference outputs.
@@ -326,17 +86,14 @@ def capture(
     model before capture; each is captured once more, after its transform. Without
     ``main``, only those (a job of their own, after the main capture's).
     """
-    from ..run.workers import one_thread
-
     with one_thread():
         return _capture(spec, config, work_dir, model, variants, main)
 
 
-def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, variants: tuple, main: bool) -> Capture:
+def _capture(spec: ModelSpec, config: ExportConfig | JobConfig, work_dir: Path, model, variants: tuple, main: bool) -> Capture:
     import torch
 
     from ..core.io import check_writable_tmp
-    from ..models.custom import reference_model
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -353,7 +110,7 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
     except CaptureError:
         raise
     except Exception as exc:
-        raise _capture_failure(exc, model, spec, inputs[0]) from exc
+        raise capture_failure(exc, model, spec, inputs[0]) from exc
     if not exported.graph_signature.user_outputs:  # None, a number: a program with no output cannot be saved
         raise CaptureError("the model returns no tensor, so its program would have no output",
                            fix="return from forward() the tensors an app reads")
@@ -367,7 +124,7 @@ def _capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model, varia
         try:
             reference["outputs"] = [flatten_outputs(eager(*x)) for x in inputs]
         except Exception as exc:
-            if (fix := _capture_fix(model, inputs[0])) is None:
+            if (fix := capture_fix(model, inputs[0])) is None:
                 raise
             raise CaptureError(one_line(exc), fix=fix) from exc
         reference.update(validation_images(spec, eager))
@@ -391,18 +148,6 @@ def fp32_bytes(exported) -> int:
     tensors = [*exported.state_dict.values(), *exported.constants.values()]
     return sum(t.numel() * (4 if t.is_floating_point() else t.element_size())
                for t in tensors if isinstance(t, torch.Tensor))
-
-
-def _capture_failure(exc: BaseException, model, spec: ModelSpec, example: tuple) -> CaptureError:
-    """What torch.export raised, as one line and its fix: what pteforge sees of the cause
-    (``_capture_fix``), a layer given another size than it takes (``shape_mismatch``), or
-    torch.export's own sentence and the inputs' shapes."""
-    fix = _capture_fix(model, example)
-    if fix is None and (mismatch := shape_mismatch(model, example)):
-        return CaptureError(mismatch[0], fix=mismatch[1])
-    fix = fix or FILE_FIX.get(spec.source, "see https://pytorch.org/docs/stable/export.html")
-    given = ", ".join(f"{tuple(x.shape)}" for x in example if hasattr(x, "shape"))
-    return CaptureError(f"{summarize_export_error(exc, spec.source)} (inputs of shape {given})", fix=fix)
 
 
 def _variants(model, spec: ModelSpec, work_dir: Path, variants: tuple, example: tuple, timings: dict) -> dict[str, str]:
@@ -429,8 +174,6 @@ def _variants(model, spec: ModelSpec, work_dir: Path, variants: tuple, example: 
 
 def transformed_capture(model, backend: str, precision, example: tuple):
     """The eager model after ``backend``'s source transform for ``precision``, captured."""
-    import copy
-
     from torchao.quantization import quantize_
 
     from ..backends import default_registry
@@ -457,7 +200,6 @@ def export_model(model, example: tuple):
     The eager reference (``flatten_outputs``) is the same tensors in the same order."""
     import torch
 
-    from ..runtime.pte import output_names
 
     if isinstance(model, torch.jit.ScriptModule):
         return _converted(model, example)
@@ -487,10 +229,6 @@ def _positional_signature(model, count: int):
     """``forward(self, <the model's first count arguments>)``, so a wrapper's inputs keep
     the model's argument names; ``forward(self, *args)`` when they are not plain
     positional arguments."""
-    import inspect
-
-    from ..models.custom import forward_signature
-
     try:
         params = list(inspect.signature(model.forward).parameters.values())[:count]
     except (TypeError, ValueError):
@@ -504,8 +242,6 @@ def _converted(model, example: tuple):
     """A TorchScript module as an ExportedProgram: torch.export refuses ScriptModules;
     torch's TorchScript converter translates its graph (mobilenet_v3_small scripted or
     traced: the same outputs, exactly)."""
-    import warnings
-
     import torch
     from torch._export.converter import TS2EPConverter
 
@@ -525,13 +261,9 @@ def _converted(model, example: tuple):
 def _tensors_only(model, example: tuple):
     """``model``, or where its ``forward`` takes more than the example's tensors (optional
     arguments, a factory's ScriptModule) a module calling it with them, the rest at their
-    defaults (``models.custom.given_arguments``); what TorchScript's converter would fail on
+    defaults (``models.torchscript.given_arguments``); what TorchScript's converter would fail on
     far from the cause (an argument without a default that is no tensor, or that no tensor
     is given for) is refused in one line naming it."""
-    from ..core.errors import PteforgeError
-    from ..core.spec import InputSpec
-    from ..models.custom import forward_arguments, given_arguments, torchscript_inputs
-
     arguments = forward_arguments(model)
     if len(arguments) == len(example) and all(a.type == "Tensor" for a in arguments):
         return model
@@ -603,9 +335,6 @@ def flatten_outputs_live(out) -> list:
 def validation_images(spec: ModelSpec, model) -> dict:
     """Eager outputs on the photos our dependencies ship, for image models: the
     validation set precisions are compared on."""
-    from ..families import model_input
-    from ..app.vision import shipped_images, takes_images
-
     if not takes_images(spec):
         return {}
     photos = shipped_images()
@@ -650,8 +379,6 @@ def broadcast_input(exported) -> tuple[str, int, int, list[int]] | None:
 
 def _check_not_broadcast(exported, spec: ModelSpec) -> None:
     """Refuse an input shape the model takes only by broadcasting it (``broadcast_input``)."""
-    from ..core.errors import UsageError
-
     found = broadcast_input(exported)
     if found is None:
         return
@@ -666,9 +393,6 @@ def _check_not_broadcast(exported, spec: ModelSpec) -> None:
 def _check_labels(spec: ModelSpec, outputs: list) -> None:
     """A model of one's own given a task (``--task``): its output scores as many classes as
     its labels name (``--labels-file``, or its family's)."""
-    from ..core.errors import ModelError
-    from ..families import family
-
     fam = family(spec.family)
     try:
         scored = fam.output_classes(outputs)

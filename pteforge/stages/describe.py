@@ -6,6 +6,11 @@ known only by its address (``<object at 0x...>``) raises ``Unstable``: not share
 
 from __future__ import annotations
 
+import enum
+import functools
+import hashlib
+import types
+
 
 class Unstable(Exception):
     """A value with no stable description."""
@@ -18,11 +23,6 @@ _SKIP = ("_modules", "_forward_hooks", "_forward_pre_hooks", "_backward_hooks", 
 
 def describe(value, names: dict | None = None, top: bool = False, depth: int = 0) -> str:
     """``value`` described; modules below the top one by their name in ``names`` ({id: name})."""
-    import enum
-    import functools
-    import hashlib
-    import types
-
     import torch
 
     if depth > 8:
@@ -79,8 +79,5 @@ def describe(value, names: dict | None = None, top: bool = False, depth: int = 0
 
 def code_digest(code) -> str:
     """A code object's bytecode and constants, nested functions' too (not their addresses)."""
-    import hashlib
-    import types
-
     consts = [code_digest(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
     return hashlib.sha256(code.co_code + repr(consts).encode()).hexdigest()[:16]

@@ -28,6 +28,9 @@ import functools
 import hashlib
 from collections import Counter, OrderedDict
 
+from ..backends.toolkit.decomposed import DECOMPOSED, decomposed, digest, structure
+from ..patches.executorch_patches import edge_program_wrapped
+from ..patches.torch_patches import run_decompositions_wrapped
 from .describe import Unstable, describe
 
 _TAG = "_pteforge_source"
@@ -286,25 +289,6 @@ def _table_key(table, pinned: list) -> str:
     return ";".join(sorted(entries))
 
 
-_DECOMPOSED = "_pteforge_decomposed"
-
-
-def _structure(program) -> str:
-    """The program's graph as text: what a pass changing it in place changes. An operator
-    ExecuTorch swapped for its kept-whole stand-in (``EDGE_DO_NOT_DECOMP``: the same
-    schema, the same kernel) reads as the operator itself."""
-    import torch
-
-    try:
-        from executorch.exir.program._program import transform_op_to_aten_op as stand_ins
-    except ImportError:
-        stand_ins = {}
-    lines = [f"{node.name}={node.op}:{stand_ins.get(str(node.target), node.target)}{node.args}{node.kwargs}"
-             for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
-             for node in module.graph.nodes]
-    return _digest(*lines)
-
-
 def _names_any(program, table) -> bool:
     """Whether a node of ``program`` (or of a branch) calls an operator of ``table``."""
     import torch
@@ -322,166 +306,48 @@ def _names_any(program, table) -> bool:
                for node in module.graph.nodes)
 
 
-def _decomposed(program):
-    """Mark ``program`` as made by ``run_decompositions``: functional and re-traced, so
-    ``run_decompositions`` with a table naming none of its operators (``{}``: functionalize,
-    decompose nothing) would give it back as it is, while its graph stays the same.
-    ExecuTorch asks for that of every program it lowers (~0.5 s on mobilenet_v3_small
-    after XNNPACK's or OpenVINO's rewrites), and again with its whole table after swapping
-    the operators a partitioner keeps whole for their stand-ins (1.0-1.5 s a target: the
-    Arm targets, Vulkan, OpenVINO)."""
-    setattr(program, _DECOMPOSED, _structure(program))
-    return program
-
-
-def still_decomposed(program):
-    """Say that a pass which only folds constants kept ``program`` what ``run_decompositions``
-    made of it, when it was (a language model's means as linears, then folded: re-traced for
-    nothing otherwise, ~4 s a lowering of a 4-layer Gemma 3)."""
-    if getattr(program, _DECOMPOSED, None) is not None:
-        _decomposed(program)
-    return program
-
-
-def _digest(*parts) -> str:
-    return hashlib.sha256(" ".join(map(str, parts)).encode()).hexdigest()
-
-
 @contextlib.contextmanager
 def sharing():
     """Inside, ``run_decompositions`` and the edge dialect conversion of tagged programs
-    are shared by key (see the module's docstring)."""
-    from executorch.exir.program import _program
-    from torch.export import ExportedProgram
+    are shared by key (see the module's docstring; the patches: ``pteforge/patches``)."""
+    with run_decompositions_wrapped(_sharing_decompositions), edge_program_wrapped(_sharing_edge_programs):
+        yield
 
-    run_decompositions = ExportedProgram.run_decompositions
-    generate_edge_program = _program._generate_edge_program
+
+def _sharing_decompositions(run_decompositions):
+    """``ExportedProgram.run_decompositions`` as ``sharing`` makes it."""
 
     @functools.wraps(run_decompositions)
     def decompose(self, decomp_table=None, decompose_custom_triton_ops=False):
-        made = getattr(self, _DECOMPOSED, None)
-        if made is not None and decomp_table is not None and made == _structure(self) \
+        made = getattr(self, DECOMPOSED, None)
+        if made is not None and decomp_table is not None and made == structure(self) \
                 and not _names_any(self, decomp_table):
             # a table naming none of the operators of what run_decompositions made, unchanged
             # since: the same program (one with symbolic shapes keeps its shape environment, as
             # run_decompositions would: a language model's, re-traced twice a lowering for nothing)
             with contextlib.suppress(_NotCopied):
-                again = _decomposed(tag(_copy(self, fresh=not self.range_constraints, tensors=False), source_of(self)))
+                again = decomposed(tag(_copy(self, fresh=not self.range_constraints, tensors=False), source_of(self)))
                 stats["decompose again"] += 1
                 return again
         key, pinned = program_key(self), []
         if key is not None:
-            key = _digest("decompose", key, decompose_custom_triton_ops, _table_key(decomp_table, pinned))
-        return _decomposed(_shared("decompose", key, source_of(self),
-                                   lambda: run_decompositions(self, decomp_table, decompose_custom_triton_ops), pinned))
+            key = digest("decompose", key, decompose_custom_triton_ops, _table_key(decomp_table, pinned))
+        return decomposed(_shared("decompose", key, source_of(self),
+                                  lambda: run_decompositions(self, decomp_table, decompose_custom_triton_ops), pinned))
+
+    return decompose
+
+
+def _sharing_edge_programs(generate_edge_program):
+    """ExecuTorch's ``_program._generate_edge_program`` as ``sharing`` makes it."""
 
     @functools.wraps(generate_edge_program)
     def edge(config, program, core_aten_ops_exception_list=None, preserve_ops=None):
         key = program_key(program)
         if key is not None:
             ops = [sorted(map(str, o or [])) for o in (core_aten_ops_exception_list, preserve_ops)]
-            key = _digest("edge", key, repr(config), ops)
+            key = digest("edge", key, repr(config), ops)
         return _shared("edge", key, source_of(program),
                        lambda: generate_edge_program(config, program, core_aten_ops_exception_list, preserve_ops))
 
-    ExportedProgram.run_decompositions = decompose
-    _program._generate_edge_program = edge
-    try:
-        yield
-    finally:
-        ExportedProgram.run_decompositions = run_decompositions
-        _program._generate_edge_program = generate_edge_program
-
-
-@contextlib.contextmanager
-def fast_serde():
-    """``torch.export.save`` and ``load`` without the work they repeat; the same files and
-    programs.
-
-    Loading makes the JSON into the serialization schema's dataclasses field by field, each
-    time asking ``typing.get_type_hints`` of the class again (113,000 times for Gemma 3
-    270M's 8da4w program), and parses each symbolic size from its text with
-    ``sympy.sympify`` (10,000 times, a few dozen texts). Inside, each is answered once: the
-    hints of a class do not change, and a text parsed with the same symbols gives the same
-    expression (the loader only adds symbols, so the names it passes and the objects they
-    name make the key).
-
-    Saving deep-copies the whole serialized program before putting it in canonical order
-    (``canonicalize``: half of the 8da4w program's save); inside, that copy is made by a
-    pickle round trip (the same plain dataclasses, shared parts shared alike): the 8da4w
-    program's save 10.3 and 8.0 s -> 8.8 and 7.4 s (alternated, with another job running)."""
-    try:
-        import copy
-        import typing
-
-        import sympy
-        from torch._export.serde import schema, serialize
-    except ImportError:
-        yield
-        return
-    before = serialize.typing, serialize.sympy, serialize.copy
-    serialize.typing, serialize.sympy = _HintsOnce(typing, vars(schema)), _ParsedOnce(sympy)
-    serialize.copy = _CopiedByPickle(copy, schema.ExportedProgram)
-    try:
-        yield
-    finally:
-        serialize.typing, serialize.sympy, serialize.copy = before
-
-
-class _Forwarding:
-    """A module as torch's serializer reads it, with one function of its own."""
-
-    def __init__(self, module):
-        self._module = module
-
-    def __getattr__(self, name):
-        return getattr(self._module, name)
-
-
-class _HintsOnce(_Forwarding):
-    """``typing`` whose ``get_type_hints`` of a schema class is asked once."""
-
-    def __init__(self, module, names: dict):
-        super().__init__(module)
-        self._names, self._hints = names, {}
-
-    def get_type_hints(self, obj, globalns=None, localns=None, include_extras=False):
-        if globalns is not self._names or localns is not None or include_extras:
-            return self._module.get_type_hints(obj, globalns, localns, include_extras)
-        if obj not in self._hints:
-            self._hints[obj] = self._module.get_type_hints(obj, globalns)
-        return dict(self._hints[obj])
-
-
-class _ParsedOnce(_Forwarding):
-    """``sympy`` whose ``sympify`` of a text with the same symbols is parsed once."""
-
-    def __init__(self, module):
-        super().__init__(module)
-        self._parsed: dict = {}
-
-    def sympify(self, text, locals=None, **kwargs):  # noqa: A002 - sympy's own name
-        if not isinstance(text, str) or kwargs or locals is None:
-            return self._module.sympify(text, locals=locals, **kwargs)
-        key = (text, tuple((name, id(value)) for name, value in locals.items()))
-        if key not in self._parsed:  # the objects the key names kept alive with it
-            self._parsed[key] = (self._module.sympify(text, locals=locals), list(locals.values()))
-        return self._parsed[key][0]
-
-
-class _CopiedByPickle(_Forwarding):
-    """``copy`` whose ``deepcopy`` of a serialized program is a pickle round trip."""
-
-    def __init__(self, module, program_type):
-        super().__init__(module)
-        self._program_type = program_type
-
-    def deepcopy(self, value, memo=None):
-        import pickle
-
-        if memo is None and isinstance(value, self._program_type):
-            try:
-                return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-            except Exception:  # noqa: BLE001 - whatever pickle refuses, copy does as before
-                pass
-        return self._module.deepcopy(value, memo)
+    return edge

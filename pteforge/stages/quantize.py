@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 from pathlib import Path
 
+from ..core.spec import ExportConfig, JobConfig, ModelSpec, Precision
+from ..core.system import one_thread
+from ..families import model_input
+from ..families.vision import image_views, images_in, shipped_images, takes_images
 from ..models.synthetic import make_inputs
 from ..models.weights import own_buffers, put_back
-from ..core.spec import ExportConfig, ModelSpec, Precision
 from . import memo
 from .describe import Unstable, describe
 
 
-def calibration_set(spec: ModelSpec, config: ExportConfig, precision: Precision | None = None) -> tuple[list[tuple], dict]:
+def calibration_set(spec: ModelSpec, config: ExportConfig | JobConfig, precision: Precision | None = None) -> tuple[list[tuple], dict]:
     """``config.calibration_samples`` input tuples and what they were.
 
     Image models get real photos through the model's own preprocessing: the images
@@ -26,8 +30,6 @@ def calibration_set(spec: ModelSpec, config: ExportConfig, precision: Precision 
     (``precision``) calibrates its activations' ranges on them, the facts say so (``note``).
     """
     from ..core import samples
-    from ..families import model_input
-    from ..app.vision import image_views, images_in, shipped_images, takes_images
 
     n = max(config.calibration_samples, 1)
     batches: list[tuple] = []
@@ -78,8 +80,6 @@ def quantize_shared(exported, plan, batches: list[tuple], example: tuple, shared
     ``module(check_guards=False)``: under torch 2.13 the Arm quantizer fails on the
     guard nodes that ``module()`` inserts.
     """
-    from ..run.workers import one_thread
-
     with one_thread():  # the calibration's numbers, whatever this job's share of the cores
         return _quantize_shared(exported, plan, batches, example, shared)
 
@@ -172,8 +172,6 @@ def fingerprint(prepared, batches: list[tuple]) -> str | None:
     On mobilenet_v3_small the TOSA, Ethos-U55 and Ethos-U85 quantizers prepare the same
     program (their specs differ in features the model does not use), Cortex-M's another.
     """
-    import hashlib
-
     names = {id(mod): name for name, mod in prepared.named_modules()}
     h = hashlib.sha256()
     try:
@@ -186,30 +184,3 @@ def fingerprint(prepared, batches: list[tuple]) -> str | None:
     return h.hexdigest()[:20]
 
 
-def half_program(exported, example: tuple):
-    """The captured program with fp16 weights and compute, keeping fp32 inputs and
-    outputs: an app feeds the same tensors as for fp32, and the casts at the edges
-    run in the delegate."""
-    import copy
-
-    import torch
-    from torch.utils._pytree import tree_map
-
-    class Half(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = copy.deepcopy(inner).to(torch.float16)
-
-        def forward(self, *args):
-            out = self.inner(*[a.half() if a.is_floating_point() else a for a in args])
-            # any output structure (a tensor, a tuple, a dict of named outputs)
-            return tree_map(lambda o: o.float() if isinstance(o, torch.Tensor) and o.is_floating_point() else o, out)
-
-    module = exported.module(check_guards=False)
-    # what the capture asserted of its fp32 values (a ``.to(torch.float32)`` in the model:
-    # Hugging Face attention's softmax upcast) is false in fp16 ("Tensor dtype mismatch!")
-    for node in list(module.graph.nodes):
-        if node.target is torch.ops.aten._assert_tensor_metadata.default:
-            module.graph.erase_node(node)
-    module.recompile()
-    return torch.export.export(Half(module), example)

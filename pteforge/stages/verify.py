@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import math
+import time
 
+from ..core.native_log import captured
 from ..core.result import Verification
 from ..core.spec import Precision
+from ..families import family
+from ..families.vision import shipped_images
+from ..runtime.host import load_forward
+from .capture import tensor_outputs
 
 # Minimum SQNR (dB) against fp32 eager, per precision the program computes in.
 # fp32 programs differ from eager only by kernel rounding (measured > 60 dB);
@@ -130,12 +136,6 @@ def run_program(data: bytes, inputs: list[list], progress=None) -> list[list]:
     """Load ``data`` with the host runtime and run it once per input list; once that has
     taken ``SLOW`` seconds (a portable YOLO: ~30 s an input), ``progress(i, n)`` before
     each further input."""
-    import time
-
-    from ..runtime.host import load_forward
-    from ..core.native_log import captured
-    from .capture import tensor_outputs
-
     t0, outputs = time.perf_counter(), []
     with captured():  # a failure says what the runtime logged about it (the bindings give a code only)
         program, method = load_forward(data)  # a failure here says so: the row is LOAD_FAILED
@@ -196,9 +196,6 @@ def image_agreement(reference: dict, actual: list[list], spec) -> dict:
     photos), the family's own metric per photo and its mean (``agreement``: same top-1,
     boxes at the same anchors, keypoint similarity, mask IoU, ...) and, for classifiers,
     the fraction of photos with the same top-1."""
-    from ..families import family
-    from ..app.vision import shipped_images
-
     fam = family(spec.family)
     names = reference.get("image_names", [])
     photos = {p.name: p for p in shipped_images()}

@@ -15,7 +15,7 @@ torchao's over the whole tensor. ``tests/test_llm.py`` checks the outputs are eq
 
 from __future__ import annotations
 
-import contextlib
+from ..patches.torchao_patches import scale_only_hqq_replaced
 
 ROWS = 2048  # rows a block: 2048 x 640 floats are 5 MB, the output matrix 128 blocks
 
@@ -58,19 +58,8 @@ def scale_only_hqq(hp_tensor, block_size, qmin: int, qmax: int, *, iters: int = 
     return qdata, scale.to(hp_tensor.dtype)
 
 
-@contextlib.contextmanager
 def in_row_blocks():
     """Inside, torchao's intx weight quantization (``IntxWeightOnlyConfig`` and
     ``Int8DynamicActivationIntxWeightConfig`` with ``hqq_scale_only``) searches its scales
-    with :func:`scale_only_hqq`."""
-    try:
-        from torchao.quantization.quantize_.workflows.intx import intx_unpacked_to_int8_tensor as intx
-        original = intx._choose_qparams_and_quantize_scale_only_hqq
-    except (ImportError, AttributeError):  # another torchao: its own search
-        yield
-        return
-    intx._choose_qparams_and_quantize_scale_only_hqq = scale_only_hqq
-    try:
-        yield
-    finally:
-        intx._choose_qparams_and_quantize_scale_only_hqq = original
+    with :func:`scale_only_hqq` (the patch: ``pteforge/patches/torchao_patches.py``)."""
+    return scale_only_hqq_replaced(scale_only_hqq)

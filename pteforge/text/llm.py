@@ -22,24 +22,39 @@ is the program and its proof:
 
 from __future__ import annotations
 
+import copy
 import json
 import math
-import os
+import shutil
 import time
+import warnings
 from pathlib import Path
 
 from ..backends import program_check
-from ..core.errors import CaptureError, ModelError, UsageError, WeightsError, one_line
-from ..run.pipeline import MISMATCH_FIX, Ending, StageFailed, Steps, artifact_path
-from ..core.result import Stage, Status
-from ..core.spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ExportConfig, InputSpec, ModelSpec, Precision, Target
+from ..core import system
+from ..core.errors import CaptureError, ModelError, UsageError, WeightsError
+from ..core.result import Check, Stage, Status, Unavailable
+from ..core.spec import ExportConfig, ModelSpec, Precision, Target
 from ..core.units import pct
+from ..families.text import (
+    NEW_TOKENS,
+    PROMPT_TOKENS,
+    build,
+    llm_backends,
+    max_seq_len,
+    supported,
+)
+from ..runtime.host import execute_in_place, load_forward, load_runtime
+from ..runtime.isolate import ChildCrashed, IsolatedRuntime
+from ..runtime.pte import program_delegates, program_operators
+from ..stages.capture import Capture, variant_key
+from ..stages.capture_failure import summarize_export_error
+from ..stages.pipeline import MISMATCH_FIX, Ending, StageFailed, Steps, artifact_path
+from ..stages.verify import compare, threshold_for
+from . import kvcache
+from .hqq import in_row_blocks
+from .kvcache import load_ops
 
-CATEGORY = "gemma"  # the executorch_flutter app's word for its text-generation model
-TASK = "text-generation"
-DEFAULT_MAX_SEQ_LEN = 128
-PROMPT_TOKENS = 8  # the seeded prompt, after the bos token
-NEW_TOKENS = 16  # greedy steps the proof decodes
 PERPLEXITY_TEXT = Path(__file__).parents[1] / "data" / "perplexity.txt"
 
 # How each weight-quantized precision quantizes (the backends say which precisions they
@@ -54,183 +69,6 @@ SCHEMES = {
     Precision.INT8_DYNAMIC_INT8: ("8da8w", "linear layers: int8 dynamic activations, int8 weights per output channel; "
                                            "embedding: int8 weights per row"),
 }
-
-
-# -- the model ---------------------------------------------------------------------------
-def llm_spec(ref: str, max_seq_len: int | None = None) -> ModelSpec:
-    """A catalog name (gemma-3-270m), a Hugging Face id or a local checkpoint directory."""
-    length = DEFAULT_MAX_SEQ_LEN if max_seq_len is None else max_seq_len  # 0 is refused, not the default
-    if length < PROMPT_TOKENS + NEW_TOKENS + 2:
-        raise UsageError(f"--max-seq-len {length} is too short for the proof ({PROMPT_TOKENS + 1}-token prompt, "
-                         f"{NEW_TOKENS} new tokens)", fix=f"give --max-seq-len {PROMPT_TOKENS + NEW_TOKENS + 2} or more")
-    owners = _checkpoints()
-    category = CATEGORY  # a Hugging Face id or a directory: the app's category for text generation
-    if ref in owners:
-        name, source, (path, category) = ref, "catalog", owners[ref]
-    elif Path(ref).is_dir():
-        path = str(Path(ref).resolve())
-        name, source = Path(path).name, "llm"
-        if not (Path(path) / "config.json").is_file():
-            raise UsageError(f"--llm {ref}: the directory has no config.json",
-                             fix="give a Hugging Face checkpoint directory (config.json, weights, tokenizer)")
-    elif "/" in ref and not ref.startswith((".", "/")):
-        name, source, path = ref.rsplit("/", 1)[1], "llm", ref
-    else:
-        raise UsageError(f"--llm {ref}: not a catalog model, a local directory or a Hugging Face id",
-                         fix=f"give one of {', '.join(owners)}, an id like google/gemma-3-270m, or a checkpoint dir")
-    inputs = (InputSpec((1, length), "int64"), InputSpec((length,), "int64"))
-    return ModelSpec(name=name, family=category, task=TASK, inputs=inputs, factory="pteforge.text.llm:build",
-                     source=source, path=path)
-
-
-def _checkpoints() -> dict[str, tuple[str, str]]:
-    """Every text-generation family's catalog models: name -> (Hugging Face id, category)."""
-    from ..families import families
-
-    return {name: (entry["id"], fam.category) for fam in families()
-            for name, entry in getattr(fam, "checkpoints", {}).items()}
-
-
-def _architecture(spec: ModelSpec) -> dict:
-    """A catalog model's config fields (its family's ``checkpoints``)."""
-    from ..families import family
-
-    return dict(family(spec.family).checkpoints[spec.name]["config"])
-
-
-def max_seq_len(spec: ModelSpec) -> int:
-    return spec.inputs[0].shape[1]
-
-
-def _offline_hint(spec: ModelSpec) -> str:
-    return (f"download it once (`hf download {spec.path}`; Gemma needs its license accepted), give a local "
-            "checkpoint directory with --llm DIR, or build it from its config with --weights none")
-
-
-def load_config(spec: ModelSpec):
-    from transformers import AutoConfig
-
-    if spec.source == "catalog":
-        entry = _architecture(spec)
-        return AutoConfig.for_model(entry.pop("model_type"), **entry)
-    try:
-        return AutoConfig.from_pretrained(spec.path)
-    except Exception as exc:  # noqa: BLE001 -- offline, unknown id, gated repo: one line
-        if Path(spec.path).is_dir():  # a local checkpoint: its config.json is the problem, not the network
-            from transformers import __version__
-
-            raise ModelError(f"cannot read {Path(spec.path) / 'config.json'}: {one_line(exc, 240)}",
-                             fix=f"check its model_type and fields against transformers {__version__} "
-                                 "(a newer architecture needs a newer transformers)") from None
-        raise WeightsError(f"cannot read the config of {spec.path}: {one_line(exc)[:160]}", fix=_offline_hint(spec)) from None
-
-
-def build(spec: ModelSpec, weights: str, seed: int):
-    """The eager Hugging Face model: pretrained weights, or seeded random ones (--weights none)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    config = load_config(spec)
-    config = getattr(config, "text_config", None) or config
-    _check_causal(spec, config)
-    if weights == WEIGHTS_NONE:
-        torch.manual_seed(seed)
-        model = _exportable_kernels(lambda **how: AutoModelForCausalLM.from_config(config, dtype=torch.float32, **how))
-    elif weights == WEIGHTS_PRETRAINED:
-        try:
-            model = _exportable_kernels(
-                lambda **how: AutoModelForCausalLM.from_pretrained(spec.path, dtype=torch.float32, **how))
-        except Exception as exc:  # noqa: BLE001
-            raise WeightsError(f"cannot load {spec.path}: {one_line(exc)[:160]}", fix=_offline_hint(spec)) from None
-    else:
-        raise WeightsError(f"--weights {weights}: a language model takes its weights from its checkpoint",
-                           fix="give the checkpoint directory with --llm DIR, or --weights none")
-    _check_length(spec, model.config)
-    return model.eval().requires_grad_(False)
-
-
-def _check_causal(spec: ModelSpec, config) -> None:
-    """A model transformers does not build for text generation (an encoder-decoder such as
-    T5, an encoder) is refused in one line naming it, not as a capture failure quoting
-    transformers' list of 189 configuration classes."""
-    try:
-        from transformers.models.auto.modeling_auto import (
-            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        )
-    except ImportError:  # moved in another transformers: building it says what is wrong
-        return
-    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        raise ModelError(f"--llm {spec.path}: {config.model_type} ({type(config).__name__}) is not a model "
-                         "transformers builds for text generation (AutoModelForCausalLM)",
-                         fix="give a decoder-only language model (Llama, Qwen, Gemma, Phi, Mistral, ...); "
-                             "export other models with --model")
-
-
-def _exportable_kernels(make):
-    """The model built with kernels torch.export can capture: attention through
-    ``scaled_dot_product_attention`` (eager attention for architectures that refuse it,
-    Gemma 2), and mixture-of-experts layers as batched matmuls over the chosen experts'
-    weights. transformers' default for experts, ``grouped_mm``, is a custom operator on
-    CPU (``transformers::grouped_mm_fallback``) that no ExecuTorch runtime has: a Qwen3-MoE
-    failed to lower with "Missing out variants"."""
-    try:
-        return make(attn_implementation="sdpa", experts_implementation="batched_mm")
-    except ValueError as exc:
-        if "scaled_dot_product_attention" not in str(exc):
-            raise
-        return make(attn_implementation="eager", experts_implementation="batched_mm")
-
-
-def _check_length(spec: ModelSpec, config) -> None:
-    length = max_seq_len(spec)
-    window = getattr(config, "sliding_window", None)
-    if window and "sliding_attention" in (getattr(config, "layer_types", None) or []) and length > window:
-        # the exported cache replaces sliding-window layers by full ones: exact up to the window only
-        raise UsageError(f"--max-seq-len {length} is longer than {spec.name}'s sliding window ({window})",
-                         fix=f"give --max-seq-len {window} or less")
-    limit = getattr(config, "max_position_embeddings", None)
-    if limit and length > limit:
-        raise UsageError(f"--max-seq-len {length} is longer than {spec.name}'s {limit} positions",
-                         fix=f"give --max-seq-len {limit} or less")
-
-
-# An export's peak memory, over all its processes, per byte of the model's fp32 weights: Gemma
-# 3 270M's (1.07 GB of weights) peaked at 11.4 GB exporting fp32, 8da4w and 8da8w with two
-# workers and the runtime child proving one (sampled each 0.5 s; docs/text-generation.md).
-PEAK_PER_WEIGHT_BYTE = 10.6
-SKIP_MEMORY_CHECK = "PTEFORGE_SKIP_MEMORY_CHECK"
-
-
-def parameter_count(spec: ModelSpec) -> int:
-    """The model's parameters, counted on a model built without memory (meta tensors)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    config = load_config(spec)
-    config = getattr(config, "text_config", None) or config
-    _check_causal(spec, config)
-    with torch.device("meta"):
-        model = _exportable_kernels(lambda **how: AutoModelForCausalLM.from_config(config, **how))
-    return sum(p.numel() for p in model.parameters())
-
-
-def check_memory(spec: ModelSpec) -> None:
-    """Refuse, before any work, a model this machine has too little memory to export."""
-    if os.environ.get(SKIP_MEMORY_CHECK):
-        return
-    import psutil
-
-    from ..core.errors import ResourceError
-
-    params = parameter_count(spec)
-    weights = params * 4
-    need, total = weights * PEAK_PER_WEIGHT_BYTE, psutil.virtual_memory().total
-    if need > total:
-        raise ResourceError(
-            f"{spec.name} has {params / 1e9:.2f} B parameters ({weights / 1e9:.1f} GB at fp32); exporting it needs "
-            f"about {need / 1e9:.0f} GB of memory ({PEAK_PER_WEIGHT_BYTE}× its fp32 weights, as measured for Gemma 3 "
-            f"270M), and this machine has {total / 1e9:.0f} GB",
-            fix=f"export it on a machine with {need / 1e9:.0f} GB or more, or set {SKIP_MEMORY_CHECK}=1 to try anyway")
 
 
 def facts(config) -> dict:
@@ -282,9 +120,10 @@ def exportable(model, spec: ModelSpec, dynamic: bool = True, fused: bool = False
     in place and attention one kernel (pteforge.text.kvcache), when ``fused_attention`` allows."""
     import torch
     from transformers import GenerationConfig
-    from transformers.integrations.executorch import TorchExportableModuleForDecoderOnlyLM
+    from transformers.integrations.executorch import (
+        TorchExportableModuleForDecoderOnlyLM,
+    )
 
-    from . import kvcache
 
     length = max_seq_len(spec)
     ids, positions = (torch.tensor([[2, 3]], dtype=torch.long), torch.arange(2)) if dynamic else \
@@ -304,8 +143,6 @@ def exportable(model, spec: ModelSpec, dynamic: bool = True, fused: bool = False
 
 def fused_attention(model, spec: ModelSpec) -> bool:
     """Whether pteforge.text.kvcache computes what this model's own attention computes."""
-    from . import kvcache
-
     return kvcache.why_not(model.config.get_text_config(), max_seq_len(spec)) is None
 
 
@@ -314,8 +151,8 @@ def _int8_embedding(embedding):
     ``quantized_decomposed::embedding_byte`` kernel (torchao's int8 embedding leaves a
     ``dequantize_affine`` that ExecuTorch 1.5.1 has no kernel for). Gemma's embedding
     scale (sqrt(hidden)) is kept."""
-    import torch
     import executorch.exir.passes._quant_patterns_and_replacements  # noqa: F401 -- registers the op
+    import torch
 
     class _Int8Embedding(torch.nn.Module):
         def __init__(self, source):
@@ -339,13 +176,9 @@ def quantize_source(model, precision: Precision):
     """ExecuTorch's LLM weight quantization (``quantize_model_``, torchao) on a copy of the
     eager model: its linear layers as SCHEMES says, its token embeddings (and Gemma 4's
     per-layer ones) int8 per row."""
-    import copy
-    import warnings
-
     import torch
     from executorch.extension.llm.export.quantize import quantize_model_
 
-    from .hqq import in_row_blocks
 
     model = copy.deepcopy(model)
     if model.config.tie_word_embeddings:  # untie: the head and the embedding are quantized differently
@@ -395,8 +228,6 @@ def proof_reference(model, spec: ModelSpec, seed: int, tokenizer) -> dict:
 def judge(proof: dict, precision: Precision, tolerance: float | None) -> str | None:
     """Why a generation proof fails (None: it passes): fp32 must give every one of eager's
     tokens; every precision must reach its logits SQNR."""
-    from ..stages.verify import threshold_for
-
     threshold = threshold_for(precision.value, tolerance)
     proof["thresholdSqnrDb"] = threshold
     exact = precision is Precision.FP32
@@ -413,7 +244,6 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
     import torch
 
     from ..core.io import check_writable_tmp
-    from ..stages.capture import Capture, summarize_export_error
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -459,7 +289,6 @@ def _capture_variants(model, spec: ModelSpec, work_dir: Path, variants: tuple, f
     import torch
 
     from ..backends import default_registry
-    from ..stages.capture import variant_key
 
     if not variants:
         return {}
@@ -482,18 +311,6 @@ def _capture_variants(model, spec: ModelSpec, work_dir: Path, variants: tuple, f
     return saved
 
 
-def capture_variants(targets: list[Target]) -> tuple:
-    """(backend, precision) of the targets that may need a capture of their own: weights
-    quantized before capture, one token per call (no dynamic shapes), or transformers' own
-    attention (the main capture has the fused one when the model allows)."""
-    from ..backends import default_registry
-
-    registry = default_registry()
-    return tuple(sorted({(t.primary, t.precision) for t in targets if supported(t)[0] and (
-        t.precision.quantized or not registry.get(t.primary).llm_dynamic_shapes
-        or not registry.get(t.primary).llm_fused_attention)}, key=lambda bp: (bp[0], bp[1].value)))
-
-
 def perplexity(logits, ids: list[int]) -> float:
     """exp of the mean negative log-likelihood of each next token."""
     import torch
@@ -504,31 +321,9 @@ def perplexity(logits, ids: list[int]) -> float:
     return float(torch.exp(nll))
 
 
-# -- one target -----------------------------------------------------------------------------
-def _llm_backends() -> list:
-    from ..backends import default_registry
-
-    return [b for b in default_registry() if b.llm_precisions]
-
-
-def supported(target: Target) -> tuple[bool, str | None]:
-    from ..backends import default_registry
-
-    precisions = default_registry().get(target.primary).llm_precisions
-    if not precisions:
-        return False, (f"pteforge exports language models to {', '.join(b.name for b in _llm_backends())}; "
-                       f"{target.primary} is not wired for them (its KV cache and attention need their own lowering)")
-    if len(target.backends) > 1:
-        return False, "a language model is exported to one backend, not a priority chain"
-    if target.precision not in precisions:
-        return False, (f"{target.primary} exports language models at {', '.join(p.value for p in precisions)}, "
-                       f"not {target.precision.value}")
-    return True, None
-
-
 class TextGeneration(Steps):
     """The steps of one (language model, target), in the pipeline every model goes through
-    (:func:`pteforge.run.pipeline.export_target`): quantized before capture (the capture's
+    (:func:`pteforge.stages.pipeline.export_target`): quantized before capture (the capture's
     variant), lowered with the constant methods ExecuTorch's LLM runner reads, proven by
     greedy decoding in a child process from the written program, shipped with its tokenizer."""
 
@@ -543,8 +338,6 @@ class TextGeneration(Steps):
     def load(self):
         import torch
 
-        from .kvcache import load_ops
-        from ..stages.capture import variant_key
 
         load_ops()  # the capture may call llama:: ops: registered before it deserializes
         self.reference = torch.load(self.capture.reference_path, weights_only=True)
@@ -601,7 +394,6 @@ def default_targets() -> tuple[list[str], list]:
     of the backends that lower here; and one UNAVAILABLE line (not requested, so it does not
     fail the run) for every other backend, saying why."""
     from ..backends import default_registry
-    from ..core.result import Check, Unavailable
 
     lowerable = {b.name for b in default_registry() if b.lower_check().ok}
     others = [Unavailable(b.name, Check(False, supported(Target((b.name,), b.default_precision))[1]), requested=False)
@@ -611,14 +403,18 @@ def default_targets() -> tuple[list[str], list]:
 
 def _target_words() -> list[str]:
     """Each backend's language-model precisions as targets (its default precision bare)."""
-    return [b.name if p is b.default_precision else f"{b.name}:{p.value}" for b in _llm_backends() for p in b.llm_precisions]
+    return [b.name if p is b.default_precision else f"{b.name}:{p.value}" for b in llm_backends() for p in b.llm_precisions]
 
 
 def _lower(exported, backend, precision: Precision, spec: ModelSpec, reference: dict, timed):
-    from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.exir import (
+        EdgeCompileConfig,
+        ExecutorchBackendConfig,
+        to_edge_transform_and_lower,
+    )
     from executorch.exir.passes import MemoryPlanningPass
 
-    from ..stages.lower import delegation_of, program_delegates, program_operators
+    from ..stages.lower import delegation_of
 
     length = max_seq_len(spec)
     methods = {
@@ -648,8 +444,6 @@ def ship_tokenizer(reference: dict, spec: ModelSpec, dest: Path) -> dict | None:
     """The tokenizer beside the program: Hugging Face's files in ``<model>-tokenizer/``, and
     the vocabulary and special tokens as the executorch_flutter app reads them
     (``<model>_vocab.json``, ``<model>_tokenizer_config.json``); paths relative to the manifest."""
-    import shutil
-
     from ..core.io import write_atomic
 
     source = reference.get("tokenizer")
@@ -696,12 +490,10 @@ def tokenizer_kind(folder: Path) -> dict:
 def _generate(path: Path, reference_path: str, backend, timeout: float, timed) -> dict:
     """The child's proof of the program at ``path``: a crash, or a program that does not load
     or run, fails the row (RUN_FAILED, LOAD_FAILED)."""
-    from ..runtime.isolate import ChildCrashed, IsolatedRuntime
-
     try:
         with IsolatedRuntime(timeout=timeout) as child:
-            reply = timed(Stage.VERIFY, lambda: child.request(
-                "generate", path=str(path), reference=reference_path, dynamic=backend.llm_dynamic_shapes))
+            reply = timed(Stage.VERIFY, lambda: child.call(
+                generate, path=str(path), reference=reference_path, dynamic=backend.llm_dynamic_shapes))
     except ChildCrashed as exc:
         raise StageFailed(Status.RUN_FAILED, RuntimeError(f"the runtime crashed generating: {exc}")) from exc
     if not reply["ok"]:
@@ -717,10 +509,7 @@ def generate(req: dict) -> dict:
     text from position 0 (perplexity, prefill tokens/s)."""
     import torch
 
-    from ..stages.verify import compare
 
-    from ..core import system
-    from ..runtime.host import execute_in_place, load_forward, load_runtime
 
     ref = torch.load(req["reference"], weights_only=True)
     reset = system.reset_peak_rss()  # the peak RSS from here on: this program alone, where the OS can say it

@@ -25,7 +25,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         sub = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
         if sub is not None and message.startswith("the following arguments are required") \
-                and (sub.metavar or sub.dest) in message:
+                and str(sub.metavar or sub.dest) in message:  # a subparsers' metavar is one word
             message = f"{self.prog} needs a command: {', '.join(sub.choices)}"
         raise UsageError(f"{message} (see {self.prog} --help)")
 
@@ -58,8 +58,10 @@ def command_parsers(parser: argparse.ArgumentParser, args) -> list[argparse.Argu
     chain = [parser]
     while True:
         sub = next((a for a in chain[-1]._actions if isinstance(a, argparse._SubParsersAction)), None)
-        name = getattr(args, sub.dest, None) if sub is not None else None
-        if name not in (sub.choices if sub is not None else {}):
+        if sub is None:
+            return chain
+        name = getattr(args, sub.dest, None)
+        if name not in sub.choices:
             return chain
         chain.append(sub.choices[name])
 

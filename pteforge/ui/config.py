@@ -2,7 +2,7 @@
 
 The file holds the same options as the command line, under the flags' names
 (``base-url`` or ``base_url``), at its top level — or under ``[tool.pteforge]`` in a
-``pyproject.toml``. Its paths are read from its own directory (``_relative_to``).
+``pyproject.toml``. Its paths are read from its own directory (``_resolve_paths``).
 Without ``-c``, the nearest such file is read (``discover``), and the run says so.
 Flags given on the command line override the file. An unknown key or a value of the
 wrong type is one error line naming the key and its line.
@@ -11,25 +11,39 @@ wrong type is one error line naming the key and its line.
 from __future__ import annotations
 
 import re
-try:
+import sys
+
+from ..families import families
+
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # Python 3.10: the same parser, before it joined the standard library
+else:  # Python 3.10: the same parser, before it joined the standard library
     import tomli as tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AliasChoices, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
 
 from ..core.errors import UsageError
+from ..core.registry import closest
+from ..core.request import first_duplicate
 
 
-def _listed(value):
+def _as_list(value):
     """A string where a list is expected is a list of one (``backends = "xnnpack"``), as
     the flag takes one value."""
     return [value] if isinstance(value, str) else value
 
 
-Strings = Annotated[list[str] | None, BeforeValidator(_listed)]
+Strings = Annotated[list[str] | None, BeforeValidator(_as_list)]
 
 
 def _shapes(value):
@@ -42,7 +56,7 @@ def _shapes(value):
         return [",".join(map(str, value))]
     if isinstance(value, list):
         return [",".join(map(str, v)) if dims(v) else v for v in value]
-    return _listed(value)
+    return _as_list(value)
 
 
 class ModelTable(BaseModel):
@@ -66,7 +80,7 @@ class ModelTable(BaseModel):
 
 def _tables(value):
     """``model`` as strings, ``[[model]]`` tables (with dashed keys), or both."""
-    value = _listed(value)
+    value = _as_list(value)
     if isinstance(value, list):
         return [{k.replace("-", "_"): v for k, v in item.items()} if isinstance(item, dict) else item for item in value]
     return value
@@ -88,11 +102,9 @@ def _key_type(option):
 def _export_options() -> type[BaseModel]:
     """The keys a config file may hold: each export option's (``options.py``), named as its
     flag, with its other flags' names as other spellings (``platform`` for ``target``)."""
-    from pydantic import create_model
-
     from ..core.options import OPTIONS
 
-    keys = {o.name: (_key_type(o), Field(None, validation_alias=AliasChoices(o.name, *o.aliases)) if o.aliases else None)
+    keys: dict[str, Any] = {o.name: (_key_type(o), Field(None, validation_alias=AliasChoices(o.name, *o.aliases)) if o.aliases else None)
             for o in OPTIONS if o.file}
     return create_model("ExportOptions", __config__=ConfigDict(extra="forbid"), **keys)
 
@@ -103,11 +115,7 @@ ExportOptions = _export_options()
 def export_file() -> type[BaseModel]:
     """``ExportOptions`` plus one key per task family: a list of its models, or true for
     its default model (as the bare flag)."""
-    from pydantic import create_model
-
-    from ..families import families
-
-    words = {fam.word.replace("-", "_"): (Annotated[list[str] | bool | None, BeforeValidator(_listed)], None)
+    words: dict[str, Any] = {fam.word.replace("-", "_"): (Annotated[list[str] | bool | None, BeforeValidator(_as_list)], None)
              for fam in families() if fam.models}
     return create_model("ExportFile", __base__=ExportOptions, **words)
 
@@ -141,8 +149,8 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
     ``choices`` (destination -> the flag's choices) does not hold, or a task ``--task`` does
     not take, is an error naming it and its line, at the top level or in a ``[[model]]`` table."""
     path = Path(path)
-    text = _text(path)
-    table, prefix = _options(path, _toml(path, text))
+    text = _read_text(path)
+    table, prefix = _options(path, _parse_toml(path, text))
     if table is None:
         raise UsageError(f"{path} has no [tool.pteforge] table", fix="add [tool.pteforge] with the export options")
     table = {key.replace("-", "_"): value for key, value in table.items()}
@@ -155,7 +163,7 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
     try:
         parsed = schema.model_validate(table)
     except ValidationError as exc:
-        raise _refusal(exc, path, text, prefix, schema) from None
+        raise _explain_refusal(exc, path, text, prefix, schema) from None
     values = parsed.model_dump(exclude_none=True)
     choices = {**(choices or {}), "task": _tasks()}
     for dest, allowed in choices.items():
@@ -169,10 +177,10 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
             values[family] = []
         elif values.get(family) is False:
             values.pop(family)
-    return _relative_to(path.parent, values)
+    return _resolve_paths(path.parent, values)
 
 
-def _text(path: Path) -> str:
+def _read_text(path: Path) -> str:
     """``path``'s text (TOML is UTF-8); one error line naming the file (and the line) when
     it cannot be read."""
     try:
@@ -187,7 +195,7 @@ def _text(path: Path) -> str:
                          fix=f"save the file as UTF-8 text, or remove that byte from line {line}") from None
 
 
-def _toml(path: Path, text: str) -> dict:
+def _parse_toml(path: Path, text: str) -> dict:
     """``text`` parsed; invalid TOML is one error line naming the file and the line
     (tomllib's "(at line N, column M)", or the file's last line at "end of document")."""
     try:
@@ -197,7 +205,7 @@ def _toml(path: Path, text: str) -> dict:
         at = re.search(r"\s*\(at line (\d+), column (\d+)\)", message)
         end = re.search(r"\s*\(at end of document\)", message)
         line = int(at.group(1)) if at else max(len(text.splitlines()), 1)
-        cause = message[:(at or end).start()] if at or end else message
+        cause = message[:found.start()] if (found := at or end) else message
         column = f", column {at.group(2)}" if at else " (the file ends inside it)" if end else ""
         fix = ("that key is set twice: keep one of them" if cause.startswith("Cannot overwrite") else
                "fix the TOML syntax of that line" + (": strings take quotes, e.g. backends = [\"xnnpack\"]"
@@ -206,10 +214,9 @@ def _toml(path: Path, text: str) -> dict:
 
 
 def _tasks() -> list[str]:
-    """The words ``--task`` takes (``custom.as_task``): the app's tasks that a family with its
+    """The words ``--task`` takes (``models.task.as_task``): the app's tasks that a family with its
     preprocessing does, then each family's category."""
-    from ..families import families
-    from ..models.custom import TASKS
+    from ..models.task import TASKS
 
     fams = families()
     words = [t for t in TASKS if any(f.task == TASKS[t] and f.preprocessing is not None for f in fams)]
@@ -219,8 +226,7 @@ def _tasks() -> list[str]:
 def _not_one_of(value, allowed: list, key: str = "") -> str:
     """``'clasification' is not one of ...; did you mean classification?`` (a task: the app's
     tasks, then the families' categories, as ``--task``'s help says them)."""
-    from ..core.registry import closest
-    from ..models.custom import TASKS
+    from ..models.task import TASKS
 
     hint = closest(value, [str(a) for a in allowed]) if isinstance(value, str) else None
     words = [str(a) for a in allowed]
@@ -242,11 +248,12 @@ def _check_tables(path: Path, text: str, prefix: str, values: dict, choices: dic
                 raise UsageError(f"{_table_line(path, text, prefix + 'model', number, key)}: [[{prefix}model]] table "
                                  f"{number}: {key.replace('_', '-')} has a wrong value: {_not_one_of(value, choices[key], key)}",
                                  fix="use one of those values")
-    names = [_model_name(entry, values.get("name")) for entry in entries]
-    for later, name in enumerate(names):
-        first = next((i for i in range(later) if name and names[i] == name and entries[i] != entries[later]), None)
-        if first is None or not any(isinstance(entries[i], dict) for i in (first, later)):
-            continue  # plain --model strings: the export names them (api._check_names)
+    # plain --model strings: the export names them (run.checks.check_run)
+    pair = first_duplicate(entries, lambda entry: _model_name(entry, values.get("name")),
+                           lambda a, b: isinstance(a, dict) or isinstance(b, dict))
+    if pair is not None:
+        first, later = pair
+        name = _model_name(entries[later], values.get("name"))
         table = later if isinstance(entries[later], dict) else first
         key = "name" if entries[table].get("name") else None
         both = (f"[[{prefix}model]] tables" if all(isinstance(entries[i], dict) for i in (first, later))
@@ -258,9 +265,9 @@ def _check_tables(path: Path, text: str, prefix: str, values: dict, choices: dic
 
 
 def _model_name(entry, given: str | None) -> str | None:
-    """The name a ``model`` entry exports under (``custom.factory_spec``, ``custom_spec``):
+    """The name a ``model`` entry exports under (``models.factory.factory_spec``, ``models.own.custom_spec``):
     its table's ``name``, the top level's, its factory's or its file's; None if unknown."""
-    from ..models.custom import factory_name, parse_factory
+    from ..models.factory import factory_name, parse_factory
 
     ref = entry.get("source") if isinstance(entry, dict) else entry
     name = (entry.get("name") if isinstance(entry, dict) else None) or given
@@ -276,9 +283,8 @@ def _model_name(entry, given: str | None) -> str | None:
     return Path(ref).stem
 
 
-def _refusal(exc: ValidationError, path: Path, text: str, prefix: str, schema) -> UsageError:
+def _explain_refusal(exc: ValidationError, path: Path, text: str, prefix: str, schema) -> UsageError:
     """The first thing wrong in the file, in one line naming its key (and its [[model]] table)."""
-    from ..core.registry import closest
 
     errors = exc.errors()
     err = errors[0]
@@ -325,15 +331,15 @@ def _table_line(path: Path, text: str, name: str, number: int, key: str | None =
     return f"{path}:{starts[number - 1]}"
 
 
-def _relative_to(base: Path, values: dict[str, Any]) -> dict[str, Any]:
+def _resolve_paths(base: Path, values: dict[str, Any]) -> dict[str, Any]:
     """The file's paths read from its own directory, as ruff and pytest read theirs, so a
     file found from a subdirectory means what it says: the options that are paths
     (``Option.path``: ``out``, ``calibration``, ``publish``, ``labels-file``, ``weights``
     (a state dict)) and the files among ``model`` (``nets.py:net``, ``model.pt2``);
     ``package.module:factory`` references are imported from the current directory, then
     from the file's (``cli._with_config``)."""
-    from ..models.custom import FILE_SUFFIXES
     from ..core.options import OPTIONS
+    from ..models.own import FILE_SUFFIXES
 
     def here(value: str) -> str:
         path = Path(value).expanduser()  # no shell expands a ~ written in the file

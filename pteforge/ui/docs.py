@@ -6,6 +6,8 @@ from pathlib import Path
 
 from ..backends import availability, default_registry
 from ..backends.base import Backend
+from ..core.io import write_atomic
+from ..runtime.host import Host, recorded_runtimes
 
 _QUANTIZED_SAMPLE = """
 # {title} takes int8: quantize with its PT2E quantizer first
@@ -132,8 +134,6 @@ def hosts_page() -> str:
     """``index.md``: per backend, whether it lowers and whether its programs run on each host
     OS, from the backends' declared lowering hosts and each OS's recorded ExecuTorch wheel
     (the same answers as ``pteforge backends --host OS``, without this machine's own checks)."""
-    from ..runtime.host import Host, recorded_runtimes
-
     runtimes = recorded_runtimes()
     hosts = {os: Host.recorded(os) for os in HOST_OSES}
     lines = [
@@ -166,8 +166,6 @@ def hosts_page() -> str:
 
 
 def write_docs(directory: Path, host) -> list[Path]:
-    from ..core.io import write_atomic
-
     written = [Path(directory) / "index.md"]
     write_atomic(written[0], hosts_page())
     for backend in default_registry():

@@ -8,24 +8,38 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
 import sys
 import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+if TYPE_CHECKING:
+    from rich.status import Status as RichStatus
+
+from ..backends import default_registry
 from ..core.result import Record, Stage, Status, accuracy_text, estimate_text, proof_counts
+from ..core.spec import WEIGHTS_PRETRAINED
+from ..families import family
+from ..run.workers import CLUSTER_LOST, RESUME
 from ..core.units import pct, size_text
 
 def _generation_proof(r: Record, proof: str) -> str:
     """A language model's clause: what its proof and speed say, and what its tokenizer is."""
+    generation = r.generation or {}  # the caller's row has one
     if r.status is Status.VERIFIED:
         from ..text.llm import describe
 
-        proof = f"verified: {describe(r.generation)}"
-    tokenizer = r.generation.get("tokenizer")
+        proof = f"verified: {describe(generation)}"
+    tokenizer = generation.get("tokenizer")
     if not tokenizer:
         return proof + "; no tokenizer shipped (none with the checkpoint: an app has nothing to encode text with)"
     return proof + (f"; {tokenizer['appNote']}" if tokenizer.get("appNote") else "")
@@ -51,13 +65,11 @@ def _spread(numbers) -> str:
     return f"{numbers['p10_ms']:.2f}–{numbers['p90_ms']:.2f}" if "p10_ms" in numbers and "p90_ms" in numbers else ""
 
 
-def fitted(console: Console, title: str, rows: list[dict], wrap=(), drop=()) -> Table:
+def fit_table(console: Console, title: str, rows: list[dict], wrap=(), drop=()) -> Table:
     """A table of ``rows`` (column name → text) no wider than ``console``, words never
     broken: columns with no value are left out, then the columns of ``drop`` in order until
     its narrowest layout fits (the caption names them; ``--json`` has every field). Columns
     of ``wrap`` wrap between words; the others keep their text on one line."""
-    from rich.cells import cell_len
-
     columns = [c for c in (rows[0] if rows else {}) if any(r[c] for r in rows)]
 
     def least(c: str) -> int:
@@ -91,10 +103,8 @@ def fitted(console: Console, title: str, rows: list[dict], wrap=(), drop=()) -> 
     return table
 
 
-def _by_reason(results) -> dict[str, list[str]]:
+def _group_by_reason(results) -> dict[str, list[str]]:
     """Files by the reason they were not run, each reason once."""
-    from pathlib import Path
-
     grouped: dict[str, list[str]] = {}
     for r in results:
         grouped.setdefault(r.reason or "no reason given", []).append(Path(r.file).name)
@@ -108,8 +118,6 @@ PACE_S, PACE_CORES = 68.3 / 12, 2
 def estimate(jobs) -> str:
     """A rough time for a run's jobs (``plan``), from the measured pace of a small vision
     model, said to be rough; cached jobs take no time."""
-    import os
-
     count = sum(len(targets) - held for m, targets, held in jobs if m.task != "text-generation")
     llms = [m.name for m, _, _ in jobs if m.task == "text-generation"]
     seconds = count * PACE_S * PACE_CORES / max(min(os.cpu_count() or 1, 8), 1)
@@ -143,8 +151,6 @@ def _arm64_text(r: Record) -> str:
 def _held_back(r: Record) -> str:
     """Why a written row is not offered to the app, as a clause ("" when it is): no build of
     the app loads its backend, or it is below its accuracy budget."""
-    from ..backends import default_registry
-
     registry = default_registry()
     if r.status.ok and r.backends[0] in registry and not registry.get(r.backends[0]).app_platforms():
         return "; not offered to the app (no build of it links this backend: manifest notForApp)"
@@ -174,7 +180,7 @@ class Reporter:
 
     def __init__(self, console: Console):
         self.console = console
-        self.status = None
+        self.status: RichStatus | None = None  # the spinner, on a terminal (UI.progress)
         self.t0 = time.perf_counter()
         self.prefixes: dict[str, str] = {}  # model -> "[i/n] model" (jobs of several models interleave)
 
@@ -225,7 +231,7 @@ class Renderer:
         self.err = _console(stderr=True)
         self.accuracy_report = False  # export --accuracy-report: every quantized row's worst layers
 
-    def final(self, line: str, failed: list[str] = ()) -> None:
+    def final(self, line: str, failed: Sequence[str] = ()) -> None:
         """The command's last line: printed as part of its output, and with -q after one
         line per file that failed, mismatched or missed its accuracy budget (``failed``)."""
         if self.quiet and not self.json:
@@ -236,8 +242,6 @@ class Renderer:
     def document(self, data) -> None:
         """``--json``: the command's one JSON document on stdout."""
         if self.json:
-            import json
-
             sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
     def error(self, line: str) -> None:
@@ -274,8 +278,6 @@ class Renderer:
     def plan(self, jobs, plan, config) -> dict:
         """``--dry-run``: the run's jobs, (model, its targets, how many the cache holds) as
         ``export`` makes them, and nothing done."""
-        from ..core.spec import WEIGHTS_PRETRAINED
-
         models, count = [spec for spec, _, _ in jobs], sum(len(targets) for _, targets, _ in jobs)
         cached = sum(held for _, _, held in jobs)
         self.out.print(f"Plan: {len(models)} model(s), {count} job(s)" + (f" ({cached} from the cache)" if cached else "")
@@ -336,9 +338,9 @@ class Renderer:
             if failed:
                 self.out.print(f"⚠️  Failed {failed} backend(s):")
                 for r in bad:
-                    extra = f" ({self._artifact_line(r)})" if r.artifact else ""
+                    made = f" ({self._artifact_line(r)})" if r.artifact else ""
                     fix = f" — fix: {r.fix}" if r.fix else ""
-                    self.out.print(f"   • {r.target}: {r.status.value}: {r.reason}{extra}{fix}")
+                    self.out.print(f"   • {r.target}: {r.status.value}: {r.reason}{made}{fix}")
                     self._accuracy(r)
                 for u in result.unavailable:
                     self.out.print(f"   • {u.target}: UNAVAILABLE: {u.check.reason}")
@@ -352,7 +354,6 @@ class Renderer:
             self.out.print("\nNo manifest written: no target produced an artifact (the reasons are above)")
         if result.log and any(not r.status.ok for r in result.records):
             self.out.print(f"What libraries printed in this run (warnings, native logs): {result.log}")
-        from ..run.workers import CLUSTER_LOST, RESUME
 
         lost = [r for r in result.records if r.reason and r.reason.startswith(CLUSTER_LOST)]
         if lost:
@@ -380,8 +381,6 @@ class Renderer:
     def _artifact_line(r: Record) -> str:
         if r.artifact is None:
             return f"{r.target}: {r.status.value}"
-        from pathlib import Path
-
         d = r.artifact.delegation
         sqnr = f": SQNR {r.verification.sqnr_db:.1f} dB" if r.verification and r.verification.sqnr_db is not None else ""
         proof = {
@@ -437,8 +436,6 @@ class Renderer:
         )
 
     def backends_table(self, rows, on: str | None = None) -> None:
-        from ..backends import default_registry
-
         registry = default_registry()
         where = f"on {on}" if on else "here"
         title = "ExecuTorch backends" + (f" on a {on} host (its ExecuTorch wheel's recorded runtime)" if on else "")
@@ -451,20 +448,16 @@ class Renderer:
                 f"lowers {where}": "✓" if a.lower.ok else f"✗ {a.lower.reason}" + (f" — {a.lower.fix}" if a.lower.fix else ""),
                 f"runs {where}": "✓" if a.run.ok else f"✗ {a.run.reason}",
             })
-        self.out.print(fitted(self.out, title, cells, wrap=("platforms", "hardware", "precisions", f"lowers {where}",
+        self.out.print(fit_table(self.out, title, cells, wrap=("platforms", "hardware", "precisions", f"lowers {where}",
                                                               f"runs {where}"), drop=("hardware", "precisions", "platforms")))
         self.out.print("* default precision")
 
     def models_table(self, specs) -> None:
-        from ..families import family
-
         rows = [{"model": s.name, "category": s.family, "task": s.task, "input": "x".join(map(str, s.inputs[0].shape)),
                  "outputs": family(s.family).outputs, "labels": s.labels or ""} for s in specs]
-        self.out.print(fitted(self.out, "Model catalog", rows, wrap=("outputs",), drop=("labels", "outputs", "category")))
+        self.out.print(fit_table(self.out, "Model catalog", rows, wrap=("outputs",), drop=("labels", "outputs", "category")))
 
     def validation_table(self, results, report_path) -> None:
-        from pathlib import Path
-
         rows = []
         device = [r for r in results if Status(r.status) is Status.NOT_RUNNABLE_HERE]
         # run ones first (proven, then failed); those that need a device fold into a line per reason
@@ -488,9 +481,9 @@ class Renderer:
                 "ms/image": f"{sum(times) / len(times):.1f}" if times else "", "on the first photo": what,
             })
         if rows:
-            self.out.print(fitted(self.out, "Validation on real images", rows, wrap=("status", "delegates", "on the first photo"),
+            self.out.print(fit_table(self.out, "Validation on real images", rows, wrap=("status", "delegates", "on the first photo"),
                                   drop=("on the first photo", "delegates", "ms/image", "export's inputs SQNR dB")))
-        for reason, files in _by_reason(device).items():
+        for reason, files in _group_by_reason(device).items():
             self.out.print(f"not run here ({len(files)}): {', '.join(files)}: {reason}")
         self.out.print(proof_counts(results))
         self.out.print(f"Report: {report_path}")
@@ -507,8 +500,6 @@ class Renderer:
             self.out.print(f"✗ no artifact of {sel.model} for {where}")
 
     def bench_table(self, results) -> None:
-        from pathlib import Path
-
         # measured rows first, then failures; those not runnable here fold into a line per reason
         device = [r for r in results if r.status is Status.NOT_RUNNABLE_HERE]
         shown_rows = sorted((r for r in results if r not in device), key=lambda r: r.status is not None)
@@ -527,22 +518,22 @@ class Renderer:
             }
 
         rows = [cells(r) for r in shown_rows if r.status is None]
-        table = fitted(self.out, "Benchmark on this host (ms)", rows,
+        table = fit_table(self.out, "Benchmark on this host (ms)", rows,
                        drop=("threads", "1st run", "RSS MB", "load", "p10–p90", "vs eager"))
         if rows:
             self.out.print(table)
-        for of in sorted({(r.onnxruntime or {}).get("of") for r in shown_rows} - {None}):  # an ONNX file's own
+        for of in sorted({o for r in shown_rows if (o := (r.onnxruntime or {}).get("of")) is not None}):  # an ONNX file's own
             self.out.print(f"ORT p50 of {', '.join(Path(r.file).name for r in shown_rows if (r.onnxruntime or {}).get('of') == of)}: "
                            f"ONNX Runtime on {of}; eager p50: its PyTorch import")
         for r in shown_rows:
             if r.status is not None:
                 self.out.print(f"✗ {Path(r.file).name}: {r.status.value}: {r.reason}")
-        for reason, files in _by_reason(device).items():
+        for reason, files in _group_by_reason(device).items():
             self.out.print(f"not run here ({len(files)}): {', '.join(files)}: {reason}")
         measured, simulated = sum(r.status is None for r in results), sum(r.simulated for r in results)
-        device = sum(r.status is Status.NOT_RUNNABLE_HERE and not r.simulated for r in results)
+        need_device = sum(r.status is Status.NOT_RUNNABLE_HERE and not r.simulated for r in results)
         self.out.print(f"{measured} timed on this host; {simulated} proven on reference simulators at export, which time "
-                       f"nothing; {device} need a device")
+                       f"nothing; {need_device} need a device")
         recorded = sorted({str(r.recorded_in) for r in results if r.recorded_in})
         if recorded:
             self.out.print(f"updated the bench numbers of {sum(r.recorded_in is not None for r in results)} entries in "

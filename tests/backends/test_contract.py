@@ -55,7 +55,7 @@ PRECISIONS = [
 
 @pytest.fixture(scope="module")
 def weighty_capture(tmp_path_factory):
-    from pteforge.models.custom import factory_spec
+    from pteforge.models.factory import factory_spec
     from pteforge.stages.capture import capture
 
     spec = factory_spec("tiny_models:weighty", (InputSpec((1, 3, 16, 16)),), name="weighty")
@@ -70,7 +70,7 @@ _records: dict[str, object] = {}
 
 def _export(target, weighty_capture):
     """Each target of the weighty model is lowered once per session (fp32 references are shared)."""
-    from pteforge.run.pipeline import export_target
+    from pteforge.stages.pipeline import export_target
 
     if target.name not in _records:
         spec, cap, config = weighty_capture
@@ -138,8 +138,8 @@ def test_a_model_in_half_precision_lowers_to_core_ml(tmp_path):
     import coremltools as ct
     from executorch.backends.apple.coreml.compiler import CoreMLBackend
 
-    from pteforge.models.custom import factory_spec
-    from pteforge.run.pipeline import export_target
+    from pteforge.models.factory import factory_spec
+    from pteforge.stages.pipeline import export_target
     from pteforge.core.spec import Precision
     from pteforge.stages.capture import capture
 

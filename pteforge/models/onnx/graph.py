@@ -6,12 +6,19 @@ original's outputs (``checked``)."""
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from ..core.spec import InputSpec
+import numpy as np
+import onnx
+import onnxruntime
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from ...core.spec import InputSpec
 
 log = logging.getLogger(__name__)
 
@@ -21,9 +28,6 @@ def fixed(model, inputs: tuple[InputSpec, ...]):
     scalar inputs given a value held at it (a constant): what its shape computations
     (YOLO's anchors from ``Shape``/``Range``, a recognizer's sequence length) and branches
     on a sample rate need to be folded to constants before the import."""
-    import numpy as np
-    import onnx
-
     by_name = {i.name: i for i in inputs if i.name}
     if not by_name:
         return model
@@ -53,8 +57,6 @@ def plain_names(model):
     fused TensorFlow ops' names with ';' (basic-pitch's ``model_1/.../strided_slice;...``),
     which ``torch.export.load`` then split wrong ("expected metadata_split to return 3
     parts")."""
-    import re
-
     for node in model.graph.node:
         node.name = re.sub(r"[;,()\[\]]", "_", node.name)
     return model
@@ -65,8 +67,6 @@ def outputs_by_identity(model):
     final state, a Split's part) made by an Identity of it: onnx2torch returned such a
     node's whole tuple as that output (a model returning an LSTM's ``hn`` and ``cn`` gave
     4 outputs for 3)."""
-    from onnx import helper
-
     model = _copy(model)
     returned = {o.name for o in model.graph.output}
     extra = []
@@ -86,9 +86,6 @@ def seeded_feeds(model, seed: int = 0) -> dict:
     dynamic dim, which ``fixed`` has not fixed, is 1): floats from a normal distribution,
     integers in [0, 10) (a valid index into any embedding or gather of 10 rows), as
     pteforge's seeded inputs are."""
-    import numpy as np
-    from onnx import helper
-
     rng = np.random.default_rng(seed)
     weights = {init.name for init in model.graph.initializer}
     feeds = {}
@@ -110,7 +107,6 @@ def checked(candidate, original, feeds: dict):
     rounding), else None."""
     if candidate is None:
         return None
-    import numpy as np
 
     try:
         before, after = (ort_session(m).run(None, feeds) for m in (original, candidate))
@@ -126,8 +122,6 @@ def checked(candidate, original, feeds: dict):
 
 
 def ort_session(model):
-    import onnxruntime
-
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -161,8 +155,6 @@ def folded_by_onnxruntime(model):
     (``F.pad``: ConstantOfShape, Concat, Slice) and the anchors a detector computes from
     its (now fixed) input shape into constants ``with_constant_arguments`` then takes.
     None when ONNX Runtime cannot (or crashes), or leaves an operator of its own."""
-    import onnx
-
     with tempfile.TemporaryDirectory(prefix="pteforge-onnx-") as tmp:
         source, target = Path(tmp) / "model.onnx", Path(tmp) / "folded.onnx"
         try:
@@ -190,9 +182,6 @@ def taken_branches(model, rounds: int = 16):
     """``model`` with each ``If`` whose condition its constants decide (``Equal(sr, 16000)``
     once ``sr`` is held) replaced by the branch it takes, until none is left to decide;
     the nodes a branch brings may decide further ones (silero-vad's 25 nested Ifs)."""
-    import numpy as np
-    from onnx import helper, numpy_helper
-
     if not any(node.op_type == "If" for node in model.graph.node):
         return model  # nothing to decide: the graph is not even copied
     model = _copy(model)
@@ -229,8 +218,6 @@ def taken_branches(model, rounds: int = 16):
 
 
 def _copy(model):
-    import onnx
-
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     return copy
@@ -246,9 +233,6 @@ def _numel(dims) -> int:
 def _evaluate(node, known: dict) -> dict | None:
     """``node``'s outputs from its constant inputs (ONNX's reference evaluator), when each
     is small; None when it cannot say."""
-    from onnx import helper
-    from onnx.reference import ReferenceEvaluator
-
     try:
         inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(known[name].dtype), None)
                   for name in node.input if name]

@@ -6,22 +6,26 @@ specs, a Record), so it can run in this process or in a worker process.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
-from ..backends import program_check
-from ..backends import default_registry
+from ..backends import default_registry, program_check
 from ..core.errors import one_line
-from ..runtime.pte import program_io
 from ..core.result import Artifact, Record, Stage, Status, verdict
-from ..core.spec import ExportConfig, ModelSpec, Target
-from ..stages.capture import Capture, capture
-from ..stages.lower import chain_precisions, fast_fx
+from ..core.spec import ExportConfig, JobConfig, ModelSpec, Target
+from ..runtime.host import host, load_runtime
+from ..runtime.pte import program_delegates, program_io, program_operators
+from .accuracy import per_layer, what_to_try, where_it_breaks
+from .capture import Capture, capture, variant_key
+from .lower import chain_precisions, fast_fx
+from .verify import compare, degenerate, image_agreement, run_program, verify_outputs
 
 StageCallback = Callable[[str], None]
 
@@ -59,7 +63,7 @@ def export_target(
     capture: Capture,
     spec: ModelSpec,
     target: Target,
-    config: ExportConfig,
+    config: ExportConfig | JobConfig,
     here=None,
     on_stage: StageCallback | None = None,
     steps: "type[Steps] | None" = None,
@@ -111,7 +115,7 @@ def _steps(job: "Steps", here) -> "Ending":
 
 def _fix_for(job: "Steps", failed: "StageFailed") -> str | None:
     """What to do about a failed stage, when pteforge can tell from what failed."""
-    if failed.status is Status.RUN_FAILED and getattr(failed.cause, "plain", False):  # stages/simulate.py
+    if failed.status is Status.RUN_FAILED and getattr(failed.cause, "plain", False):  # backends/toolkit/simulate.py
         return (f"the program fails on {job.primary.simulated_on} as it stands: try another backend or precision; "
                 "nothing was written")
     if job.target.precision.quantized and job.half:
@@ -142,7 +146,7 @@ class Steps:
 
     capture = staticmethod(capture)  # the model's one capture, in its own job
 
-    def __init__(self, capture: Capture, spec: ModelSpec, target: Target, config: ExportConfig, stage):
+    def __init__(self, capture: Capture, spec: ModelSpec, target: Target, config: ExportConfig | JobConfig, stage):
         registry = default_registry()
         self.capture, self.spec, self.target, self.config, self.stage = capture, spec, target, config, stage
         self.chain = [registry.get(name) for name in target.backends]
@@ -172,10 +176,8 @@ class Steps:
     def load(self):
         import torch
 
+        from ..models.factory import import_for_capture
         from ..stages import memo
-        from ..stages.capture import variant_key
-
-        from ..models.custom import import_for_capture
 
         precision = self.target.precision
         pt2 = self.capture.variants.get(variant_key(self.primary.name, precision), self.capture.pt2_path)
@@ -197,7 +199,7 @@ class Steps:
         return exported, plan, example
 
     def quantize(self, exported, plan, example):
-        from ..stages.quantize import calibration_set, quantize_shared
+        from .quantize import calibration_set, quantize_shared
 
         if plan.quantizer is None and plan.quantize is None:
             return exported
@@ -216,7 +218,7 @@ class Steps:
         return exported
 
     def lower(self, exported, plan):
-        from ..stages.lower import delegation_of, lower, program_delegates, program_operators
+        from .lower import delegation_of, lower
 
         try:
             edge = self.timed(Stage.LOWER, lambda: lower(exported, self.chain, self.target.precision, plan, self.config.fallback))
@@ -230,7 +232,7 @@ class Steps:
         except Exception as exc:
             raise StageFailed(Status.LOWER_FAILED, exc) from exc
         if self.primary.runtime_name in delegation.delegates_in_program:
-            from ..stages.simulate import delegate_payloads
+            from ..backends.toolkit.simulate import delegate_payloads
 
             self.record.estimates = self.primary.estimates(delegate_payloads(program.executorch_program,
                                                                               self.primary.runtime_name))
@@ -242,7 +244,7 @@ class Steps:
         returns how the row ends, and the eager reference when it was loaded."""
         import torch
 
-        from ..stages.simulate import simulators_for
+        from ..backends.toolkit.simulate import simulators_for
 
         config = self.config
         runnable = program_check(here, delegation.delegates_in_program, delegation.kernels)
@@ -264,9 +266,7 @@ class Steps:
 
     def _run(self, data: bytes, reference: dict, simulators) -> tuple[list, str]:
         """The program's outputs on the verification inputs and photos, and what ran it."""
-        from ..runtime.host import host, load_runtime
-        from ..stages.simulate import simulate
-        from ..stages.verify import run_program
+        from ..backends.toolkit.simulate import simulate
 
         inputs = reference["inputs"] + reference.get("images", [])
         if simulators is not None:
@@ -286,8 +286,6 @@ class Steps:
         return actual, f"this host's ExecuTorch runtime (executorch {_executorch_version()})"
 
     def _verify(self, data: bytes, delegation, reference: dict, simulators=None) -> Ending:
-        from ..stages.verify import degenerate, image_agreement, verify_outputs
-
         actual, method = self._run(data, reference, simulators)
         n = len(reference["inputs"])
         actual, on_images = actual[:n], actual[n:]
@@ -339,8 +337,6 @@ class Steps:
         """Where the quantized program loses against fp32, layer by layer, on the photos (or
         the verification inputs): the layers that lose most, by eager module, and what to
         try (stages/accuracy.py). A diagnosis only: when it fails, it says why."""
-        from ..stages.accuracy import per_layer, what_to_try, where_it_breaks
-
         photos = reference.get("images") or []
         inputs = [tuple(x) for x in (photos or reference["inputs"])][:2]  # two: the order of the layers is clear by then
         on = f"{len(inputs)} photo(s)" if photos else f"{len(inputs)} verification input(s)"
@@ -360,7 +356,6 @@ class Steps:
         (maxvit_t at int8 on random weights: 3.5 dB in PyTorch, 3.6 dB on XNNPACK)."""
         import torch
 
-        from ..stages.verify import compare
 
         try:
             module = self.quantized.module()
@@ -392,8 +387,6 @@ class Steps:
 
 
 def _executorch_version() -> str:
-    from importlib.metadata import version
-
     return version("executorch")
 
 
@@ -410,11 +403,9 @@ def lowering_key(target: Target) -> tuple:
     return tuple(b.lowering_key(at) for b, at in zip(chain, chain_precisions(chain, target.precision)))
 
 
-def same_program(record: Record, spec: ModelSpec, target: Target, config: ExportConfig) -> Record:
+def same_program(record: Record, spec: ModelSpec, target: Target, config: ExportConfig | JobConfig) -> Record:
     """``record`` (a finished job) for ``target``, whose lowering is the same: the program,
     and its bundle, are copied under ``target``'s name instead of lowered again."""
-    import copy
-
     from ..core.io import write_atomic
 
     rec = copy.deepcopy(record)
@@ -435,7 +426,10 @@ def bundled_program(program, reference: dict) -> bytes:
     """A BundledProgram: the program plus its verification inputs and eager outputs,
     so an app can self-test on the device."""
     from executorch.devtools import BundledProgram
-    from executorch.devtools.bundled_program.config import MethodTestCase, MethodTestSuite
+    from executorch.devtools.bundled_program.config import (
+        MethodTestCase,
+        MethodTestSuite,
+    )
     from executorch.devtools.bundled_program.serialize import (
         serialize_from_bundled_program_to_flatbuffer,
     )

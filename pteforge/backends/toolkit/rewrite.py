@@ -17,6 +17,7 @@ fp32 program is one XNNPACK subgraph.
 from __future__ import annotations
 
 import contextlib
+import math
 from math import prod
 
 
@@ -90,7 +91,7 @@ def means_as_linears(exported):
 
     if not any(n.target == torch.ops.aten.mean.dim for n in exported.graph.nodes):
         return exported
-    from .memo import still_decomposed
+    from .decomposed import still_decomposed
 
     rewritten = exported.run_decompositions({torch.ops.aten.mean.dim: _mean_of_last_dim})
     _fold(rewritten)  # the averaging weights: XNNPACK's linear takes constant weights only
@@ -169,7 +170,10 @@ def fold_constants():
     ``_GROWTH`` times larger than the constants it is made from (past 1 MiB), so
     folding never swells the program (an expand of a weight stays an expand).
     """
-    from executorch.exir.pass_base import ExportedProgramPassBase, ExportedProgramPassResult
+    from executorch.exir.pass_base import (
+        ExportedProgramPassBase,
+        ExportedProgramPassResult,
+    )
 
     class FoldConstants(ExportedProgramPassBase):
         def call(self, exported):
@@ -883,8 +887,6 @@ def _attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=No
     exactly as for -inf) and such rows are multiplied by 0. With a mask that is a
     constant (a text encoder without an attention mask input) that factor folds away.
     """
-    import math
-
     import torch
 
     batch, (seq_q, e), (seq_k, ev) = q.shape[:-2], q.shape[-2:], v.shape[-2:]

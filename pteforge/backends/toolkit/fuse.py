@@ -22,6 +22,7 @@ program, where quantize and dequantize nodes stand between them, is left as it i
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 _TOLERANCE = 1e-6
@@ -30,8 +31,6 @@ _TOLERANCE = 1e-6
 def fused(exported):
     """``exported`` with each pattern above as its one operator: a new program where there
     is one, ``exported`` itself where there is none."""
-    import copy
-
     rules = ((_hardswish_input, _hardswish), (_one_hot_product, _lookup))
     values = _constant_values(exported)
     if not any(find(n, values) is not None for n in exported.graph.nodes for find, _ in rules):

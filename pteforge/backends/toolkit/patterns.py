@@ -13,7 +13,7 @@ The operators are kept per pattern set under a key of the ExecuTorch and torch v
 and the pattern modules' source, in the cache directory (``PTEFORGE_CACHE_DIR``). pteforge
 ships them for the versions it is locked to (``pteforge/data/patterns.json``, under the
 same keys), so a machine's first run does not make them either; other versions make
-them once. ``python -m pteforge.stages.patterns`` prints that file again, made from the
+them once. ``python -m pteforge.backends.toolkit.patterns`` prints that file again, made from the
 installed ExecuTorch.
 
 Core ML's quantizer is the same, pattern by pattern: each of its annotators builds its
@@ -29,9 +29,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import inspect
 import json
 from collections.abc import Callable
+from importlib.metadata import version as installed
 from pathlib import Path
+
+from ...patches.executorch_patches import replaced_in_executorch as replaced
 
 
 def op_names(graph_module) -> set[str]:
@@ -80,13 +84,13 @@ def needed(module, build: Callable[[], list], name: str = "") -> list[frozenset[
             return [frozenset(o) for o in ops]
     # none kept or shipped for these versions, or a damaged file: learned again from the graphs
     ops = [sorted(op_names(graph)) for graph in build()]
-    from ..core.io import keep
+    from ...core.io import keep
 
     keep(path, json.dumps(ops))  # or, in a cache that cannot be written, built again next time
     return [frozenset(o) for o in ops]
 
 
-SHIPPED = Path(__file__).parent.parent / "data" / "patterns.json"
+SHIPPED = Path(__file__).parents[2] / "data" / "patterns.json"
 
 
 @functools.cache
@@ -99,27 +103,14 @@ def _shipped() -> dict:
 
 
 def _path(module, name: str) -> Path:
-    from importlib.metadata import version as installed
-
     import torch
 
-    from ..core.io import cache_root
+    from ...core.io import cache_root
 
     source = Path(module.__file__).read_bytes()
     version = installed("executorch")
     key = hashlib.sha256(b"\0".join([version.encode(), torch.__version__.encode(), source])).hexdigest()[:24]
     return cache_root() / "patterns" / f"{module.__name__}{'.' + name if name else ''}-{key}.json"
-
-
-@contextlib.contextmanager
-def replaced(obj, attr: str, value):
-    """``obj.attr`` is ``value`` inside."""
-    real = getattr(obj, attr)
-    setattr(obj, attr, value)
-    try:
-        yield
-    finally:
-        setattr(obj, attr, real)
 
 
 @contextlib.contextmanager
@@ -186,8 +177,6 @@ def pattern_key(module, pattern, example_inputs, args=(), kwargs=None) -> str | 
     to and their other attributes, the example inputs' shapes and dtypes and the other
     arguments; None when one of them is not plain (a tensor's values, an object, a
     pattern with state of its own: the pattern is then built)."""
-    import inspect
-
     import torch
 
     mro = type(pattern).__mro__
@@ -269,7 +258,7 @@ def _keyed(table) -> dict[str, list[str]]:
 def _learn(path: Path, learned: dict[str, list[str]]) -> None:
     from filelock import FileLock
 
-    from ..core.io import keep
+    from ...core.io import keep
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -305,7 +294,7 @@ def pattern_keys(module, attr: str, run: Callable[[], object],
 def pattern_sets() -> list[tuple]:
     """(module, build, name) of every pattern set pteforge makes only where it can match:
     each backend's own (``Backend.pattern_sets``)."""
-    from ..backends import default_registry
+    from ...backends import default_registry
 
     return [s for backend in default_registry() for s in backend.pattern_sets()]
 
@@ -313,12 +302,12 @@ def pattern_sets() -> list[tuple]:
 def keyed_pattern_sets() -> list[tuple]:
     """(module, attr, run) of every builder pteforge calls only for patterns that can match:
     each backend's own (``Backend.keyed_pattern_sets``)."""
-    from ..backends import default_registry
+    from ...backends import default_registry
 
     return [s for backend in default_registry() for s in backend.keyed_pattern_sets()]
 
 
-def made_now(keyed: Callable[[str], bool] = lambda key: True) -> dict[str, list[list[str]] | dict]:
+def make_table(keyed: Callable[[str], bool] = lambda key: True) -> dict[str, list[list[str]] | dict]:
     """What ``SHIPPED`` holds for the installed versions, made from the pattern graphs
     (of the keyed ones, those ``keyed(key)`` says; the others' keys map to None)."""
     made: dict = {_path(module, name).stem: [sorted(op_names(graph)) for graph in build()]
@@ -329,4 +318,4 @@ def made_now(keyed: Callable[[str], bool] = lambda key: True) -> dict[str, list[
 
 
 if __name__ == "__main__":
-    print(json.dumps(made_now(), indent=1, sort_keys=True))
+    print(json.dumps(make_table(), indent=1, sort_keys=True))

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import time
 from dataclasses import dataclass
 from typing import Callable
+
+from ...runtime.host import Host, load_runtime
 
 # ExecuTorch's ScalarType numbering is c10's.
 _DTYPES = None
@@ -521,3 +524,26 @@ def delegate_payloads(program, delegate: str | None) -> list[bytes]:
             if d.id == delegate and d.processed.index < len(program.backend_delegate_data):
                 out.append(bytes(program.backend_delegate_data[d.processed.index].data))
     return out
+
+
+def simulate_request(req: dict) -> dict:
+    """Run a program this runtime cannot on the reference simulator of the backends that made
+    it, in the runtime's child (``IsolatedRuntime.call``); ``{"simulated": False}`` when they
+    have none that takes it."""
+    import torch
+
+    from .. import default_registry
+
+    with open(req["path"], "rb") as f:
+        data = f.read()
+    registry = default_registry()
+    chain = [registry.get(name) for name in req["backends"] if name in registry]
+    simulators = simulators_for(chain, deserialize(data))
+    if simulators is None:
+        return {"simulated": False}
+    batches = torch.load(req["inputs"], weights_only=True)
+    t0 = time.perf_counter()
+    done = simulate(data, batches, simulators, Host.here().operators, runtime=load_runtime())
+    torch.save(done.outputs, req["outputs"])
+    seconds = time.perf_counter() - t0
+    return {"simulated": True, "method": done.method, "simulator": chain[0].simulated_on, "seconds": seconds}

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
+import random
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..core.errors import UsageError
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
 
@@ -13,8 +17,6 @@ def installed(package: str, *parts: str) -> Path | None:
     """A file or folder shipped inside an installed package, found without importing it
     (torchvision and Ultralytics import torch: seconds, for a photo or a list of names);
     None when the package or the path is not there."""
-    import importlib.util
-
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -73,7 +75,8 @@ def _in_turn(paths: list[Path]) -> list[Path]:
 def _scanned(files: tuple, need: int | None) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     from PIL import Image
 
-    good, bad = [], []
+    good: list[Path] = []
+    bad: list[Path] = []
     for path, _size, _mtime in files:
         try:
             with Image.open(path) as img:
@@ -91,8 +94,6 @@ def image_dir(directory, flag: str, need: int | None = None) -> tuple[list[Path]
     """The readable images of a user's ``flag DIR`` (the first ``need`` decoded whole) and
     a one-line note naming the files that are not; a usage error when there is no
     readable image at all."""
-    from ..core.errors import UsageError
-
     directory = Path(directory)
     if not directory.is_dir():
         raise UsageError(f"{flag} {directory} is not a directory", fix="give a directory of photos (.jpg, .png, ...)")
@@ -129,6 +130,7 @@ def _rgb(image):
 
     if isinstance(image, Image.Image):
         return image.convert("RGB")
+    img: Image.Image  # opened as an ImageFile, then transposed and rebuilt as plain images
     with Image.open(image) as img:
         img = ImageOps.exif_transpose(img)
         if img.mode.startswith("I") or img.mode == "F":
@@ -209,8 +211,6 @@ def takes_images(spec) -> bool:
 def image_views(path: Path, count: int, seed: int) -> list:
     """``count`` seeded random views of a photo (crop of 40–100 % of it, maybe mirrored),
     so calibration sees real image statistics without reusing the validation view."""
-    import random
-
     from PIL import ImageOps
 
     rng = random.Random(f"{seed}:{Path(path).name}")
@@ -244,8 +244,6 @@ def draw_results(image, results: list[dict], dest) -> None:
     """``image`` with ``results`` drawn on it, saved to ``dest``: boxes with their name and
     score, keypoints (joined as COCO's skeleton when there are 17), masks as a tint, and a
     classifier's top-5 as text."""
-    from pathlib import Path
-
     from PIL import Image, ImageDraw
 
     img = _rgb(image)

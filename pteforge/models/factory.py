@@ -1,0 +1,250 @@
+"""User factories: ``package.module:factory`` or ``path/to/file.py:factory``, with literal
+arguments, imported from the current directory (or the config file's)."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import socket
+import sys
+import urllib.error
+from pathlib import Path
+
+from ..core.errors import ModelError, UsageError, WeightsError, one_line
+from ..core.registry import closest
+from ..core.spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, InputSpec, ModelSpec
+from .synthetic import make_inputs
+from .weights import load_state_dict_file, recalibrate_batchnorm
+
+_FACTORY_RE = re.compile(r"^\s*([A-Za-z_][\w.]*|[^:()]+?\.py):([A-Za-z_]\w*)\s*(\((.*)\))?\s*$", re.S)
+
+
+def parse_factory(ref: str) -> tuple[str, str, tuple, dict]:
+    """``package.module:factory`` or ``package.module:factory(3, num_classes=10, weights=None)``
+    (the module may be a ``.py`` file's path): (module, function, args, kwargs). Arguments
+    must be Python literals: they are read with ``ast.literal_eval``, never executed."""
+    m = _FACTORY_RE.match(ref)
+    if not m:
+        raise UsageError(
+            f"malformed --model '{ref}'",
+            fix="write --model package.module:factory or path/to/file.py:factory, optionally with literal "
+                "arguments: 'pkg.mod:factory(num_classes=10, weights_backbone=None)', or --model file.pt2",
+        )
+    module, func, call = m.group(1), m.group(2), m.group(4)
+    if call is None or not call.strip():
+        return module, func, (), {}
+    try:
+        node = ast.parse(f"f({call})", mode="eval").body
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            raise ValueError("*args and **kwargs are not literals")
+        return module, func, tuple(ast.literal_eval(a) for a in node.args), {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+    except (SyntaxError, ValueError) as exc:
+        raise UsageError(
+            f"--model '{ref}': the factory's arguments must be Python literals ({type(exc).__name__}: {exc})",
+            fix="use numbers, strings, True/False/None, tuples, lists and dicts, e.g. (num_classes=10, weights_backbone=None)",
+        ) from None
+
+
+# factory names that say nothing of the model: its file's or module's name is used instead
+GENERIC_FACTORIES = frozenset({"build", "make", "create", "get", "load", "model", "net", "main", "factory", "export",
+                               "build_model", "make_model", "create_model", "get_model", "load_model", "model_fn"})
+
+
+def factory_name(func: str, args: tuple, module: str = "") -> str:
+    """The model's name: the factory's, or the model name a generic factory is given as its
+    first argument (``timm:create_model('deit_tiny_patch16_224')`` is deit_tiny_patch16_224),
+    or, for a factory whose name says nothing (``my_net.py:build``), its file's (my_net)."""
+    if args and isinstance(args[0], str) and re.fullmatch(r"[\w.\-/]{1,100}", args[0]):
+        return re.sub(r"[^\w.\-]", "_", args[0].rsplit("/", 1)[-1])
+    if func.lower() in GENERIC_FACTORIES and module:
+        return Path(module).stem if module.endswith(".py") else module.rsplit(".", 1)[-1]
+    return func
+
+
+def factory_spec(ref: str, inputs: tuple[InputSpec, ...], name: str | None = None) -> ModelSpec:
+    module, func, args, _ = parse_factory(ref)
+    if module.endswith(".py"):  # recorded by its absolute path: workers, validate and the cache find it
+        path = Path(module).expanduser()
+        if not path.is_file():
+            raise UsageError(f"--model {ref}: no such file {module}", fix="give the path of the .py file that defines the factory")
+        ref = str(path.resolve()) + ref.strip()[len(module):]
+    elif not _findable(module):  # a typo costs a second, not the run's captures
+        raise ModelError(f"cannot import '{module}' for --model {ref}: no module named '{module.partition('.')[0]}'",
+                         fix=IMPORT_FIX)
+    if not inputs:
+        raise UsageError(
+            f"--model {ref} needs its input shape",
+            fix="add --input-shape 1,3,224,224 (repeat it for several inputs)",
+        )
+    return ModelSpec(
+        name=name or factory_name(func, args, module),
+        family="custom",
+        task="custom",
+        inputs=inputs,
+        factory=ref,
+        source="factory",
+    )
+
+
+def build_factory(spec: ModelSpec, weights: str, seed: int):
+    import torch  # 3.8 s: config files import this module for factory_name (ui/config.py)
+
+    factory, args, kwargs = check_factory(spec.factory)
+    torch.manual_seed(seed)
+    try:
+        model = factory(*args, **kwargs)
+    except Exception as exc:
+        if _offline(exc):
+            raise WeightsError(
+                f"factory {spec.factory} could not download what it loads: {one_line(exc, 160)}",
+                fix="run it once where there is a network (the library caches its downloads), or build it without "
+                    "downloads and give a local state dict with --weights PATH",
+            ) from None
+        raise ModelError(
+            f"factory {spec.factory} raised {one_line(exc)}",
+            fix="fix the factory so that it returns an nn.Module",
+        ) from None
+    if not isinstance(model, torch.nn.Module):
+        raise ModelError(
+            f"factory {spec.factory} returned {type(model).__name__}, not a torch.nn.Module",
+            fix="return the model instance (an nn.Module) from the factory",
+        )
+    if weights == WEIGHTS_NONE:
+        _normalise(model, spec, seed)
+    elif weights != WEIGHTS_PRETRAINED:
+        load_state_dict_file(model, weights)
+    return model.eval()
+
+
+def _offline(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it was raised from) is a download that found no network:
+    urllib's and requests' connection errors, DNS and socket failures, Hugging Face Hub's
+    offline errors."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (urllib.error.URLError, ConnectionError, socket.gaierror, TimeoutError)) or \
+                type(exc).__name__ in ("ConnectionError", "LocalEntryNotFoundError", "OfflineModeIsEnabled"):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+IMPORT_FIX = "check the module path; it must be importable from the current directory (or the config file's)"
+
+
+def _findable(module: str) -> bool:
+    """Whether the top package of ``package.module`` can be found, without importing
+    anything (``torchvision.models`` would import torchvision here: ~2.5 s before any work);
+    a submodule that is not there is the capture's to report."""
+    _import_here()
+    try:
+        return importlib.util.find_spec(module.partition(".")[0]) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _import_here() -> None:
+    """The current directory on ``sys.path``, as ``python -m`` puts it (a console script does not)."""
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+
+
+def import_from(directory: Path) -> None:
+    """Make ``package.module`` references importable from ``directory`` too (a config
+    file's, found from a subdirectory), in this process and in every worker it starts: the
+    fork server, spawned workers and a local Ray cluster inherit ``PYTHONPATH``. After the
+    current directory, as a child puts ``PYTHONPATH`` after its own first entry."""
+    root = str(directory.resolve())
+    if root not in sys.path:
+        sys.path.insert(1, root)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*paths, root])
+
+
+def check_factory(ref: str):
+    """(the factory ``ref`` names, its arguments, its keyword arguments), once its module
+    imports and the name in it is callable: checked before any work (``--dry-run`` too)."""
+    module_name, func_name, args, kwargs = parse_factory(ref)
+    try:
+        module = import_factory_module(module_name)
+    except Exception as exc:
+        raise ModelError(
+            f"cannot import '{module_name}' for --model {ref}: {type(exc).__name__}: {exc}",
+            fix=IMPORT_FIX,
+        ) from None
+    factory = getattr(module, func_name, None)
+    if not callable(factory):
+        near = closest(func_name, [n for n in dir(module) if callable(getattr(module, n, None))], cutoff=0.6)
+        raise ModelError(
+            f"factory {ref}: '{module_name}' has no callable '{func_name}'" + (f": did you mean '{near}'?" if near else ""),
+            fix=f"name the factory {module_name}:{near}" if near else f"define def {func_name}() -> torch.nn.Module in {module_name}",
+        )
+    return factory, args, kwargs
+
+
+def import_factory_module(name: str):
+    """``package.module`` (importable from the current directory too), or a ``.py`` file by
+    its path (imported once per process under a name of its own; its directory goes on
+    ``sys.path`` for the file's own imports)."""
+    if not name.endswith(".py"):
+        _import_here()
+        return importlib.import_module(name)
+    path = Path(name).resolve()
+    stem = re.sub(r"\W", "_", path.stem)
+    key = f"pteforge_user_{stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    if key in sys.modules:
+        return sys.modules[key]
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    found = importlib.util.spec_from_file_location(key, path)
+    module = importlib.util.module_from_spec(found)
+    sys.modules[key] = module
+    try:
+        found.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[key]
+        raise
+    return module
+
+
+def import_for_capture(spec: ModelSpec) -> None:
+    """Import a factory's module in this process, for what it registers that its capture
+    file needs to load (a ``torch.library`` custom operator); an import that fails leaves
+    the load to say what is missing."""
+    if spec.source != "factory":
+        return
+    try:
+        import_factory_module(parse_factory(spec.factory)[0])
+    except Exception:  # noqa: BLE001 - the capture imported it; here it is only a courtesy
+        pass
+
+
+def factory_code(name: str) -> str | None:
+    """The file that defines a factory's module, when there is one (for the cache key)."""
+    if name.endswith(".py"):
+        return name if Path(name).is_file() else None
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None  # the capture reports the missing module
+    return found.origin if found is not None and found.origin and Path(found.origin).is_file() else None
+
+
+def _normalise(model, spec: ModelSpec, seed: int) -> None:
+    """Random weights worth comparing, as for catalog models: BatchNorm statistics
+    re-estimated on seeded inputs (a fresh EfficientNet's outputs are ~1e-14 otherwise,
+    and any comparison passes or none does). A model that cannot run a batch of 8 in
+    training mode gets batches of its own size; one that cannot run in training mode at
+    all keeps its statistics."""
+    for batch in (8, None):
+        try:
+            recalibrate_batchnorm(model, lambda i: make_inputs(spec, seed * 1000 + i, batch=batch))
+            return
+        except Exception:  # noqa: BLE001 - a model whose training mode differs: next size, then as is
+            model.eval()

@@ -1,0 +1,254 @@
+"""pteforge's patches of torch 2.14.0 (the version uv.lock pins): torch.fx's provenance
+records and code generation, fake-tensor dispatch caching, ``ExportedProgram.run_decompositions``
+and ``torch.export``'s serializer.
+
+Each patch checks, when applied, that torch is ``VERSION`` and still has what it replaces
+(``pteforge.patches.require``), and raises ``UpstreamChangedError`` otherwise; each puts
+back what it replaced on exit. Every one makes the same programs and bytes as torch alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import pickle
+import typing
+
+from torch._subclasses import fake_tensor
+from torch.export import ExportedProgram
+from torch.fx import traceback as fx_traceback
+from torch.fx._lazy_graph_module import _LazyGraphModule
+from torch.fx.graph_module import GraphModule
+
+from . import replaced, require
+
+LIBRARY, VERSION = "torch", "2.14.0"
+
+
+def check(patch: str, *targets: tuple) -> None:
+    """Raise ``UpstreamChangedError`` unless torch is ``VERSION`` and has each ``(object, attribute)``."""
+    require(patch, LIBRARY, VERSION, __name__.rpartition(".")[2], *targets)
+
+
+@contextlib.contextmanager
+def shared_provenance():
+    """torch.fx's provenance records, shared instead of deep-copied (same content).
+
+    Every node a pass makes records the node it came from, with a deep copy of that node's
+    own record, so after k passes each new node copies a chain k deep: the Arm pass
+    manager's ~145 passes spent a fifth of TOSA lowering in ``copy.deepcopy``. The records
+    are never changed once made (a pass gives a node a new list), so sharing the chain
+    keeps every record as it was. Measured on mobilenet_v3_small's TOSA INT lowering, two
+    runs each, alternated: 22.6 and 25.6 s -> 19.5 and 18.9 s, the same program bytes.
+    """
+    check("shared_provenance", (fx_traceback, "NodeSource"))
+    NodeSource = fx_traceback.NodeSource
+    check("shared_provenance", (NodeSource, "__init__"))
+    original = NodeSource.__init__
+
+    def init(self, node, pass_name="", action=None):
+        chain = node.meta.get("from_node") if node is not None and getattr(node, "meta", None) else None
+        if chain is None:
+            return original(self, node, pass_name, action)
+        node.meta["from_node"] = []
+        try:
+            original(self, node, pass_name, action)
+        finally:
+            node.meta["from_node"] = chain
+        self.from_node = list(chain)
+
+    with replaced(NodeSource, "__init__", init):
+        yield
+
+
+_CODE_ATTRIBUTES = ("_in_spec", "_out_spec", "_code", "_lineno_map", "_prologue_start")
+
+
+@contextlib.contextmanager
+def lazy_codegen():
+    """Every torch.fx GraphModule made inside writes its Python code when first used, not
+    at each ``recompile()``.
+
+    Lowering passes rebuild and recompile the graph hundreds of times and rarely run
+    it; the code each recompile generates and compiles is mostly thrown away. torch's
+    own ``_LazyGraphModule`` (what inductor uses) defers it until the module is called,
+    printed, pickled or its code read; here it also covers the pytree specs some passes
+    read. Measured on mobilenet_v3_small, one run each: Ethos-U85 lowering 17.1/18.2 s ->
+    13.7/13.8 s, XNNPACK 10.9 -> 8.5 s, the same program bytes.
+    """
+    check("lazy_codegen", (GraphModule, "__new__"), (_LazyGraphModule, "real_recompile"),
+          (_LazyGraphModule, "_needs_recompile"))
+    lazy = _lazy_class(_LazyGraphModule)
+    original = GraphModule.__dict__["__new__"]  # the staticmethod itself, put back as it was
+
+    def new(cls, *args, **kwargs):
+        return original.__func__(lazy if cls is GraphModule else cls, *args, **kwargs)
+
+    with replaced(GraphModule, "__new__", staticmethod(new)):
+        yield
+
+
+@functools.cache
+def _lazy_class(base: typing.Any) -> type:  # base: torch's _LazyGraphModule, read as Any
+    class LazyCode(base):
+        def __getattr__(self, name):
+            if name in _CODE_ATTRIBUTES and self._needs_recompile():
+                self.real_recompile()
+                return getattr(self, name)
+            return super().__getattr__(name)
+
+    return LazyCode
+
+
+# Operator namespaces whose fake kernels are functions of their inputs' metadata and their
+# arguments alone: torch's own quantize/dequantize family (``torch.ao``'s Meta kernels make
+# ``empty_like(input, dtype=...)`` after checking dtypes). Not ``tosa``: its fake kernels
+# read the TOSA specification in effect, which a cache key does not hold.
+CACHEABLE_NAMESPACES = frozenset({"quantized_decomposed"})
+
+
+@contextlib.contextmanager
+def cached_quant_ops():
+    """Fake-tensor dispatch caches the quantize/dequantize operators as it does aten's.
+
+    torch caches a fake operator's output metadata by its inputs' metadata, but only for
+    operators of the aten and prims namespaces; any other is dispatched anew each time.
+    Every pass that re-traces a quantized program runs its quantize and dequantize nodes
+    on fake tensors again: 5,531 such dispatches in one TOSA INT lowering of
+    mobilenet_v3_small, each 2.6x the cost of a cache hit. Inside, those of
+    ``CACHEABLE_NAMESPACES`` are cached like aten's (every other check of torch's still
+    applies; views are left out, as torch leaves out composite views), so the program is
+    the one made without (tested, with torch's own cross-check of cached outputs). The
+    entries made inside stay in torch's cache after it: each is the output a dispatch gives.
+    ``bench/quantized_lowering.py``: Cortex-M's lowering of mobilenet_v3_small 12.6 -> 9.7 s;
+    TOSA INT's 32.7 -> 32.6 s (its calls were cached too; why that saved no time is not known).
+    """
+    check("cached_quant_ops", (fake_tensor, "FakeTensorMode"), (fake_tensor, "_BypassDispatchCache"),
+          (fake_tensor, "_DispatchCacheBypassEntry"), (fake_tensor.FakeTensorMode, "_validate_cache_key"),
+          (fake_tensor.FakeTensorMode, "cache"))
+    FakeTensorMode, _BypassDispatchCache = fake_tensor.FakeTensorMode, fake_tensor._BypassDispatchCache
+    _DispatchCacheBypassEntry = fake_tensor._DispatchCacheBypassEntry
+    original = FakeTensorMode._validate_cache_key
+    # what was dispatched outside left entries saying "not cacheable": forget those
+    for key, entry in list(FakeTensorMode.cache.items()):
+        if isinstance(entry, _DispatchCacheBypassEntry) and entry.reason == "non-builtin" \
+                and getattr(key.key[0], "namespace", None) in CACHEABLE_NAMESPACES:
+            del FakeTensorMode.cache[key]
+
+    def validate(self, func, args, kwargs):
+        try:
+            return original(self, func, args, kwargs)
+        except _BypassDispatchCache as bypass:
+            # torch checks the namespace last but for composite views: the rest passed
+            if bypass.reason != "non-builtin" or getattr(func, "namespace", None) not in CACHEABLE_NAMESPACES \
+                    or func.is_view or _symbolic(args, kwargs):
+                raise
+
+    with replaced(FakeTensorMode, "_validate_cache_key", validate):
+        yield
+
+
+def _symbolic(args, kwargs) -> bool:
+    """Whether a tensor argument has symbolic sizes. Those are left to torch as they were: with
+    them cached, a tiny language model's 8da4w lowering took 50.3 and 52.5 s against 42.3 and
+    46.3 s without (alternated); with them left out, 50.6 and 46.9 s against 50.7 and 47.5 s."""
+    return any(getattr(a, "_has_symbolic_sizes_strides", False) for a in (*args, *kwargs.values()))
+
+
+
+@contextlib.contextmanager
+def fast_serde():
+    """``torch.export.save`` and ``load`` without the work they repeat; the same files and
+    programs.
+
+    Loading makes the JSON into the serialization schema's dataclasses field by field, each
+    time asking ``typing.get_type_hints`` of the class again (113,000 times for Gemma 3
+    270M's 8da4w program), and parses each symbolic size from its text with
+    ``sympy.sympify`` (10,000 times, a few dozen texts). Inside, each is answered once: the
+    hints of a class do not change, and a text parsed with the same symbols gives the same
+    expression (the loader only adds symbols, so the names it passes and the objects they
+    name make the key).
+
+    Saving deep-copies the whole serialized program before putting it in canonical order
+    (``canonicalize``: half of the 8da4w program's save); inside, that copy is made by a
+    pickle round trip (the same plain dataclasses, shared parts shared alike): the 8da4w
+    program's save 10.3 and 8.0 s -> 8.8 and 7.4 s (alternated, with another job running)."""
+    import sympy
+    from torch._export.serde import schema, serialize
+
+    check("fast_serde", (serialize, "typing"), (serialize, "sympy"), (serialize, "copy"),
+          (schema, "ExportedProgram"))
+    with replaced(serialize, "typing", _HintsOnce(typing, vars(schema))), \
+            replaced(serialize, "sympy", _ParsedOnce(sympy)), \
+            replaced(serialize, "copy", _CopiedByPickle(copy, schema.ExportedProgram)):
+        yield
+
+
+class _Forwarding:
+    """A module as torch's serializer reads it, with one function of its own."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
+class _HintsOnce(_Forwarding):
+    """``typing`` whose ``get_type_hints`` of a schema class is asked once."""
+
+    def __init__(self, module, names: dict):
+        super().__init__(module)
+        self._names = names
+        self._hints: dict[object, dict[str, typing.Any]] = {}
+
+    def get_type_hints(self, obj, globalns=None, localns=None, include_extras=False):
+        if globalns is not self._names or localns is not None or include_extras:
+            return self._module.get_type_hints(obj, globalns, localns, include_extras)
+        if obj not in self._hints:
+            self._hints[obj] = self._module.get_type_hints(obj, globalns)
+        return dict(self._hints[obj])
+
+
+class _ParsedOnce(_Forwarding):
+    """``sympy`` whose ``sympify`` of a text with the same symbols is parsed once."""
+
+    def __init__(self, module):
+        super().__init__(module)
+        self._parsed: dict = {}
+
+    def sympify(self, text, locals=None, **kwargs):  # noqa: A002 - sympy's own name
+        if not isinstance(text, str) or kwargs or locals is None:
+            return self._module.sympify(text, locals=locals, **kwargs)
+        key = (text, tuple((name, id(value)) for name, value in locals.items()))
+        if key not in self._parsed:  # the objects the key names kept alive with it
+            self._parsed[key] = (self._module.sympify(text, locals=locals), list(locals.values()))
+        return self._parsed[key][0]
+
+
+class _CopiedByPickle(_Forwarding):
+    """``copy`` whose ``deepcopy`` of a serialized program is a pickle round trip."""
+
+    def __init__(self, module, program_type):
+        super().__init__(module)
+        self._program_type = program_type
+
+    def deepcopy(self, value, memo=None):
+        if memo is None and isinstance(value, self._program_type):
+            try:
+                return pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+            except Exception:  # noqa: BLE001 - whatever pickle refuses, copy does as before
+                pass
+        return self._module.deepcopy(value, memo)
+
+
+@contextlib.contextmanager
+def run_decompositions_wrapped(wrap):
+    """Inside, ``ExportedProgram.run_decompositions`` is ``wrap(original)``: what
+    ``stages/memo.py``'s ``sharing`` makes of it (each result kept under a key of all it
+    reads, a copy for a later call with the same key; Arm int8 targets of one model made the
+    same edge program, 7 of their 14 s each on mobilenet_v3_small)."""
+    check("run_decompositions_wrapped", (ExportedProgram, "run_decompositions"))
+    with replaced(ExportedProgram, "run_decompositions", wrap(ExportedProgram.run_decompositions)):
+        yield

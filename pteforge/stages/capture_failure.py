@@ -1,0 +1,282 @@
+"""Why a capture failed, in the user's terms: torch.export's error as one line, what
+pteforge sees of its cause (a data-dependent shape, a rank or dtype the model does not
+take, a layer given another size than it takes, with a shape that runs) and the fix, in the
+terms of where the model came from (a file has no ``forward()`` to rewrite)."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+from ..core.errors import CaptureError
+from ..core.spec import ModelSpec
+
+_TRIES, _TRY_SECONDS, _TRY_ELEMENTS = 9, 30.0, 1 << 26  # the shapes tried eagerly before one is suggested
+
+# What a data-dependent capture means, in the terms of where the model came from: a user
+# who gave a file has no forward() to rewrite.
+DATA_DEPENDENT = {
+    "onnx": " — the graph computes a shape or takes a branch from its inputs' values (Shape, Range, If, NonZero …), "
+            "which a program of fixed shapes cannot",
+    "torchscript": " — the TorchScript program computes a shape or takes a branch from tensor values",
+}
+
+
+FILE_FIX = {
+    "onnx": "fix every dynamic dim with --input-shape NAME=1,3,H,W and give scalar inputs their value "
+            "(--input-shape NAME=int64:16000): pteforge then folds the shape computations and branches; or export the "
+            "model with --model package.module:factory from its PyTorch code",
+    "torchscript": "export the model from its PyTorch code with --model package.module:factory, or trace it again "
+                   "(torch.jit.trace) at the input shape you give",
+}
+
+
+def summarize_export_error(exc: BaseException, source: str | None = None) -> str:
+    """torch.export's messages run to pages; keep the sentence that says what broke.
+    ``source``: the model's (``onnx``, ``torchscript``...), whose terms the hint uses."""
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    name = type(exc).__name__
+    key = next(
+        (
+            ln
+            for ln in lines
+            if any(k in ln for k in ("data-dependent", "Data-dependent", "control flow", "Could not guard", "Unsupported", "not supported"))
+        ),
+        lines[0] if lines else name,
+    )
+    hint = ""
+    if "data" in text.lower() and "depend" in text.lower() or "control flow" in text.lower():
+        hint = DATA_DEPENDENT.get(source, " — the model branches on tensor values; rewrite with torch.cond/torch.where "
+                                          "or move the branch out of forward()")
+    elif isinstance(exc, TypeError) and re.search(r"missing .*required .*argument|positional argument", text):
+        hint = " — forward() takes another number of inputs: give one --input-shape (and --input-dtype) per input"
+    return f"torch.export failed ({name}): {key[:240]}{hint}"
+
+
+def capture_fix(model, example: tuple) -> str | None:
+    """What to change when a model cannot be captured or run for a reason pteforge can
+    see: weights quantized by torch.ao's eager mode (packed weights torch.export cannot
+    trace), or weights of another float dtype than the inputs' (``_dtype_fix``)."""
+    import torch
+
+    if isinstance(model, torch.nn.Module) and any(
+            type(m).__module__.startswith("torch.ao.nn.quantized") for m in model.modules()):
+        return ("the model is already quantized by torch.ao's eager mode, whose packed weights torch.export cannot "
+                "capture: give the float model, and a quantized target (e.g. xnnpack:int8), which pteforge quantizes "
+                "with PT2E and calibrates")
+    return _dtype_fix(model, example) or _rank_fix(model, example)
+
+
+def _rank_fix(model, example: tuple) -> str | None:
+    """When the model's first convolution is fed the input as given and that input's rank
+    is not the convolution's (a 3-number --input-shape for a Conv2d): the rank it expects."""
+    import torch
+
+    convs = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d,
+             torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
+    if not isinstance(model, torch.nn.Module) or not example or not isinstance(example[0], torch.Tensor):
+        return None
+    first: list = []
+
+    def seen(module, args):
+        if not first and args and isinstance(args[0], torch.Tensor):
+            first.append((module, args[0]))
+
+    named = {m: n for n, m in model.named_modules()}
+    handles = [m.register_forward_pre_hook(seen) for m in named if isinstance(m, convs)]
+    try:
+        with torch.no_grad():
+            model(*example)
+    except Exception:  # noqa: BLE001 - it fails: the hook has seen what the first convolution got
+        pass
+    finally:
+        for h in handles:
+            h.remove()
+    if not first or first[0][1] is not example[0] and first[0][1].shape != example[0].shape:
+        return None  # the first convolution is fed something the model computed, not the input
+    module, got = first[0]
+    spatial = len(module.kernel_size)
+    if got.dim() == spatial + 2:
+        return None
+    dims = ",".join(["1", str(module.in_channels), *{1: ["L"], 2: ["H", "W"], 3: ["D", "H", "W"]}[spatial]])
+    return (f"the model's first layer, {named[module] or 'the model'} ({type(module).__name__}), takes {spatial + 2} "
+            f"dimensions (batch, {module.in_channels} channels, {spatial} spatial) and the input given has {got.dim()} "
+            f"({tuple(got.shape)}): give --input-shape {dims}")
+
+
+def _dtype_fix(model, example: tuple) -> str | None:
+    """When a model's floating-point weights are all of one dtype other than its float
+    inputs' (a ``.half()`` or bfloat16 model fed float32): the flag that matches them."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        return None
+    weights = {str(p.dtype).replace("torch.", "") for p in model.parameters() if p.is_floating_point()}
+    inputs = {str(x.dtype).replace("torch.", "") for x in example if isinstance(x, torch.Tensor) and x.is_floating_point()}
+    if len(weights) != 1 or not inputs or inputs == weights:
+        return None
+    [dtype] = weights
+    return (f"the model's weights are {dtype} and its inputs {', '.join(sorted(inputs))}: "
+            f"give --input-dtype {dtype} for each float input, or return model.float() from the factory")
+
+
+# A capture that fails because the input shape is not the one a layer takes: the layer,
+# what it takes and what it got, from an eager run of the model (``shape_mismatch``).
+_MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+
+
+_CHANNELS = re.compile(r"expected input\[[\d, ]*\] to have (\d+) channels, but got (\d+) channels")
+
+
+_SIZES = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)")
+
+
+def failing_layer(model, example: tuple) -> tuple[str, object, tuple, BaseException] | None:
+    """(name, module, its arguments, what it raised) of the innermost module running when an
+    eager run of ``model`` on ``example`` raised (name "" for the model's own forward); None
+    when it runs, or its modules take no hooks (TorchScript)."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
+        return None
+    names = {m: n for n, m in model.named_modules()}
+    running: list[tuple] = []
+
+    def enter(module, args):
+        running.append((module, args))
+
+    def leave(module, args, output):
+        at = next((i for i in range(len(running) - 1, -1, -1) if running[i][0] is module), None)
+        if at is not None:
+            del running[at:]  # and what it caught of its children's
+
+    handles = []
+    try:
+        for m in names:
+            handles += [m.register_forward_pre_hook(enter), m.register_forward_hook(leave)]
+        with torch.no_grad():
+            model(*example)
+    except Exception as exc:  # noqa: BLE001 - what the model raised is the answer
+        if len(handles) < 2 * len(names):
+            return None  # a module that takes no hooks
+        module, args = running[-1] if running else (model, example)
+        return names.get(module, ""), module, args, exc
+    finally:
+        for h in handles:
+            h.remove()
+    return None
+
+
+def _mismatch(module, args: tuple, text: str) -> tuple[str, int, int, int | None] | None:
+    """(what, wanted, got, dim) of a layer's input that is not the size it takes: ``features``
+    (a Linear's last dim, a matmul's), ``channels`` (a convolution's), or ``sizes`` (two
+    tensors combined elementwise, at ``dim``); None for another failure."""
+    import torch
+
+    x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+    features = getattr(module, "in_features", None)
+    if x is not None and isinstance(features, int) and x.dim() >= 1 and x.shape[-1] != features:
+        return "features", features, x.shape[-1], None
+    kernel, channels = getattr(module, "kernel_size", None), getattr(module, "in_channels", None)
+    if x is not None and isinstance(channels, int) and isinstance(kernel, tuple) and x.dim() in (len(kernel) + 1, len(kernel) + 2):
+        dim = x.dim() - len(kernel) - 1
+        if x.shape[dim] != channels:
+            return "channels", channels, x.shape[dim], None
+    if m := _MATMUL.search(text):
+        return "features", int(m.group(3)), int(m.group(2)), None
+    if m := _CHANNELS.search(text):
+        return "channels", int(m.group(1)), int(m.group(2)), None
+    if m := _SIZES.search(text):
+        return "sizes", int(m.group(2)), int(m.group(1)), int(m.group(3))
+    return None
+
+
+def _candidates(shape: list[int], fed: bool, what: str, wanted: int, got: int) -> list[list[int]]:
+    """Input shapes that may give the layer what it takes: a layer fed the input itself, the
+    input with that dim changed; a Linear after a flatten, the spatial dims (or a sequence's
+    length) scaled to give the features it takes, and their neighbours; sizes that must
+    match, each dim of the one size made the other."""
+    if what == "channels":
+        return [shape[:1] + [wanted] + shape[2:], [wanted] + shape[1:]] if fed else []
+    if what == "sizes":
+        return [shape[:i] + [new] + shape[i + 1:] for i, d in enumerate(shape) for old, new in ((got, wanted), (wanted, got))
+                if d == old and i > 0]
+    found = [shape[:-1] + [wanted]] if fed else []
+    scaled = shape[2:] if len(shape) >= 3 else shape[1:]
+    if scaled and got > 0:
+        factor = (wanted / got) ** (1 / len(scaled))
+        for step in (0, 1, -1, 2, -2, 3, -3, 4, -4):
+            found.append(shape[:len(shape) - len(scaled)] + [max(1, round(d * factor) + step) for d in scaled])
+    return found
+
+
+def _runs(model, shape: list[int], like) -> bool:
+    """Whether ``model`` runs eagerly on an input of ``shape`` (``like``'s dtype)."""
+    import torch
+
+    x = torch.rand(shape, dtype=like.dtype) if like.is_floating_point() else torch.zeros(shape, dtype=like.dtype)
+    try:
+        with torch.no_grad():
+            model(x)
+        return True
+    except Exception:  # noqa: BLE001 - it does not run at that shape
+        return False
+
+
+def _runnable_shape(model, example: tuple, fed: bool, found: tuple) -> list[int] | None:
+    """The first of ``_candidates`` the model runs at, tried eagerly (a few, for a few
+    seconds at most): only a shape seen to run is suggested."""
+    import torch
+
+    if len(example) != 1 or not isinstance(example[0], torch.Tensor):
+        return None
+    given = list(example[0].shape)
+    start, tried = time.perf_counter(), 0
+    for shape in _candidates(given, fed, *found[:3]):
+        if shape == given or math.prod(shape) > _TRY_ELEMENTS:
+            continue
+        if tried >= _TRIES or time.perf_counter() - start > _TRY_SECONDS:
+            break
+        tried += 1
+        if _runs(model, shape, example[0]):
+            return shape
+    return None
+
+
+def shape_mismatch(model, example: tuple) -> tuple[str, str] | None:
+    """(message, fix) when ``model`` fails on ``example`` because a layer is given another
+    size than it takes: the layer by name, what it takes and what it got from the
+    ``--input-shape``, and an input shape the model was seen to run at, if one was found."""
+    import torch
+
+    failed = failing_layer(model, example)
+    found = failed and _mismatch(failed[1], failed[2], str(failed[3]))
+    if not found:
+        return None
+    name, module, args, _ = failed
+    what, wanted, got, dim = found
+    given = " ".join(f"--input-shape {','.join(map(str, x.shape))}" for x in example if isinstance(x, torch.Tensor))
+    layer = f"layer '{name}' ({type(module).__name__})" if name else "forward"
+    if what == "sizes":
+        said = f"the model's {layer} combines sizes {got} and {wanted} at dimension {dim}, which must match, from {given}"
+    else:
+        said = f"the model's {layer} takes {wanted} {what if wanted != 1 else what[:-1]} but got {got} from {given}"
+    fed = bool(args) and isinstance(args[0], torch.Tensor) and len(example) == 1 and args[0].shape == example[0].shape
+    shape = _runnable_shape(model, example, fed, found)
+    fix = "give the input shape the model was built for" + (
+        f" (--input-shape {','.join(map(str, shape))} runs it)" if shape else "")
+    return said, fix
+
+
+def capture_failure(exc: BaseException, model, spec: ModelSpec, example: tuple) -> CaptureError:
+    """What torch.export raised, as one line and its fix: what pteforge sees of the cause
+    (``capture_fix``), a layer given another size than it takes (``shape_mismatch``), or
+    torch.export's own sentence and the inputs' shapes."""
+    fix = capture_fix(model, example)
+    if fix is None and (mismatch := shape_mismatch(model, example)):
+        return CaptureError(mismatch[0], fix=mismatch[1])
+    fix = fix or FILE_FIX.get(spec.source, "see https://pytorch.org/docs/stable/export.html")
+    given = ", ".join(f"{tuple(x.shape)}" for x in example if hasattr(x, "shape"))
+    return CaptureError(f"{summarize_export_error(exc, spec.source)} (inputs of shape {given})", fix=fix)

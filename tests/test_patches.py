@@ -1,0 +1,189 @@
+"""The patches of upstream libraries (pteforge/patches): each targets the version uv.lock
+pins and the one installed, refuses loudly (UpstreamChangedError naming the patch, the
+version expected and the one found) when its target changed, and puts back what it
+replaced on exit."""
+
+import contextlib
+import re
+from pathlib import Path
+
+import pytest
+
+from pteforge import patches
+from pteforge.core.errors import ExitStatus, UpstreamChangedError
+from pteforge.patches import executorch_patches, torch_patches, torchao_patches
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = [torch_patches, executorch_patches, torchao_patches]
+
+
+def _same(value):
+    return value
+
+
+def _targets() -> dict:
+    """Each patch: (its module, what applies it, the (object, attribute) it replaces)."""
+    from executorch.backends.xnnpack._passes.channels_last_tagged_reshape_pass import ChannelsLastTaggedReshapePass
+    from executorch.backends.xnnpack._passes.convert_to_sdpa import ConvertToSDPAPass
+    from executorch.backends.xnnpack.partition.config.generic_node_configs import ViewCopyConfig
+    from executorch.exir import lowered_backend_module
+    from executorch.exir.backend import backend_api
+    from executorch.exir.backend.canonical_partitioners.group_partitioner import GroupBasedPartitioner
+    from executorch.exir.pass_base import _ExportPassBase
+    from executorch.exir.program import _program
+    from torch._export.serde import serialize
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.export import ExportedProgram
+    from torch.fx.graph_module import GraphModule
+    from torch.fx.traceback import NodeSource
+    from torchao.quantization.quantize_.workflows.intx import intx_unpacked_to_int8_tensor as intx
+
+    t, e = torch_patches, executorch_patches
+    return {
+        "shared_provenance": (t, t.shared_provenance, (NodeSource, "__init__")),
+        "lazy_codegen": (t, t.lazy_codegen, (GraphModule, "__new__")),
+        "cached_quant_ops": (t, t.cached_quant_ops, (FakeTensorMode, "_validate_cache_key")),
+        "fast_serde": (t, t.fast_serde, (serialize, "typing")),
+        "run_decompositions_wrapped": (t, lambda: t.run_decompositions_wrapped(lambda f: lambda *a, **k: f(*a, **k)),
+                                       (ExportedProgram, "run_decompositions")),
+        "retrace_only_what_changed": (e, e.retrace_only_what_changed, (_ExportPassBase, "call")),
+        "retraces_reuse_values": (e, e.retraces_reuse_values, (_ExportPassBase, "_fx")),
+        "partitions_without_debug_text": (e, e.partitions_without_debug_text,
+                                          (backend_api, "_create_partitions_in_graph_module")),
+        "partitions_merged_by_set_checks": (e, e.partitions_merged_by_set_checks,
+                                            (GroupBasedPartitioner, "_can_merge_partitions")),
+        "partitions_sorted_in_place": (e, e.partitions_sorted_in_place, (lowered_backend_module, "legalize_graph")),
+        "softmax_reads_nchw": (e, e.softmax_reads_nchw, (ChannelsLastTaggedReshapePass, "memory_sensitive_ops_nchw")),
+        "one_value_constants_take_any_layout": (e, e.one_value_constants_take_any_layout,
+                                                (ChannelsLastTaggedReshapePass, "input_to_nhwc")),
+        "views_of_written_buffers_outside": (e, e.views_of_written_buffers_outside, (ViewCopyConfig, "check_constraints")),
+        "edge_program_wrapped": (e, lambda: e.edge_program_wrapped(lambda f: lambda *a, **k: f(*a, **k)),
+                                 (_program, "_generate_edge_program")),
+        "replacing ConvertToSDPAPass.call": (e, lambda: e.replaced_in_executorch(ConvertToSDPAPass, "call", _same),
+                                             (ConvertToSDPAPass, "call")),
+        "scale_only_hqq_replaced": (torchao_patches, lambda: torchao_patches.scale_only_hqq_replaced(_same),
+                                    (intx, "_choose_qparams_and_quantize_scale_only_hqq")),
+    }
+
+
+PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde", "run_decompositions_wrapped",
+           "retrace_only_what_changed", "retraces_reuse_values", "partitions_without_debug_text",
+           "partitions_merged_by_set_checks", "partitions_sorted_in_place", "softmax_reads_nchw",
+           "one_value_constants_take_any_layout", "views_of_written_buffers_outside", "edge_program_wrapped",
+           "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced"]
+
+
+def _gone_lazy_codegen():
+    from torch.fx._lazy_graph_module import _LazyGraphModule
+
+    return _LazyGraphModule, "real_recompile"
+
+
+# what the test of a target that is gone removes, where the attribute replaced is one every class has
+GONE = {"shared_provenance": lambda: (torch_patches.fx_traceback, "NodeSource"), "lazy_codegen": _gone_lazy_codegen}
+
+
+def _held(obj, attr):
+    """What ``obj`` holds as ``attr``: a class's own entry (a staticmethod as it is), else the attribute."""
+    return vars(obj).get(attr, getattr(obj, attr)) if isinstance(obj, type) else getattr(obj, attr)
+
+
+def test_every_patch_is_tested():
+    assert sorted(_targets()) == sorted(PATCHES)
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__.rpartition(".")[2])
+def test_each_module_targets_the_locked_and_installed_version(module):
+    lock = (ROOT / "uv.lock").read_text()
+    locked = re.search(rf'\nname = "{module.LIBRARY}"\nversion = "([^"]+)"', lock)
+    assert locked and locked.group(1) == module.VERSION, f"uv.lock pins {module.LIBRARY} {locked and locked.group(1)}"
+    assert patches.installed(module.LIBRARY) == module.VERSION
+    assert f"{module.VERSION} (the version uv.lock pins)" in module.__doc__
+
+
+@pytest.mark.parametrize("name", PATCHES)
+def test_a_patch_puts_back_what_it_replaced(name):
+    _, apply, (obj, attr) = _targets()[name]
+    before = _held(obj, attr)
+    own = not isinstance(obj, type) or attr in vars(obj)
+    with apply():
+        assert _held(obj, attr) is not before
+    assert _held(obj, attr) is before
+    assert own == (not isinstance(obj, type) or attr in vars(obj))
+
+
+@pytest.mark.parametrize("name", PATCHES)
+def test_a_patch_of_another_version_refuses(name, monkeypatch):
+    module, apply, (obj, attr) = _targets()[name]
+    before = _held(obj, attr)
+    monkeypatch.setattr(module, "VERSION", "0.0.1")
+    with pytest.raises(UpstreamChangedError) as caught:
+        with apply():
+            pass
+    found = patches.installed(module.LIBRARY)
+    assert f"patch {name} targets {module.LIBRARY} 0.0.1, found {module.LIBRARY} {found}" in str(caught.value)
+    assert f"pteforge/patches/{module.__name__.rpartition('.')[2]}.py" in caught.value.fix
+    assert "uv.lock" in caught.value.fix and caught.value.exit_status is ExitStatus.INTERNAL
+    assert _held(obj, attr) is before
+
+
+def test_an_installed_version_that_differs_is_named(monkeypatch):
+    monkeypatch.setattr(patches, "installed", lambda library: "9.9.9")
+    with pytest.raises(UpstreamChangedError, match=r"patch lazy_codegen targets torch 2\.14\.0, found torch 9\.9\.9"):
+        with torch_patches.lazy_codegen():
+            pass
+
+
+@pytest.mark.parametrize("name", PATCHES)
+def test_a_patch_whose_target_is_gone_refuses(name, monkeypatch):
+    module, apply, (obj, attr) = _targets()[name]
+    obj, attr = GONE.get(name, lambda: (obj, attr))()
+    monkeypatch.delattr(obj, attr, raising=not isinstance(obj, type) or attr in vars(obj))
+    if isinstance(obj, type):
+        for base in obj.__mro__[1:]:  # inherited: gone from every class it came from
+            if attr in vars(base) and base is not object and base is not type:
+                monkeypatch.delattr(base, attr)
+    assert not hasattr(obj, attr)
+    with pytest.raises(UpstreamChangedError, match=rf"patch {re.escape(name)} targets .* without .*\.{attr}"):
+        with apply():
+            pass
+
+
+@pytest.mark.parametrize("constant, what", [("_MERGE_SOURCE", "GroupBasedPartitioner._can_merge_partitions"),
+                                            ("_LEGALIZE_SOURCE", "torch.fx.passes.tools_common.legalize_graph")])
+def test_a_patch_of_another_source_refuses(constant, what, monkeypatch):
+    patch = {"_MERGE_SOURCE": executorch_patches.partitions_merged_by_set_checks,
+             "_LEGALIZE_SOURCE": executorch_patches.partitions_sorted_in_place}[constant]
+    real = getattr(executorch_patches, constant)
+    monkeypatch.setattr(executorch_patches, constant, "deadbeef")
+    with pytest.raises(UpstreamChangedError) as caught:
+        with patch():
+            pass
+    message = str(caught.value)
+    assert f"targets {what}" in message and "source digest deadbeef" in message and f"digest {real}" in message
+
+
+def test_the_error_reads_as_one_line_with_its_fix(monkeypatch):
+    monkeypatch.setattr(torchao_patches, "VERSION", "0.0.1")
+    with pytest.raises(UpstreamChangedError) as caught:
+        with torchao_patches.scale_only_hqq_replaced(_same):
+            pass
+    line = caught.value.one_line()
+    assert line.startswith("patch scale_only_hqq_replaced targets torchao 0.0.1, found torchao 0.18.0")
+    assert "(fix: pin torchao==0.0.1 in uv.lock, or update pteforge/patches/torchao_patches.py" in line
+
+
+def test_replaced_removes_what_a_class_only_inherited():
+    class Base:
+        def f(self):
+            return "base"
+
+    class Child(Base):
+        pass
+
+    with patches.replaced(Child, "f", lambda self: "child"):
+        assert Child().f() == "child"
+    assert "f" not in vars(Child) and Child().f() == "base"
+    with contextlib.suppress(RuntimeError), patches.replaced(Base, "f", lambda self: "patched"):
+        raise RuntimeError
+    assert Base().f() == "base"
