@@ -15,6 +15,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .app.platforms import PLATFORMS, describe
@@ -45,7 +46,7 @@ COMMANDS = ("export", "validate", "bench", "select", "manifest", "publish", "bac
             "setup")
 
 
-def _make_common(default) -> argparse.ArgumentParser:
+def _make_common(default) -> Parser:
     """The options of every command. A command's own subcommands (``manifest check``) take
     them too, with ``default`` SUPPRESS so that they do not undo one given before them."""
     common = Parser(add_help=False)
@@ -60,7 +61,7 @@ def _make_common(default) -> argparse.ArgumentParser:
     return common
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser() -> Parser:
     parser = Parser(
         prog="pteforge",
         description="Turn PyTorch models into ExecuTorch programs (.pte) for every backend, and prove each one works.",
@@ -96,7 +97,7 @@ def _add_export_options(ex) -> None:
     for o in options.OPTIONS:
         if not o.flags:
             continue
-        kw = {"dest": o.name, "help": o.help.format(**registries)}
+        kw: dict[str, Any] = {"dest": o.name, "help": o.help.format(**registries)}
         if o.kind in ("flag", "off"):
             kw.update(action="store_true" if o.kind == "flag" else "store_false")
             if o.kind == "flag" and o.default is not False:
@@ -215,7 +216,7 @@ def _apply_config(parser, given, argv: list[str]):
     return args
 
 
-def _locate(exc: UsageError, args) -> UsageError:
+def _locate(exc: PteforgeError, args) -> PteforgeError:
     """``exc`` naming the config file's line, when it is about one option the file set: its
     flag, or one of its values, is in the message (``unknown backend 'nosuch'``)."""
     text = str(exc)

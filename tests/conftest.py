@@ -50,15 +50,18 @@ def _the_app_reads_every_manifest_written(tmp_path_factory):
         ModelVersions.from_json(json.loads(path.read_text()))
 
 
-# Test files, heaviest first: their worker time in a CI run on this 2-core machine (junit),
-# 339 s down to a few. pytest-xdist's loadfile hands whole files to the workers in this
-# order (``--no-loadscope-reorder``; by default it orders them by their number of tests,
-# which started test_integration's 286 s among the last files and left one core idle at the
-# end). Files not named follow, in collection order.
+# Test files, heaviest first: their worker time in a full run on this 2-core machine (junit,
+# 2026-11-29: test_verdict 968 s, test_llm 845 s, ... down to a few, with other work beside
+# it). pytest-xdist's loadfile hands whole files to the workers in this order
+# (``--no-loadscope-reorder``; by default it orders them by their number of tests, which
+# started a 286 s file among the last and left one core idle at the end). Files not named
+# follow, in collection order.
 HEAVIEST_FIRST = [
-    "test_reliability", "test_families_integration", "test_integration", "test_rewrite", "test_scale", "test_llm",
-    "test_precision", "test_memo", "test_validate", "test_cli", "test_host", "test_cache", "test_quantizer_patterns",
-    "test_no_silent_loss", "test_contract", "test_plugins", "test_platforms",
+    "test_verdict", "test_llm", "test_reliability", "test_rewrite", "test_scale", "test_integration",
+    "test_families_integration", "test_simulators", "test_precision", "test_cli", "test_output_modes",
+    "test_process_tree", "test_memo", "test_validate", "test_own_models", "test_plugins", "test_contract",
+    "test_recurrent", "test_arm64", "test_cache", "test_files_from_elsewhere", "test_config", "test_platforms",
+    "test_host", "test_no_silent_loss", "test_portable", "test_dry_run", "test_quantizer_patterns",
 ]
 
 

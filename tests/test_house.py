@@ -1,10 +1,14 @@
 """The house's shape: no module imports itself through others, counting every import
-statement (those inside functions too), and the layers of [tool.importlinter] hold."""
+statement (those inside functions too); the floors of [tool.importlinter] are one layers
+contract over every folder, in docs/architecture.md's order, and hold; no function is
+longer than a screen."""
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,3 +94,26 @@ def test_the_declared_layers_hold():
     assert lint, "import-linter is in the dev group"
     proc = subprocess.run([lint], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0 and "0 broken" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_the_floors_are_one_contract_over_every_folder_in_the_documented_order():
+    """Each folder is a floor of one layers contract, nothing indirect allowed or ignored,
+    and docs/architecture.md draws the floors in that order."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    [floors] = [c for c in config["contracts"] if c["type"] == "layers"]
+    assert not any(key in c for c in config["contracts"] for key in ("ignore_imports", "allow_indirect_imports"))
+    package = ROOT / "pteforge"
+    folders = {f"pteforge.{p.name}" for p in package.iterdir() if (p / "__init__.py").exists()}
+    tops = {f"pteforge.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    assert set(floors["layers"]) == folders | tops
+    drawn = re.search(r"```text\n(.*?)```", (ROOT / "docs" / "architecture.md").read_text(), re.S).group(1)
+    order = [f"pteforge.{m.group(1)}" for m in re.finditer(r"^\s*([a-z_]+)(?:/|\.py)?\s", drawn, re.M)]
+    assert order == floors["layers"]
+
+
+def test_no_function_is_longer_than_sixty_lines():
+    long = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in (ROOT / "pteforge").rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 60]
+    assert long == []

@@ -318,7 +318,7 @@ def test_the_pattern_operators_pteforge_ships_are_those_of_the_installed_executo
 
     from pteforge.backends import default_registry
 
-    made = patterns.made_now(keyed=lambda key: zlib.crc32(key.encode()) % 40 == 0)  # ~1 in 40 of Core ML's 405
+    made = patterns.make_table(keyed=lambda key: zlib.crc32(key.encode()) % 40 == 0)  # ~1 in 40 of Core ML's 405
     shipped = patterns._shipped()
     missing = sorted(set(made) - set(shipped))
     assert not missing, (f"pteforge/data/patterns.json has no entry for {missing} (another ExecuTorch or torch?): "

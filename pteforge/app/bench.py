@@ -20,6 +20,7 @@ from ..core.errors import one_line
 from ..core.result import Status, estimate_text
 from ..core.timing import measure
 from ..models.onnx.reference import OnnxReference
+from ..report.manifest import ModelEntry
 from ..runtime.host import Host
 from ..runtime.isolate import ChildCrashed, IsolatedRuntime
 from .validate import EagerCache, discover, seeded_inputs
@@ -49,6 +50,7 @@ def time_eager(model, inputs, runs: int, warmup: int) -> dict:
 
 def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = False, on_file=None) -> list[BenchResult]:
     root = Path(path)
+    items: list[tuple[Path, ModelEntry | None, Path | None]]
     if root.is_file():
         items = [(root.resolve(), None, None)]
     else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..backends import default_registry
 from ..core.result import Record, ran_here
@@ -107,6 +108,7 @@ def relate_latency(pairs: list[tuple[Record, Record]]) -> None:
     """Latency ratio of each reduced row against its fp32 reference, where both were timed."""
     for rec, ref in pairs:
         if rec.latency and ref.latency and rec.latency.get("p50_ms") and ref.latency.get("p50_ms"):
+            assert rec.relative is not None  # relate_size gave each pair's row its relative
             rec.relative.update(
                 latency=round(rec.latency["p50_ms"] / ref.latency["p50_ms"], 3),
                 p50_ms=rec.latency["p50_ms"],
@@ -123,7 +125,7 @@ def choose(model: str, group: AutoGroup, records: list[Record], task: str, budge
     synthetic ids is not chosen (``_on_token_ids``)."""
     budget = budget or AccuracyBudget.for_task(task)
     tried = _list_tried(model, group, records, budget)
-    choice = {"model": model, "backend": group.backend, "budget": budget.describe(), "tried": tried, "winner": None}
+    choice: dict[str, Any] = {"model": model, "backend": group.backend, "budget": budget.describe(), "tried": tried, "winner": None}
     preferred, prefix = _on_token_ids(tried, token_ids) if token_ids else (None, "")
     if token_ids:
         choice["tokenIds"] = token_ids

@@ -78,7 +78,8 @@ def _release(version: str, what: str) -> tuple[int, int, int]:
     if not found:
         raise UsageError(f"{what} {version} is not an ExecuTorch release (MAJOR.MINOR.PATCH)", fix=f"use e.g. {what} 1.5.1"
                          if what.startswith("--") else "name the app runtimes' versions: --runtime V [V ...]")
-    return tuple(int(n) for n in found.groups())
+    major, minor, patch = (int(n) for n in found.groups())  # _RELEASE_RE: three numbers
+    return major, minor, patch
 
 
 def runtimes_for(made_with: str, chosen: list[str] | None = None, flag: str = "--runtime") -> list[str]:
@@ -339,7 +340,7 @@ def _restore(moved: Path, target: Path) -> None:
 
 
 def _executorch_version(manifest: Manifest) -> str:
-    found = {e.versions.get("executorch") for e in manifest.artifacts()} - {None}
+    found = {v for e in manifest.artifacts() if (v := e.versions.get("executorch")) is not None}
     if len(found) != 1:
         what = f"artifacts of several ExecuTorch versions ({', '.join(sorted(found))})" if found else "no ExecuTorch version"
         raise UsageError(f"the manifest names {what}", fix="export the artifacts again with one ExecuTorch version")

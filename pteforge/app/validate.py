@@ -16,6 +16,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..backends import program_check
 from ..backends.toolkit.simulate import simulate_request
@@ -128,7 +129,7 @@ class EagerCache:
     """Rebuilds each eager reference once (same weights and seed as the export)."""
 
     def __init__(self):
-        self._models: dict[tuple, object] = {}
+        self._models: dict[tuple, tuple] = {}
 
     def get(self, entry: ModelEntry):
         """The eager model, as the export built it."""
@@ -153,7 +154,7 @@ class EagerCache:
                 spec = family(spec.family).resized(spec, shape)
         else:
             held = tuple(InputSpec((), "float32", name, value) for name, value in (entry.heldInputs or {}).items())
-            dtypes = tuple(i.get("dtype") for i in entry.inputs or [] if i.get("dtype"))
+            dtypes = tuple(i["dtype"] for i in entry.inputs or [] if i.get("dtype"))
             shapes = tuple(InputSpec(tuple(s), dtypes[i] if i < len(dtypes) else "float32")
                            for i, s in enumerate(entry.inputShapes))
             spec = _own_spec(entry, shapes, held)
@@ -169,13 +170,15 @@ def _own_spec(entry: ModelEntry, shapes: tuple, held: tuple):
     attention_mask=...``): given by those names again, where ``forward`` has them."""
     from ..models.own import custom_spec, file_kind
 
+    source = entry.source
+    assert source is not None  # _build: the entry of a model file, which names it
     names = [i.get("name") for i in entry.inputs or []]
-    if len(names) == len(shapes) and all(names) and file_kind(entry.source) == "torchscript":
+    if len(names) == len(shapes) and all(names) and file_kind(source) == "torchscript":
         try:
-            return custom_spec(entry.source, tuple(dataclasses.replace(s, name=n) for s, n in zip(shapes, names)) + held)
+            return custom_spec(source, tuple(dataclasses.replace(s, name=n) for s, n in zip(shapes, names)) + held)
         except UsageError:  # not forward's names (a program exported before they were kept)
             pass
-    return custom_spec(entry.source, shapes + held)
+    return custom_spec(source, shapes + held)
 
 
 def _as_exported(spec, entry: ModelEntry):
@@ -185,7 +188,7 @@ def _as_exported(spec, entry: ModelEntry):
     them, the eager reference is another model."""
     pre = None
     if entry.preprocessing:
-        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.preprocessing.items()
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.preprocessing.items()
                   if k in Preprocessing.__dataclass_fields__}
         pre = Preprocessing(**fields)
     return dataclasses.replace(spec, name=entry.base_model, family=entry.category, task=entry.task,
@@ -386,7 +389,7 @@ def _photo_spec(entry):
     """The entry's model spec when its input is a photo through a known preprocessing."""
     if entry is None or not entry.preprocessing or len(entry.inputShapes or []) != 1 or len(entry.inputShapes[0]) != 4:
         return None
-    pre = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.preprocessing.items()}
+    pre: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in entry.preprocessing.items()}
     if "letterbox" in pre:  # manifests before the fit field
         pre["fit"] = "letterbox" if pre.pop("letterbox") else "crop"
     pre = {k: v for k, v in pre.items() if k in Preprocessing.__dataclass_fields__}

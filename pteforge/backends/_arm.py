@@ -8,6 +8,7 @@ import hashlib
 import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import ClassVar
 
 from ..core.spec import Precision
 from .base import Backend, Docs, Requirement
@@ -101,7 +102,7 @@ class ArmBackend(Backend):
 
     recipe_names: dict[Precision, str] = {}
 
-    simulated_on = "Arm's TOSA reference model"
+    simulated_on: ClassVar[str | None] = "Arm's TOSA reference model"  # Backend's type: Vgf has none
 
     def recipe(self, precision):
         name = self.recipe_names.get(precision)
@@ -280,7 +281,8 @@ def _summed(parts: list[dict]) -> dict:
     total = dict(parts[0])
     for key in ("cycles", "inference_ms", "flash_kib", "macs"):
         values = [p.get(key) for p in parts]
-        total[key] = None if None in values else round(sum(values), 4)
+        known = [v for v in values if v is not None]
+        total[key] = round(sum(known), 4) if len(known) == len(values) else None
     total["sram_kib"] = max((p.get("sram_kib") or 0) for p in parts)
     total["payloads"] = len(parts)
     total["estimated_by"] = "Vela, at the configured clock: an estimate, not a measurement"

@@ -60,7 +60,7 @@ def narrowed_support(module, name: str, accepts):
     partition, with no hook to pass another) takes a node only when it did and
     ``accepts(support, submodules, node)`` says so too: how Core ML and OpenVINO keep out
     nodes their converters or runtimes fail on."""
-    base = getattr(module, name)
+    base: Any = getattr(module, name)  # a class of the partitioner's module
 
     class Narrowed(base):
         def is_node_supported(self, submodules, node):

@@ -3,6 +3,7 @@ from __future__ import annotations
 import copy
 import functools
 import sys
+from typing import Any
 
 from ..core.spec import Precision
 from .base import Backend, Docs, Requirement, narrowed_support
@@ -174,7 +175,9 @@ def _typed(partitioner):
     and whose inputs from outside it are in contiguous dim order."""
     from executorch.backends.apple.coreml.partition import coreml_partitioner as module
 
-    class Typed(type(partitioner)):
+    base: Any = type(partitioner)  # CoreMLPartitioner (ExecuTorch's, read as Any)
+
+    class Typed(base):
         def partition(self, exported_program):
             verdicts: dict = {}
             signature = exported_program.graph_signature
@@ -203,7 +206,9 @@ def coremltools():
     converting scikit-learn models, which pteforge never does, and which coremltools 9
     disables anyway for the scikit-learn (> 1.5.1) installed beside it."""
     if "coremltools" not in sys.modules and "sklearn" not in sys.modules:
-        sys.modules["sklearn"] = None  # import sklearn raises ImportError: coremltools goes on without it
+        # import sklearn raises ImportError: coremltools goes on without it. A None entry is the
+        # import system's documented "not importable"; typeshed types sys.modules as modules only.
+        sys.modules["sklearn"] = None  # type: ignore[assignment]
         try:
             import coremltools as ct
         finally:
@@ -219,7 +224,8 @@ def _patterns_built_where_they_can_match(quantizer):
     the program it annotates (``backends/toolkit/patterns.built_only_where_they_can_match``): the
     same annotations (tested), without exporting ~400 patterns at every annotation."""
     guarded = copy.copy(quantizer)
-    guarded.__class__ = _guarded(type(quantizer))
+    made: type = type(quantizer)  # CoreMLQuantizer (ExecuTorch's, read as Any)
+    guarded.__class__ = _guarded(made)
     return guarded
 
 

@@ -91,7 +91,7 @@ def floats_on_quantized_values(program) -> int:
         source, val = node.args[0], node.meta.get("val")
         given = getattr(source, "meta", {}).get("val")
         qin, qout = (node.meta.get("input_qparams") or {}).get(0), (node.meta.get("output_qparams") or {}).get(0)
-        if given is None or val is None or given.dtype != torch.int8 or None in (qin, qout):
+        if given is None or val is None or given.dtype != torch.int8 or qin is None or qout is None:
             continue
         with graph.inserting_before(node):
             dq = graph.call_function(exir_ops.edge.cortex_m.dequantize_per_tensor.default,

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import TypeGuard
 
 from ..core.spec import Precision
 from .base import Backend, Check, Docs
@@ -123,10 +124,13 @@ partitioner = [MLXPartitioner()]  # with transform_passes=get_default_passes()""
 
 def _shipped() -> Path | None:
     spec = importlib.util.find_spec("executorch.backends.mlx")
-    return Path(spec.submodule_search_locations[0]) / "serialization" if spec else None
+    if spec is None:
+        return None
+    assert spec.submodule_search_locations is not None  # a package's spec
+    return Path(spec.submodule_search_locations[0]) / "serialization"
 
 
-def _is_generated(directory: Path | None) -> bool:
+def _is_generated(directory: Path | None) -> TypeGuard[Path]:
     return directory is not None and (directory / "mlx_graph_schema.py").exists() \
         and (directory / "_generated" / "__init__.py").exists()
 
@@ -157,6 +161,7 @@ def serialization_importable() -> Path:
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / ".lock"), timeout=300):
         if not _is_generated(made):
+            assert shipped is not None  # _ready runs where the backend is installed: its package is there
             _generate(shipped, root)
     if not any(isinstance(f, _GeneratedFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _GeneratedFinder(made))

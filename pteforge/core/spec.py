@@ -8,12 +8,12 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, make_dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
 from .errors import UsageError
-from .options import ARTIFACT, RUN, Option, config_fields
+from .options import ARTIFACT, RUN, config_fields
 from .system import file_name
 from .units import pct
 
@@ -336,27 +336,6 @@ class JobConfig:
     timeout: float = 1200.0
     bundle: bool = False
     debug: bool = False
-
-
-def _extended(base: type, held: list[Option], namespace: dict[str, Any] | None = None) -> type:
-    """``base`` with a field for each option of ``held`` it lacks (none, unless a test
-    declares one more option: tests/test_config.py), in a dataclass of its own name."""
-    known = {f.name for f in fields(base)}
-    extra = [(o.attr, Any, field(default=o.default)) for o in held if o.attr not in known]
-    return make_dataclass(base.__name__, extra, bases=(base,), frozen=True,
-                          namespace={"__doc__": base.__doc__, "__module__": __name__, **(namespace or {})})
-
-
-def _export_config() -> type[ExportConfig]:
-    """``ExportConfig`` as the option declarations make it now (``options.py``)."""
-    held = list(config_fields())
-    return _extended(ExportConfig, held, {"ARTIFACT_FIELDS": tuple(o.attr for o in held if o.role == ARTIFACT),
-                                          "RUN_FIELDS": tuple(o.attr for o in held if o.role == RUN)})
-
-
-def _job_config() -> type[JobConfig]:
-    """``JobConfig`` as the option declarations make it now (``options.py``)."""
-    return _extended(JobConfig, [o for o in config_fields() if o.role == ARTIFACT or o.jobs])
 
 
 def check_base_url(url: str, flag: str) -> None:

@@ -13,6 +13,7 @@ import socket
 import sys
 import urllib.error
 from pathlib import Path
+from typing import cast
 
 from ..core.errors import ModelError, UsageError, WeightsError, one_line
 from ..core.registry import closest
@@ -38,7 +39,7 @@ def parse_factory(ref: str) -> tuple[str, str, tuple, dict]:
     if call is None or not call.strip():
         return module, func, (), {}
     try:
-        node = ast.parse(f"f({call})", mode="eval").body
+        node = cast(ast.Call, ast.parse(f"f({call})", mode="eval").body)  # f(...): a call
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             raise ValueError("*args and **kwargs are not literals")
         return module, func, tuple(ast.literal_eval(a) for a in node.args), {k.arg: ast.literal_eval(k.value) for k in node.keywords}
@@ -120,7 +121,7 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
     return model.eval()
 
 
-def _offline(exc: BaseException) -> bool:
+def _offline(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what it was raised from) is a download that found no network:
     urllib's and requests' connection errors, DNS and socket failures, Hugging Face Hub's
     offline errors."""
@@ -203,6 +204,7 @@ def import_factory_module(name: str):
     if str(path.parent) not in sys.path:
         sys.path.insert(0, str(path.parent))
     found = importlib.util.spec_from_file_location(key, path)
+    assert found is not None and found.loader is not None  # a file's spec, with its source loader
     module = importlib.util.module_from_spec(found)
     sys.modules[key] = module
     try:

@@ -42,9 +42,13 @@ def from_pinto_zoo():
                 torch.hub.download_url_to_file(PINTO_ARCHIVE, str(archive), progress=False)
             with tarfile.open(archive, "r:gz") as outer:
                 member = next(m for m in outer.getmembers() if m.name.endswith("01_float32/resources_new.tar.gz"))
-                inner = tarfile.open(fileobj=io.BytesIO(outer.extractfile(member).read()), mode="r:gz")
+                packed = outer.extractfile(member)
+                assert packed is not None  # a file in the archive (else: the WeightsError below)
+                inner = tarfile.open(fileobj=io.BytesIO(packed.read()), mode="r:gz")
             onnx = next(m for m in inner.getmembers() if "128x128" in m.name and m.name.endswith("float32.onnx"))
-            write_atomic(path, inner.extractfile(onnx).read())
+            unpacked = inner.extractfile(onnx)
+            assert unpacked is not None  # a file in the archive, as above
+            write_atomic(path, unpacked.read())
         except Exception as exc:
             raise WeightsError(f"cannot download or unpack BlazeFace's ONNX model from {PINTO_ARCHIVE} ({one_line(exc, 120)})",
                                fix="use --weights none to build the architecture with random weights") from None

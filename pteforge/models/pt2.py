@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import ModelError, UsageError
 from ..core.limits import check_archive
@@ -67,9 +68,10 @@ def _dims(val, ranges) -> tuple[tuple[int, ...], list[tuple[int, int | None]]]:
     """An input's shape as it was exported, and each dim's (least, most): both its size for
     a static dim, its range for a dynamic one (most None: no upper bound). Read before
     anything calls ``int()`` on a dynamic dim, which makes it static at its example size."""
-    shape, bounds = [], []
+    shape: list[int] = []
+    bounds: list[tuple[int, int | None]] = []
     for d in val.shape:
-        node = getattr(d, "node", None)
+        node: Any = getattr(d, "node", None)  # torch's SymNode of a symbolic dim (r is None without one)
         r = ranges.get(node.expr) if node is not None else None
         if r is None:
             shape.append(int(d))

@@ -62,7 +62,7 @@ def as_task(spec: ModelSpec, task: str | None = None, name: str | None = None, l
     base = fam.preprocessing or Preprocessing(size=height)
     pre = replace(base, size=height, layout=layout, mean=tuple(mean or base.mean), std=tuple(std or base.std),
                   fit=fit or base.fit, resize=(round(height * base.resize / base.size) if base.resize else None))
-    names = ()
+    names: tuple[str, ...] = ()
     if labels_file:
         path = Path(labels_file)
         if not path.is_file():

@@ -82,7 +82,9 @@ def torchscript_inputs(path: str, arguments: list[Argument], inputs: tuple[Input
         return inputs
     by_name = {a.name: a for a in arguments}
     bound: dict[str, InputSpec] = {}
-    for given in (i for i in inputs if i.name):
+    for given in inputs:
+        if not given.name:  # the named ones first
+            continue
         if given.name not in by_name:
             near = closest(given.name, names)
             raise UsageError(f"--input-shape {given.name}=...: '{path}' forward takes no '{given.name}'"
@@ -139,6 +141,7 @@ def build_torchscript(spec: ModelSpec, weights: str, seed: int):
     converts it (``torch._export.converter.TS2EPConverter``); it is also the eager reference.
     Where the inputs are not all of ``forward``'s arguments, each a plain ``Tensor``, in
     order: ``given_arguments``."""
+    assert spec.path is not None  # a TorchScript file's spec names it
     model = _load_torchscript(spec.path)
     arguments = forward_arguments(model)
     names = [i.name for i in spec.inputs]
@@ -156,7 +159,8 @@ def given_arguments(model, inputs: tuple[InputSpec, ...]):
     branches included, is kept whole: ``prim::CallMethod`` with the defaults as constants)."""
     import torch
 
-    names = [i.name for i in inputs]
+    names = [i.name for i in inputs if i.name is not None]
+    assert len(names) == len(inputs)  # bound to forward's arguments (torchscript_inputs): each named
     # zeros: any value is a valid index (a BERT's token_type_ids index an embedding of 2 rows);
     # the trace keeps the call to the scripted forward whole, so the values shape nothing
     example = tuple(torch.zeros(i.shape, dtype=getattr(torch, i.dtype)) for i in inputs)
@@ -169,7 +173,7 @@ def given_arguments(model, inputs: tuple[InputSpec, ...]):
         def forward(self, *args):
             return self.scripted(**dict(zip(names, args)))
 
-    Given.forward.__signature__ = forward_signature(names)
+    setattr(Given.forward, "__signature__", forward_signature(names))  # what inspect.signature reads
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.jit.trace's deprecation
         return torch.jit.trace(Given().eval(), example, check_trace=False, strict=False)

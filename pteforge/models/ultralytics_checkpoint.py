@@ -159,6 +159,7 @@ def checkpoint_spec(path: str, inputs: tuple, dtypes: tuple[str, ...] = ()):
     if len(inputs) > 1 or any(d != "float32" for d in dtypes):
         raise UsageError(f"'{path}' takes one float32 image", fix="give one --input-shape 1,3,S,S and no --input-dtype")
     fam = family(found.family)
+    assert fam.preprocessing is not None  # a YOLO family's letterbox
     size = found.imgsz or 640
     own = fam.task in ("detection", "segmentation")  # a pose model's labels are its keypoints
     spec = ModelSpec(name=p.stem, family=fam.category, task=fam.task, inputs=(InputSpec((1, 3, size, size)),),

@@ -4,10 +4,12 @@ with the head in export mode; the family says which model class and how many cla
 from __future__ import annotations
 
 import os
+from typing import cast
 
 from ..core.errors import WeightsError
 from ..core.spec import WEIGHTS_NONE, WEIGHTS_PRETRAINED, ModelSpec
 from ..families import family
+from ..families.detection import YoloFamily
 from .synthetic import statistics_batch
 from .ultralytics_checkpoint import SOURCE, read
 from .weights import load_state_dict_file, recalibrate_batchnorm
@@ -29,10 +31,13 @@ def build(spec: ModelSpec, weights: str, seed: int):
     import torch
 
 
-    fam = family(spec.family)
+    fam = cast(YoloFamily, family(spec.family))  # an Ultralytics model's family
     _quiet()
     torch.manual_seed(seed)
-    own = read(spec.path) if spec.source == SOURCE else None
+    own = None
+    if spec.source == SOURCE:
+        assert spec.path is not None  # a checkpoint's spec names its file
+        own = read(spec.path)
     if weights == WEIGHTS_PRETRAINED and own is None:
         model = _pretrained(fam.checkpoint(spec.name))
     else:
@@ -42,7 +47,7 @@ def build(spec: ModelSpec, weights: str, seed: int):
             model = getattr(tasks, own.kind)(own.yaml, nc=len(own.names), verbose=False)
         else:
             model = getattr(tasks, fam.model_class)(fam.yaml(spec.name), nc=fam.nc, verbose=False)
-        if weights == WEIGHTS_PRETRAINED:
+        if weights == WEIGHTS_PRETRAINED and own is not None:  # pretrained without one: _pretrained above
             own.load_into(model)
         elif weights == WEIGHTS_NONE:
             recalibrate_batchnorm(model, lambda i: statistics_batch(spec, seed * 1000 + i, batch=4))

@@ -184,13 +184,16 @@ class RayPool:
             # cluster's workers run at this process's priority, as the local pool's do: Ray
             # starts them at niceness 15, where any other busy process on the machine starved
             # them (a run beside a second CPU-bound process took 4.7x as long, against ~2x).
+            # Ray adds worker_niceness to the niceness its workers inherit from this process
+            # (through the raylet): 0 keeps this process's (a run under `nice -n 2` gave its
+            # tasks 4 with os.nice(0) there).
             env = {k: v for k, v in os.environ.items() if k.startswith(("PTEFORGE", "YOLO_")) or k in PRELOAD_ENV}
             try:
                 ray.init(address=address, num_cpus=size if address is None else None, log_to_driver=not quiet,
                          include_dashboard=False, configure_logging=not quiet, logging_level="ERROR",
                          runtime_env={"env_vars": env} if env and address else None,
                          _system_config=None if address or os.environ.get("RAY_ADDRESS") or not hasattr(os, "nice")
-                         else {"worker_niceness": os.nice(0)})  # Windows has no niceness
+                         else {"worker_niceness": 0})  # Windows has no niceness
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 where = f"reach the Ray cluster at {address}" if address else "start a local Ray cluster"
                 raise UsageError(f"cannot {where}: {str(exc).splitlines()[0][:160]}",

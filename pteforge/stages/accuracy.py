@@ -42,7 +42,8 @@ class _Recorded:
 
     def __init__(self, program):
         gm = self.gm = program.module()
-        keys, seen, self.carried = {}, {}, {}
+        keys, self.carried = {}, {}
+        seen: dict[tuple, int] = {}  # (module, operator) -> the last n-th given
         # the inputs: in a quantized program, what its first quantize/dequantize makes of them
         # (the input's own rounding, which the first layer's drop is measured from)
         for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):

@@ -179,6 +179,7 @@ def transformed_capture(model, backend: str, precision, example: tuple):
     from ..backends import default_registry
 
     config = default_registry().get(backend).source_transform(precision)
+    assert config is not None  # a weight-quantized variant's precision: the backend transforms the source for it
     variant = copy.deepcopy(model)
     quantize_(variant, config.ao_base_config, config.filter_fn)
     return export_model(variant, example)
@@ -220,7 +221,7 @@ def export_model(model, example: tuple):
                     return dict(zip(names, tensors))
                 return tuple(tensors)
 
-        TensorOutputs.forward.__signature__ = _positional_signature(model, len(example))
+        setattr(TensorOutputs.forward, "__signature__", _positional_signature(model, len(example)))  # inspect reads it
 
         return torch.export.export(TensorOutputs(), example)
 

@@ -15,8 +15,8 @@ from ..core.spec import ModelSpec
 _TRIES, _TRY_SECONDS, _TRY_ELEMENTS = 9, 30.0, 1 << 26  # the shapes tried eagerly before one is suggested
 
 # What a data-dependent capture means, in the terms of where the model came from: a user
-# who gave a file has no forward() to rewrite.
-DATA_DEPENDENT = {
+# who gave a file has no forward() to rewrite. Looked up by a spec's source: None for a catalog model.
+DATA_DEPENDENT: dict[str | None, str] = {
     "onnx": " — the graph computes a shape or takes a branch from its inputs' values (Shape, Range, If, NonZero …), "
             "which a program of fixed shapes cannot",
     "torchscript": " — the TorchScript program computes a shape or takes a branch from tensor values",
@@ -252,7 +252,9 @@ def shape_mismatch(model, example: tuple) -> tuple[str, str] | None:
     import torch
 
     failed = failing_layer(model, example)
-    found = failed and _mismatch(failed[1], failed[2], str(failed[3]))
+    if failed is None:
+        return None
+    found = _mismatch(failed[1], failed[2], str(failed[3]))
     if not found:
         return None
     name, module, args, _ = failed

@@ -45,7 +45,7 @@ def describe(value, names: dict | None = None, top: bool = False, depth: int = 0
         return f"T({value.dtype},{tuple(value.shape)},{hashlib.sha256(raw).hexdigest()[:16]})"
     if isinstance(value, torch.nn.Module):
         if not top:
-            if id(value) not in (names or {}):
+            if names is None or id(value) not in names:
                 raise Unstable
             return f"<{names[id(value)]}>"  # described where it sits in the module tree
         if isinstance(value, torch.fx.GraphModule):  # its code and its tensors (weights, constants)

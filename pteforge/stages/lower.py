@@ -7,6 +7,7 @@ import dataclasses
 import importlib
 import re
 from collections import Counter
+from collections.abc import Set as AbstractSet
 
 from ..core.result import Delegation, OpCount
 from ..patches.executorch_patches import (
@@ -146,7 +147,7 @@ def _kept_whole_in(exc: BaseException, kept: set):
 
 
 @contextlib.contextmanager
-def kept_whole(exported, partitioners, dropped: set = frozenset(), kept: set | None = None):
+def kept_whole(exported, partitioners, dropped: AbstractSet = frozenset(), kept: set | None = None):
     """While ``partitioners`` lower ``exported``, the operators they keep whole, less those
     in ``dropped`` and those inside ``torch.cond``/``while_loop`` branches (collected into
     ``kept``). Partitioners keep their operators whole everywhere but delegate only

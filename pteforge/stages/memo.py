@@ -27,6 +27,7 @@ import copy
 import functools
 import hashlib
 from collections import Counter, OrderedDict
+from collections.abc import Iterable
 
 from ..backends.toolkit.decomposed import DECOMPOSED, decomposed, digest, structure
 from ..patches.executorch_patches import edge_program_wrapped
@@ -54,7 +55,7 @@ def source_of(program) -> str | None:
     return getattr(program, _TAG, None)
 
 
-def keep(key: str, program, pinned: list = ()) -> None:
+def keep(key: str, program, pinned: Iterable = ()) -> None:
     """Keep a copy of ``program`` under ``key`` (the least recently used go first)."""
     size = _size(program)
     if size > BUDGET // 2:
@@ -217,7 +218,9 @@ class _NotDescribed(Exception):
 def _program_key(program) -> str:
     import torch
 
-    h = hashlib.sha256(source_of(program).encode())
+    source = source_of(program)
+    assert source is not None  # program_key: a tagged program's
+    h = hashlib.sha256(source.encode())
     for name, module in program.graph_module.named_modules():
         if not isinstance(module, torch.fx.GraphModule):
             raise _NotDescribed  # e.g. a lowered delegate
@@ -260,7 +263,7 @@ def _ancestor(node) -> str:
     return getattr(source, "name", "")
 
 
-def _shared(step: str, key: str | None, source: str | None, call, pinned: list = ()):
+def _shared(step: str, key: str | None, source: str | None, call, pinned: Iterable = ()):
     """``call()``, or a copy of what an earlier call with ``key`` made; tagged with ``source``."""
     if key is None:
         return call()
@@ -329,7 +332,8 @@ def _sharing_decompositions(run_decompositions):
                 again = decomposed(tag(_copy(self, fresh=not self.range_constraints, tensors=False), source_of(self)))
                 stats["decompose again"] += 1
                 return again
-        key, pinned = program_key(self), []
+        key = program_key(self)
+        pinned: list = []
         if key is not None:
             key = digest("decompose", key, decompose_custom_triton_ops, _table_key(decomp_table, pinned))
         return decomposed(_shared("decompose", key, source_of(self),

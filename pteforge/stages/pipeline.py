@@ -13,6 +13,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 from importlib.metadata import version
 from pathlib import Path
 
@@ -144,14 +145,16 @@ class Steps:
     audio and imported models. A family with steps of its own (text generation: ``llm.py``)
     subclasses this and overrides the steps that differ; :func:`_export` runs them all."""
 
-    capture = staticmethod(capture)  # the model's one capture, in its own job
+    # the class's: the step that makes the model's one capture, in its own job; an instance's:
+    # that Capture (__init__). One name for the two: Any.
+    capture: Any = staticmethod(capture)
 
     def __init__(self, capture: Capture, spec: ModelSpec, target: Target, config: ExportConfig | JobConfig, stage):
         registry = default_registry()
         self.capture, self.spec, self.target, self.config, self.stage = capture, spec, target, config, stage
         self.chain = [registry.get(name) for name in target.backends]
-        self.half = None  # the captured program's float dtype, when all of it is float16 or bfloat16
-        self.quantized = None  # the quantized program, when the target quantizes
+        self.half: str | None = None  # the captured program's float dtype, when all of it is float16 or bfloat16
+        self.quantized: Any = None  # the quantized program (torch's ExportedProgram), when the target quantizes
         self.primary = self.chain[0]
         self.staged: Path | None = None  # where the program was written to be proven, until it takes its name
         self.record = Record(
@@ -252,8 +255,11 @@ class Steps:
                       else simulators_for(self.chain, program.executorch_program))
         needs_reference = ((runnable.ok or simulators is not None) and config.verify) or config.bundle
         reference = torch.load(self.capture.reference_path, weights_only=True) if needs_reference else None
-        return self.unproven(runnable, simulators is not None) or self._verify(data, delegation, reference,
-                                                                                 simulators), reference
+        ending = self.unproven(runnable, simulators is not None)
+        if ending is None:
+            assert reference is not None  # run (or simulated) and verified: loaded above
+            ending = self._verify(data, delegation, reference, simulators)
+        return ending, reference
 
     def unproven(self, runnable, simulated: bool = False) -> Ending | None:
         """How the row ends when the program is not to be run: nothing here runs it (and no
@@ -411,11 +417,11 @@ def same_program(record: Record, spec: ModelSpec, target: Target, config: Export
     rec = copy.deepcopy(record)
     rec.target, rec.backends, rec.target_spec = target.name, list(target.backends), target
     rec.same_program_as, rec.timings = record.target, {}
-    if record.artifact is not None:
+    if record.artifact is not None and rec.artifact is not None:  # rec: a copy of record
         path = artifact_path(config.out_dir, spec, target, failed=record.status is Status.MISMATCH)
         write_atomic(path, Path(record.artifact.path).read_bytes())
         rec.artifact.path = str(path)
-        if record.bundle:
+        if record.bundle and rec.bundle:
             bpte = path.with_suffix(".bpte")
             write_atomic(bpte, Path(record.bundle["file"]).read_bytes())
             rec.bundle["file"] = str(bpte)

@@ -101,11 +101,11 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
     state = own_buffers(module)  # the model's own, before the observers' join them
     prepared = prepare_pt2e(module, plan.quantizer)
     key = fingerprint(prepared, batches) if shared is not None else None
-    path = shared / f"{key}.pt2" if key else None
+    path = shared / f"{key}.pt2" if key and shared is not None else None  # key: made where shared is
     source = f"quantized {key}" if key else None
     if source is not None:
         quantized = memo.kept(source)  # this worker quantized it for another target
-        if quantized is None and path.is_file():
+        if quantized is None and path is not None and path.is_file():  # path: where source is
             quantized = torch.export.load(str(path))
             memo.keep(source, quantized)
         if quantized is not None:

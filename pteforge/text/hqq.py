@@ -15,6 +15,8 @@ torchao's over the whole tensor. ``tests/test_llm.py`` checks the outputs are eq
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..patches.torchao_patches import scale_only_hqq_replaced
 
 ROWS = 2048  # rows a block: 2048 x 640 floats are 5 MB, the output matrix 128 blocks
@@ -39,7 +41,8 @@ def scale_only_hqq(hp_tensor, block_size, qmin: int, qmax: int, *, iters: int = 
     scale = (weights.abs().amax(dim=2) / qabs).clamp_min(eps)
     spans = [(a, min(a + rows, n)) for a in range(0, n, rows)]
     for _ in range(max(1, iters)):
-        new, change = torch.empty_like(scale), None
+        new = torch.empty_like(scale)
+        change: Any = None  # the largest relative change: a tensor after the first span
         for a, b in spans:
             w, s = weights[a:b], scale[a:b]
             q = torch.div(w, s.unsqueeze(-1)).round_().clamp_(qmin, qmax)

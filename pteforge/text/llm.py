@@ -29,6 +29,7 @@ import shutil
 import time
 import warnings
 from pathlib import Path
+from typing import Any, cast
 
 from ..backends import program_check
 from ..core import system
@@ -327,13 +328,16 @@ class TextGeneration(Steps):
     variant), lowered with the constant methods ExecuTorch's LLM runner reads, proven by
     greedy decoding in a child process from the written program, shipped with its tokenizer."""
 
-    capture = staticmethod(capture)
+    capture: Any = staticmethod(capture)  # as Steps.capture: the class's step, an instance's Capture
     reference: dict | None = None  # eager's proof data (vocabulary, special ids, tokenizer), once loaded
     proof: dict | None = None  # the child's greedy-decoding proof, once run
 
     def unsupported(self) -> tuple[str, str] | None:
         ok, why = supported(self.target)
-        return None if ok else (why, f"use --backends {' '.join(_target_words())}")
+        if ok:
+            return None
+        assert why is not None  # supported: a reason with every refusal
+        return why, f"use --backends {' '.join(_target_words())}"
 
     def load(self):
         import torch
@@ -359,6 +363,7 @@ class TextGeneration(Steps):
 
     def lower(self, exported, plan):
         try:
+            assert self.reference is not None  # load() read it
             return _lower(exported, self.primary, self.target.precision, self.spec, self.reference, self.timed)
         except Exception as exc:  # noqa: BLE001 -- the row fails, the run goes on
             raise StageFailed(Status.LOWER_FAILED, exc) from exc
@@ -380,8 +385,9 @@ class TextGeneration(Steps):
     def write(self, program, data: bytes, delegation, reference, failed: bool = False) -> None:
         """The program, and its tokenizer beside it as the app reads it."""
         super().write(program, data, delegation, reference, failed)
-        path = Path(self.record.artifact.path)
-        ref = self.reference
+        artifact, ref = self.record.artifact, self.reference
+        assert artifact is not None and ref is not None  # written just above; read by load()
+        path = Path(artifact.path)
         self.record.generation = {"maxSeqLen": max_seq_len(self.spec), "vocabSize": ref["vocabSize"],
                                   "bosId": ref["bosId"], "eosIds": ref["eosIds"],
                                   "tokenizer": ship_tokenizer(ref, self.spec, path.parent)}
@@ -396,7 +402,8 @@ def default_targets() -> tuple[list[str], list]:
     from ..backends import default_registry
 
     lowerable = {b.name for b in default_registry() if b.lower_check().ok}
-    others = [Unavailable(b.name, Check(False, supported(Target((b.name,), b.default_precision))[1]), requested=False)
+    # cast: a backend without language-model precisions is refused, with a reason (supported)
+    others = [Unavailable(b.name, Check(False, cast(str, supported(Target((b.name,), b.default_precision))[1])), requested=False)
               for b in default_registry() if not b.llm_precisions]
     return [w for w in _target_words() if w.split(":")[0] in lowerable], others
 

@@ -18,6 +18,8 @@ class Parser(argparse.ArgumentParser):
     """An ArgumentParser without abbreviations whose errors raise :class:`UsageError`;
     its subparsers are of this class too (``add_subparsers`` makes them of the parent's)."""
 
+    export_parser: argparse.ArgumentParser  # the top level's: its export command's (cli._build_parser)
+
     def __init__(self, *args, **kwargs):
         kwargs["allow_abbrev"] = False
         super().__init__(*args, **kwargs)

@@ -155,7 +155,7 @@ def built_only_where_they_can_match(module, attr: str, have: set[str]):
 
     def guarded(pattern, example_inputs, *args, **kwargs):
         key = pattern_key(module, pattern, example_inputs, args, kwargs)
-        ops = known.get(key)
+        ops = known.get(key) if key is not None else None
         if ops is not None and not set(ops) <= have:
             return never_matching()
         graph = build(pattern, example_inputs, *args, **kwargs)

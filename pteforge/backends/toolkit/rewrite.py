@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 from math import prod
+from typing import Any
 
 
 def xnnpack_friendly(exported, late: bool = False):
@@ -381,7 +382,8 @@ def _direction(x, first, params, reverse, lstm):
     hidden = w_hh.shape[1]
     w_ih, w_hh, b_in, b_rec = (_lstm_weights if lstm else _gru_weights)(w_ih, w_hh, b_ih, b_hh, hidden)
     projected = aten.linear.default(x.reshape(steps * batch, size), w_ih, b_in)  # every step at once
-    state, out = first, [None] * steps
+    state = first
+    out: list[Any] = [None] * steps  # each step's output tensor, once made
     for t in reversed(range(steps)) if reverse else range(steps):
         g = aten.slice.Tensor(projected, 0, t * batch, (t + 1) * batch)
         state = (_lstm_step if lstm else _gru_step)(g, state, w_hh, b_rec, hidden)
@@ -644,7 +646,7 @@ def _conv3d(x, weight, bias=None, stride=(1, 1, 1), padding=(0, 0, 0), dilation=
     n, c, t = x.shape[:3]
     kt = weight.shape[2]
     frames = (t - dt * (kt - 1) - 1) // st + 1
-    out = None
+    out: Any = None  # the sum of the kernel's slices: a tensor after the first (kt >= 1)
     for i in range(kt):
         seen = aten.slice.Tensor(x, 2, i * dt, i * dt + st * (frames - 1) + 1, st)  # N, C, frames, H, W
         seen = seen.permute(0, 2, 1, 3, 4).reshape(n * frames, c, *x.shape[3:])

@@ -19,7 +19,7 @@ import dataclasses
 import operator
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from ...runtime.host import Host, load_runtime
 
@@ -67,7 +67,7 @@ class Simulation:
 
 
 # The program's own scalar operations (symbolic sizes), ExecuTorch's executorch_prim:: namespace.
-_PRIM = {
+_PRIM: dict[str, Callable[..., Any]] = {
     "add.Scalar": operator.add, "sub.Scalar": operator.sub, "mul.Scalar": operator.mul,
     "floordiv.Scalar": operator.floordiv, "truediv.Scalar": operator.truediv, "mod.Scalar": operator.mod,
     "mod.int": operator.mod, "eq.Scalar": operator.eq, "gt.Scalar": operator.gt, "lt.Scalar": operator.lt,
@@ -125,7 +125,7 @@ class _Interpreter:
         self.ran: set[str] = set()  # who ran the kernel calls: "host", or the namespace PyTorch ran
         self.calls: dict[str, int] = {}
         self.ops = [(o.name, o.overload) for o in self.plan.operators]
-        self.constants = [None] * len(self.plan.values)
+        self.constants: list[Any] = [None] * len(self.plan.values)  # a constant tensor, or None
         for i, v in enumerate(self.plan.values):
             if type(v.val).__name__ == "Tensor" and v.val.data_buffer_idx > 0:
                 self.constants[i] = self._constant(v.val)

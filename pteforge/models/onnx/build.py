@@ -63,7 +63,7 @@ def _own_storage(module):
     shared one failed it ("numel: integer multiplication overflow")."""
     used = {n.target for n in module.graph.nodes if n.op == "get_attr"} if hasattr(module, "graph") else None
     for name, tensor in list(module.named_buffers()) if used is not None else []:
-        if tensor.numel() == 0 and name not in used:
+        if tensor.numel() == 0 and used is not None and name not in used:  # used: set, where this loops
             owner, _, leaf = name.rpartition(".")
             del module.get_submodule(owner)._buffers[leaf]
     for owner in module.modules():
@@ -120,8 +120,8 @@ def build_onnx_named(spec: ModelSpec, weights: str, seed: int):
             return out
 
     held = spec.held
-    Named.forward.__signature__ = forward_signature([i.name for i in graph.input
-                                                     if i.name not in initializers and i.name not in held])
+    setattr(Named.forward, "__signature__", forward_signature([i.name for i in graph.input  # what inspect.signature reads
+                                                               if i.name not in initializers and i.name not in held]))
     return Named().eval()
 
 

@@ -30,4 +30,7 @@ class OnnxReference:
 
 def reference_model(spec: ModelSpec, model):
     """What the program is compared with: the model itself, or ONNX Runtime on an ONNX file."""
-    return OnnxReference(spec.path, tuple(i for i in spec.inputs if i.value is not None)) if spec.source == "onnx" else model
+    if spec.source != "onnx":
+        return model
+    assert spec.path is not None  # an ONNX file's spec names it
+    return OnnxReference(spec.path, tuple(i for i in spec.inputs if i.value is not None))

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY, OperationDescription, add_converter
@@ -215,7 +216,7 @@ def _small_modules():
             self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
 
         def forward(self, x):
-            conv = (None, torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)
+            conv: tuple[Any, ...] = (None, torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)
             y = conv[self.weight.dim() - 2](x.float() - self.x_zero, self.weight, None, self.stride, self.padding,
                                             self.dilation, self.groups)
             return y.round().to(torch.int32)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,8 +53,10 @@ def resize_weights(size: int, out: int, scale: float, how: dict, roi=(0.0, 1.0))
     x = _source(np.arange(out, dtype=np.float64), scale, size, out, how["coordinate"], roi)
     outside = (x < 0) | (x > size - 1) if how["coordinate"] == "tf_crop_and_resize" else np.zeros(out, bool)
     if how["mode"] == "nearest":
-        rounding = {"round_prefer_floor": lambda v: np.ceil(v - 0.5), "round_prefer_ceil": lambda v: np.floor(v + 0.5),
-                    "floor": np.floor, "ceil": np.ceil}[how["nearest"]]
+        roundings: dict[str, Callable[[Any], Any]] = {
+            "round_prefer_floor": lambda v: np.ceil(v - 0.5), "round_prefer_ceil": lambda v: np.floor(v + 0.5),
+            "floor": np.floor, "ceil": np.ceil}
+        rounding = roundings[how["nearest"]]
         return np.clip(rounding(x), 0, size - 1).astype(np.int64), outside
     base = np.where(x == np.floor(x), x - 1, np.floor(x))  # a whole coordinate: its pixel is the right neighbour
     offsets, w = _coefficients(x - base, scale, how["mode"], how["cubic_a"], how["antialias"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from typing import Any
 
 import torch
 from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY, OperationDescription
@@ -168,10 +169,10 @@ def _pool_module():
             outer = [p for b, e, extra in reversed(geometry) for p in (b, e + extra)]
             if not self.average:
                 padded = torch.nn.functional.pad(x, outer, value=float("-inf"))
-                pool = (None, torch.nn.functional.max_pool1d, torch.nn.functional.max_pool2d,
+                pool: Any = (None, torch.nn.functional.max_pool1d, torch.nn.functional.max_pool2d,
                         torch.nn.functional.max_pool3d)[n]
                 return pool(padded, self.kernel, self.strides, 0, self.dilations)
-            conv = (None, torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)[n]
+            conv: Any = (None, torch.nn.functional.conv1d, torch.nn.functional.conv2d, torch.nn.functional.conv3d)[n]
             ones = x.new_ones(x.shape[1], 1, *self.kernel)
             sums = conv(torch.nn.functional.pad(x, outer), ones, None, self.strides, 0, self.dilations, x.shape[1])
             inside = [p for b, e, extra in reversed(geometry) for p in (b, e)]
