@@ -15,7 +15,6 @@ from ..core.io import cache_root, write_atomic
 from ..core.spec import WEIGHTS_PRETRAINED
 from ..families.blazeface import BlazeFaceNet
 from ..families.movenet import SIZES, MoveNetNet
-from .onnx.build import onnx_file_model
 from .weights import initialise
 
 
@@ -52,6 +51,8 @@ def from_pinto_zoo():
         except Exception as exc:
             raise WeightsError(f"cannot download or unpack BlazeFace's ONNX model from {PINTO_ARCHIVE} ({one_line(exc, 120)})",
                                fix="use --weights none to build the architecture with random weights") from None
+    from .onnx.build import onnx_file_model  # onnx2torch: 1.9 s beyond torch, for pretrained weights only
+
     return onnx_file_model(path, "blazeface", nhwc=True)  # the file takes NHWC, as TensorFlow Lite
 
 
@@ -86,4 +87,6 @@ def from_tf_hub(name: str):
         except Exception as exc:
             raise WeightsError(f"cannot download or convert {name} from TF Hub ({one_line(exc, 120)})",
                                fix="use --weights none to build the architecture with random weights") from None
+    from .onnx.build import onnx_file_model  # onnx2torch: 1.9 s beyond torch, for pretrained weights only
+
     return onnx_file_model(path, name, int_input=True)  # the SavedModel takes int32 NHWC
