@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import UsageError
-from ..runtime.isolate import descendants_ended
+from ..runtime.isolate import descendants_ended, signal_group
 from .workers import CLUSTER_LOST, Job, Outcome
 
 INFRA_RETRIES = 3
@@ -57,6 +58,8 @@ def _run_job(job: Job, board: Any) -> Any:
         if board is not None:
             board.set.remote(job.key, stage)
 
+    if board is not None and hasattr(os, "getpgid") and os.getpgid(0) == os.getpid():
+        board.started.remote(job.key, os.getpid())  # the worker's own process group (Ray's per-worker groups)
     # what the model starts ends with the job (the worker lives on to serve the next task);
     # a worker Ray kills takes its children with it (runtime/isolate.py)
     with descendants_ended():
@@ -145,6 +148,13 @@ class _Board:
     def __init__(self) -> None:
         self.stages: dict[str, str] = {}
         self.new: dict[str, list[str]] = {}
+        self.groups: dict[str, int] = {}  # job -> the process group of the worker running it
+
+    def started(self, key: str, group: int) -> None:
+        self.groups[key] = group
+
+    def groups_of(self, keys: list[str]) -> list[int]:
+        return [self.groups[key] for key in keys if key in self.groups]
 
     def set(self, key: str, stage: str) -> None:
         self.stages[key] = stage
@@ -174,6 +184,8 @@ class RayPool:
         self.on_stage = on_stage or (lambda key, stage: None)
         self.resources = resources or (lambda job: {})
         self.started_here = not ray.is_initialized()
+        # a cluster of this machine that this run started and stops: its workers are processes here
+        self.local = self.started_here and address is None and not os.environ.get("RAY_ADDRESS")
         if self.started_here:
             from .workers import PRELOAD_ENV
 
@@ -259,6 +271,7 @@ class RayPool:
             if not self.started_here:
                 for ref in running:
                     ray.cancel(ref, force=True)
+            self._end_worker_groups([unit.jobs[0] for unit in running.values()])
             raise
 
     def _drain(self, running: dict) -> Iterator[Outcome]:
@@ -326,6 +339,20 @@ class RayPool:
             return
         yield outcome
 
+    def _end_worker_groups(self, jobs: list[Job]) -> None:
+        """On a local cluster, end the process groups of the workers running ``jobs`` (cancelled),
+        with what the model started: Ray's raylet ends it too once it sees the worker die,
+        but a cluster stopped right after (a run's last job timed out) could stop first and
+        leave a grandchild running (seen in CI). On a remote cluster the raylet lives on."""
+        if not self.local or self.board is None:
+            return
+        try:
+            groups = self.ray.get(self.board.groups_of.remote([job.key for job in jobs]), timeout=5)
+        except Exception:  # noqa: BLE001 - the board lost: Ray's own cleanup is what is left
+            return
+        for group in groups:
+            signal_group(group, signal.SIGKILL)
+
     @staticmethod
     def _lost(unit: "_Unit") -> Outcome:
         return Outcome(unit.jobs[0], crash=f"{CLUSTER_LOST} its node or its result {unit.tries + 1} times "
@@ -345,6 +372,7 @@ class RayPool:
         for ref, unit in list(running.items()):
             if now >= unit.deadline:
                 self.ray.cancel(ref, force=True)
+                self._end_worker_groups([unit.jobs[0]])
                 del running[ref]
                 job, *rest = unit.jobs
                 for other in rest:  # a group's later jobs, not started: tasks of their own
