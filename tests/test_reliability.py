@@ -693,16 +693,38 @@ def _model_that_says_what_its_process_imported(tmp_path) -> tuple[str, Path]:
     return f"{tmp_path / 'm.py'}:build", seen
 
 
-def test_the_capture_runs_in_a_worker_of_its_own_that_has_not_imported_executorch(tmp_path, out):
-    """Captures need torch only: their workers start fresh beside the fork server (which
-    imports torch and ExecuTorch, ~4 s) instead of forking from it once it is done."""
+@pytest.mark.parametrize("start, imported", [("fresh", False), ("fork", True)])
+def test_the_capture_runs_in_a_worker_of_its_own_fresh_or_forked_from_the_fork_server(tmp_path, out, start, imported):
+    """Captures need torch only: on a machine with a core to spare their workers start fresh
+    beside the fork server (which imports torch and ExecuTorch, ~4 s); with every core busy
+    they fork from it once it is done. Either way the capture is proven the same."""
+    from pteforge.run.pools import CAPTURE_START_ENV
+
     model, seen = _model_that_says_what_its_process_imported(tmp_path)
+    env = {**os.environ, "PYTHONPATH": f"{TESTS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", CAPTURE_START_ENV: start}
     proc = run_cli("export", "--model", model, "--input-shape", "1,4", "--weights", "none",
-                   "--backends", "portable", "--out", out)
+                   "--backends", "portable", "--out", out, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(seen.read_text()) == {"executorch imported": False}
+    assert json.loads(seen.read_text()) == {"executorch imported": imported}
     [row] = json.loads((out / "index.json").read_text())["models"]
     assert row["status"] == "VERIFIED", row
+
+
+@pytest.mark.parametrize("busy, method", [(False, "spawn"), (True, "forkserver")])
+def test_captures_start_fresh_only_where_a_core_is_idle(monkeypatch, tmp_path, busy, method):
+    """By default (no PTEFORGE_CAPTURE_START) the machine's load decides: a fresh interpreter
+    where a core is idle, a fork of the fork server where every core is busy."""
+    from pteforge.core.spec import ExportConfig
+    from pteforge.run import pools
+    from pteforge.run.workers import start_method
+
+    if start_method() != "forkserver":
+        pytest.skip("workers are spawned on this host either way")
+    monkeypatch.delenv(pools.CAPTURE_START_ENV, raising=False)
+    monkeypatch.setattr(pools, "cores_busy", lambda: busy)
+    monkeypatch.setattr(pools, "fork_server_ready", lambda: False)
+    with pools.open_capture_pool(ExportConfig(out_dir=tmp_path), None, 1, lambda key, stage: None) as pool:
+        assert pool.ctx.get_start_method() == method
 
 
 def test_a_later_run_in_the_same_process_forks_its_capture_from_the_ready_fork_server(capsys, tmp_path):

@@ -93,6 +93,16 @@ def thread_count() -> int:
     return psutil.Process().num_threads()
 
 
+def cores_busy() -> bool:
+    """Whether every core of this machine was busy over the last minute (its load average
+    within half a process of the core count); False where the load is not known (Windows)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return False
+    return load >= (os.cpu_count() or 1) - 0.5
+
+
 def cpu_name() -> str:
     """The CPU's model name (``Intel(R) Xeon(R) Processor``), which every benchmark names
     beside its figures."""

@@ -4,10 +4,15 @@
 from __future__ import annotations
 
 import contextlib
+import os
 
 from ..backends import default_registry
 from ..core.spec import ExportConfig
+from ..core.system import cores_busy
 from .workers import WorkerPool, default_size, fork_server_ready
+
+
+CAPTURE_START_ENV = "PTEFORGE_CAPTURE_START"
 
 
 def open_pool(config: ExportConfig, jobs: int, on_stage):
@@ -24,13 +29,18 @@ def open_capture_pool(config: ExportConfig, pool, captures: int, on_stage):
     """Where the captures run: on the local executor, worker processes of their own, started
     fresh (spawn), which import torch and not ExecuTorch: the first capture then runs beside
     the fork server's imports (~4 s) instead of after them (the first target job started
-    ~1 s sooner on mobilenet_v3_small). When an earlier run in this process left the fork
-    server ready, forked from it: a fresh interpreter's imports took ~6 s of a tiny model's
-    7 s capture. On Ray, the pool's tasks."""
+    ~1 s sooner on mobilenet_v3_small). That helps only where a core would otherwise be
+    idle: when every core is busy already (other work, other runs), a second interpreter
+    importing torch only competes with the fork server, and the captures fork from it
+    (four tiny exports side by side on 2 cores: 31 s against 36 s). They fork from it too
+    when an earlier run in this process left it ready: a fresh interpreter's imports took
+    ~6 s of a tiny model's 7 s capture. ``PTEFORGE_CAPTURE_START`` (fresh or fork) decides
+    instead. On Ray, the pool's tasks."""
     if config.executor != "local":
         return contextlib.nullcontext(pool)
-    return WorkerPool(config.jobs or default_size(captures), quiet=not config.debug, on_stage=on_stage,
-                      fresh=not fork_server_ready())
+    start = os.environ.get(CAPTURE_START_ENV, "")
+    fresh = start == "fresh" or (start != "fork" and not fork_server_ready() and not cores_busy())
+    return WorkerPool(config.jobs or default_size(captures), quiet=not config.debug, on_stage=on_stage, fresh=fresh)
 
 
 def ray_resources(job) -> dict:
