@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -88,6 +89,17 @@ def run_cli(*args, cwd=None, timeout=900, env=None):
         [sys.executable, str(ROOT / "main.py"), *map(str, args)],
         capture_output=True, text=True, cwd=cwd or ROOT, env=env, timeout=timeout,
     )
+
+
+def run_here(capsys, *args) -> SimpleNamespace:
+    """``pteforge ARGS`` in this process, as ``run_cli`` gives it (returncode, stdout, stderr):
+    the runs of a test session share its fork server instead of each starting one (~10 s of
+    imports). ``run_cli`` where the process itself is under test (its exit, its signals)."""
+    from pteforge.cli import main
+
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=captured.out, stderr=captured.err)
 
 
 @pytest.fixture

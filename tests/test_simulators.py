@@ -12,7 +12,7 @@ import shutil
 import struct
 
 import pytest
-from conftest import TESTS, run_cli, written
+from conftest import TESTS, run_cli, run_here, written
 
 from pteforge.core.result import Status
 
@@ -159,14 +159,14 @@ def test_status_counts_keep_host_and_simulator_apart():
     assert Status.SIMULATED.ok and Status.SIMULATED.proven and Status.SIMULATED.exported
 
 
-def test_where_int8_breaks_is_named_by_eager_module(tmp_path):
+def test_where_int8_breaks_is_named_by_eager_module(capsys, tmp_path):
     """A net that int8 breaks at one known layer: the row misses its budget, the summary says
     where (the eager module), --accuracy-report lists the worst layers and what to try, and
     report.html shows them."""
     out = tmp_path / "out"
-    proc = run_cli("export", "--model", f"{TESTS / 'tiny_models.py'}:breaks_int8", "--input-shape", "1,3,16,16",
-                   "--backends", "xnnpack:int8", "tosa", "--out", out, "--bench-runs", "0", "--no-cache",
-                   "--accuracy-report")
+    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:breaks_int8", "--input-shape", "1,3,16,16",
+                            "--backends", "xnnpack:int8", "tosa", "--out", out, "--bench-runs", "0", "--no-cache",
+                            "--accuracy-report")
     man = json.loads((out / "index.json").read_text())
     rows = {e["target"]: e for e in written(man) + man.get("failed", [])}
     for target in ("xnnpack:int8", "tosa"):
@@ -182,12 +182,12 @@ def test_where_int8_breaks_is_named_by_eager_module(tmp_path):
     assert all("accuracy" not in e for e in man["references"])
 
 
-def test_cortex_m_hardswish_computes_on_floats_not_int8(tmp_path):
+def test_cortex_m_hardswish_computes_on_floats_not_int8(capsys, tmp_path):
     """The reference simulation found ExecuTorch's Cortex-M passes leaving hardswish on int8
     values after a batch-normed convolution; pteforge gives it floats (dequantize, quantize)."""
     out = tmp_path / "out"
-    proc = run_cli("export", "--model", f"{TESTS / 'tiny_models.py'}:hardswish_net", "--input-shape", "1,3,16,16",
-                   "--backends", "cortex-m", "--out", out, "--bench-runs", "0", "--no-cache")
+    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:hardswish_net", "--input-shape", "1,3,16,16",
+                            "--backends", "cortex-m", "--out", out, "--bench-runs", "0", "--no-cache")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     [e] = written(out / "index.json")
     assert e["status"] == "SIMULATED", e.get("reason")
@@ -205,12 +205,12 @@ def test_the_cortex_m_mend_leaves_other_graphs_alone():
     assert floats_on_quantized_values(Program) == 0 and "hardswish" in FLOAT_MATH
 
 
-def test_lists_of_tensors_are_carried_out(tmp_path):
+def test_lists_of_tensors_are_carried_out(capsys, tmp_path):
     """split's out argument is a list of tensors: the simulation writes each of them, on this
     host's kernels (Cortex-M) and around a TOSA payload alike."""
     out = tmp_path / "out"
-    proc = run_cli("export", "--model", f"{TESTS / 'tiny_models.py'}:splits", "--input-shape", "1,3,16,16",
-                   "--backends", "cortex-m", "tosa:fp32", "--out", out, "--bench-runs", "0", "--no-cache")
+    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:splits", "--input-shape", "1,3,16,16",
+                            "--backends", "cortex-m", "tosa:fp32", "--out", out, "--bench-runs", "0", "--no-cache")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     e = entries(out)
     for target in ("cortex-m", "tosa:fp32"):

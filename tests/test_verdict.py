@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import run_cli
+from conftest import run_here as run
 from pteforge.core.result import Record, Status, Verification, proof_counts, settle, verdict
 from pteforge.core.spec import AccuracyBudget
 
@@ -182,10 +182,10 @@ def test_an_offered_out_of_budget_file_is_never_first_in_the_fallback_order():
 
 # -- through the CLI -------------------------------------------------------------------
 
-def test_an_input_shape_taken_only_by_broadcasting_is_refused_before_anything_is_written(tmp_path):
+def test_an_input_shape_taken_only_by_broadcasting_is_refused_before_anything_is_written(capsys, tmp_path):
     out = tmp_path / "out"
-    r = run_cli("export", "--model", _model(tmp_path, NORMALISED), "--input-shape", "1,1,32,32", "--weights", "none",
-                "--backends", "xnnpack", "--out", out, "--no-cache")
+    r = run(capsys, "export", "--model", _model(tmp_path, NORMALISED), "--input-shape", "1,1,32,32", "--weights", "none",
+                    "--backends", "xnnpack", "--out", out, "--no-cache")
     assert r.returncode == 2, r.stderr
     line = r.stderr.strip().splitlines()[-1]
     assert "takes 3 at dim 1" in line and "give --input-shape 1,3,32,32" in line
@@ -193,63 +193,63 @@ def test_an_input_shape_taken_only_by_broadcasting_is_refused_before_anything_is
 
 
 @pytest.mark.slow
-def test_a_refused_run_changes_nothing_the_user_had_and_the_cache_checks_what_capture_checks(tmp_path):
+def test_a_refused_run_changes_nothing_the_user_had_and_the_cache_checks_what_capture_checks(capsys, tmp_path):
     """A good export; then refusals in the same --out (labels of another count, even with
     every row in the cache; a shape taken only by broadcasting): the folder's bytes are the
     same after each, and no stray labels file is left."""
     out, model = tmp_path / "out", _model(tmp_path, BN_NET)
-    good = run_cli("export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task",
-                   "classification", "--labels-file", _labels(tmp_path, 10), "--backends", "xnnpack", "--out", out)
+    good = run(capsys, "export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task",
+                       "classification", "--labels-file", _labels(tmp_path, 10), "--backends", "xnnpack", "--out", out)
     assert good.returncode == 0, good.stdout + good.stderr
     before = _tree(out)
     assert any(name.endswith("_labels.txt") for name in before)
-    wrong = run_cli("export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task",
-                    "classification", "--labels-file", _labels(tmp_path, 5, "five.txt"), "--backends", "xnnpack",
-                    "--out", out)
+    wrong = run(capsys, "export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task",
+                        "classification", "--labels-file", _labels(tmp_path, 5, "five.txt"), "--backends", "xnnpack",
+                        "--out", out)
     assert wrong.returncode == 4, wrong.stdout + wrong.stderr
     assert "scores 10 classes" in wrong.stderr and "names 5" in wrong.stderr
     assert _tree(out) == before
-    other = run_cli("export", "--model", _model(tmp_path, NORMALISED, "other_net"), "--input-shape", "1,1,32,32",
-                    "--weights", "none", "--task", "classification", "--labels-file", _labels(tmp_path, 8, "eight.txt"),
-                    "--backends", "xnnpack", "--out", out)
+    other = run(capsys, "export", "--model", _model(tmp_path, NORMALISED, "other_net"), "--input-shape", "1,1,32,32",
+                        "--weights", "none", "--task", "classification", "--labels-file", _labels(tmp_path, 8, "eight.txt"),
+                        "--backends", "xnnpack", "--out", out)
     assert other.returncode == 2, other.stdout + other.stderr
     assert _tree(out) == before  # no other_net_labels.txt, no manifest change
     latin = tmp_path / "latin.txt"
     latin.write_bytes("".join(f"caf\u00e9 {i}\n" for i in range(10)).encode("latin-1"))
-    bad_text = run_cli("export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task",
-                       "classification", "--labels-file", latin, "--backends", "xnnpack", "--out", out)
+    bad_text = run(capsys, "export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task",
+                           "classification", "--labels-file", latin, "--backends", "xnnpack", "--out", out)
     assert bad_text.returncode == 2 and "is not UTF-8 text" in bad_text.stderr, bad_text.stderr
     assert "Traceback" not in bad_text.stderr and _tree(out) == before
 
 
 @pytest.mark.slow
-def test_a_missed_budget_is_out_of_budget_everywhere_and_a_new_budget_judges_the_cached_row(tmp_path):
+def test_a_missed_budget_is_out_of_budget_everywhere_and_a_new_budget_judges_the_cached_row(capsys, tmp_path):
     out, model = tmp_path / "out", _model(tmp_path, BN_NET)
     args = ("export", "--model", model, "--input-shape", "1,3,32,32", "--weights", "none", "--task", "classification",
             "--labels-file", _labels(tmp_path, 10), "--backends", "xnnpack:int8", "--out", out, "--json")
-    strict = run_cli(*args, "--accuracy-budget", "sqnr=100")  # int8 never reaches 100 dB (its fp32 reference does)
+    strict = run(capsys, *args, "--accuracy-budget", "sqnr=100")  # int8 never reaches 100 dB (its fp32 reference does)
     assert strict.returncode == 0, strict.stderr
     index = json.loads((out / "index.json").read_text())
     assert [e["target"] for e in index["models"]] == [] and \
         [(e["target"], e["status"]) for e in index["outOfBudget"]] == [("xnnpack:int8", "OUT_OF_BUDGET")]
     assert "SQNR" in index["outOfBudget"][0]["verification"]["budget_missed"]
     assert (out / index["outOfBudget"][0]["file"]).is_file()
-    quiet = run_cli(*args[:-1], "--accuracy-budget", "sqnr=100", "-q")
+    quiet = run(capsys, *args[:-1], "--accuracy-budget", "sqnr=100", "-q")
     lines = quiet.stdout.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith("⚠") and "OUT_OF_BUDGET" in lines[0] and ".pte" in lines[0]
     assert "1 out of its accuracy budget" in lines[1]
-    lax = run_cli(*args, "--accuracy-budget", "sqnr=1")  # the same row from the cache, judged again
+    lax = run(capsys, *args, "--accuracy-budget", "sqnr=1")  # the same row from the cache, judged again
     assert lax.returncode == 0, lax.stderr
     index = json.loads((out / "index.json").read_text())
     assert [(e["target"], e["status"]) for e in index["models"]] == [("xnnpack:int8", "VERIFIED")]
     assert index["outOfBudget"] == []
     assert index["models"][0]["cache"]["hit"]
-    sel = run_cli("select", out, "own_net")
+    sel = run(capsys, "select", out, "own_net")
     assert sel.returncode == 0 and "VERIFIED" in sel.stdout
 
 
 @pytest.mark.slow
-def test_export_and_validate_give_every_kind_of_file_the_same_status(tmp_path):
+def test_export_and_validate_give_every_kind_of_file_the_same_status(capsys, tmp_path):
     """Eight kinds (a catalog model with its own weights and int8, a task model of one's own
     on XNNPACK and simulated on TOSA, YOLO detection and pose, ONNX, TorchScript), exported
     in four runs, then validated: the same status for each file."""
@@ -277,14 +277,14 @@ def test_export_and_validate_give_every_kind_of_file_the_same_status(tmp_path):
     ]
     exported = {}
     for i, extra in enumerate(runs):  # a folder each (two runs write mobilenet_v3_small_xnnpack.pte); validate finds all
-        r = run_cli("export", *extra, "--out", out / str(i), "--bench-runs", "0")
+        r = run(capsys, "export", *extra, "--out", out / str(i), "--bench-runs", "0")
         assert r.returncode in (0, 1), r.stdout + r.stderr
         index = json.loads((out / str(i) / "index.json").read_text())
         lists = ("models", "references", "outOfBudget", "notForApp", "failed")
         exported.update({f"{i}/{e['file']}": e["status"] for key in lists for e in index.get(key, [])})
     assert len(exported) >= 9 and {"VERIFIED", "SIMULATED"} <= set(exported.values())
     assert any("int8" in f for f in exported) and any("tosa" in f for f in exported)
-    v = run_cli("validate", out, "--json")
+    v = run(capsys, "validate", out, "--json")
     report = json.loads(v.stdout)
     validated = {f["file"]: f["status"] for f in report["files"] if f["file"].endswith(".pte")}
     for file, status in exported.items():
@@ -342,10 +342,10 @@ def build():
 """
 
 
-def _accuracy_of(tmp_path: Path, text: str, name: str, *shape: str) -> dict:
+def _accuracy_of(capsys, tmp_path: Path, text: str, name: str, *shape: str) -> dict:
     out = tmp_path / f"out_{name}"
-    r = run_cli("export", "--model", _model(tmp_path, text, name), *shape, "--weights", "none",
-                "--backends", "xnnpack:int8", "--accuracy-report", "--bench-runs", "0", "--out", out)
+    r = run(capsys, "export", "--model", _model(tmp_path, text, name), *shape, "--weights", "none",
+                    "--backends", "xnnpack:int8", "--accuracy-report", "--bench-runs", "0", "--out", out)
     assert r.returncode in (0, 1), r.stdout + r.stderr
     assert "math domain" not in r.stdout + r.stderr and "−" not in r.stdout
     index = json.loads((out / "index.json").read_text())
@@ -369,16 +369,16 @@ def _meaningful(accuracy: dict) -> None:
         assert w["from_exact"] in (True, False)
 
 
-def test_where_int8_breaks_names_the_planted_broken_layer(tmp_path):
-    accuracy = _accuracy_of(tmp_path, PLANTED, "planted", "--input-shape", "1,3,16,16")
+def test_where_int8_breaks_names_the_planted_broken_layer(capsys, tmp_path):
+    accuracy = _accuracy_of(capsys, tmp_path, PLANTED, "planted", "--input-shape", "1,3,16,16")
     _meaningful(accuracy)
     assert accuracy["worst"][0]["module"].startswith("broken"), accuracy["worst"]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name, text, shape", [("speaker", LSTM, "1,20,16"), ("encoder", ENCODER, "int64:1,12")])
-def test_where_int8_breaks_means_something_on_recurrent_and_attention_models(tmp_path, name, text, shape):
-    _meaningful(_accuracy_of(tmp_path, text, name, "--input-shape", shape))
+def test_where_int8_breaks_means_something_on_recurrent_and_attention_models(capsys, tmp_path, name, text, shape):
+    _meaningful(_accuracy_of(capsys, tmp_path, text, name, "--input-shape", shape))
 
 
 def test_a_row_not_offered_to_the_app_says_why_in_the_summary():

@@ -62,8 +62,12 @@ def _run_job(job: Job, board: Any) -> Any:
         board.started.remote(job.key, os.getpid())  # the worker's own process group (Ray's per-worker groups)
     # what the model starts ends with the job (the worker lives on to serve the next task);
     # a worker Ray kills takes its children with it (runtime/isolate.py)
-    with descendants_ended():
-        return job(on_stage=on_stage)
+    try:
+        with descendants_ended():
+            return job(on_stage=on_stage)
+    finally:
+        if board is not None:
+            board.finished.remote(job.key)  # this worker may serve another task next: not this job's to end
 
 
 def _run_chain(jobs: list[Job], board: Any) -> Iterator[tuple[str, str, Any, str | None]]:
@@ -152,6 +156,9 @@ class _Board:
 
     def started(self, key: str, group: int) -> None:
         self.groups[key] = group
+
+    def finished(self, key: str) -> None:
+        self.groups.pop(key, None)
 
     def groups_of(self, keys: list[str]) -> list[int]:
         return [self.groups[key] for key in keys if key in self.groups]
