@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 from pteforge.cli import main
@@ -130,6 +132,7 @@ def test_every_option_either_defines_the_artifact_or_only_the_run(tmp_path):
         assert key_for(spec, target, dataclasses.replace(base, **{name: value}), {}) == key, name
 
 
+@pytest.mark.slow
 def test_a_reexport_all_from_the_cache_starts_no_fork_server(tmp_path):
     """The fork server imports torch and ExecuTorch (~10 s of CPU) and outlives a process
     that exits while it imports: started for a run that needs no worker, it slowed each

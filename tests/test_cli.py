@@ -257,6 +257,7 @@ def test_main_py_behaves_like_pteforge(tmp_path):
     assert via_main.stderr == via_script.stderr and "Did you mean 'xnnpack'?" in via_main.stderr
 
 
+@pytest.mark.slow
 def test_subprocess_export_and_exit_codes(tmp_path):
     ok = run_cli("export", *TINY, "--backends", "xnnpack", "--out", tmp_path / "o")
     assert ok.returncode == 0, ok.stderr
@@ -493,6 +494,7 @@ def test_factory_arguments_are_literals_recorded_and_rebuilt(capsys, out):
         assert "the factory's arguments must be Python literals" in line, line
 
 
+@pytest.mark.slow
 def test_targets_with_the_same_lowering_are_lowered_once(out):
     """WebGPU's partitioner is Vulkan's with the same options: one run lowers the program
     once, writes it under both names, and says so in the summary and the manifest."""

@@ -147,6 +147,7 @@ def test_a_home_directory_in_the_file_is_expanded(tmp_path, monkeypatch):
         str(home / "built"), str(home / "photos"), [f"{home / 'nets.py'}:tiny"])
 
 
+@pytest.mark.slow
 def test_a_package_the_file_names_is_imported_from_its_directory(tmp_path):
     """``mypkg.nets:tiny`` in a project's ``[tool.pteforge]``, run from a subdirectory, was
     "No module named 'mypkg'": only the current directory was searched. The workers that

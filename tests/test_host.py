@@ -1,7 +1,9 @@
 """One answer to "can this program run here": export, validate, bench, select and load_best agree."""
 
-from conftest import written
 import json
+
+import pytest
+from conftest import written
 
 from test_cli import TINY, cli
 
@@ -12,6 +14,7 @@ from pteforge.backends import program_check
 KERNELS_MISSING = "the cortex_m:: kernels are not in this runtime"
 
 
+@pytest.mark.slow
 def test_cortex_m_and_xnnpack_get_one_verdict_everywhere(capsys, tmp_path):
     out = tmp_path / "out"
     code, _, err = cli(capsys, *TINY, "--backends", "cortex-m", "xnnpack", "--out", out)

@@ -50,6 +50,7 @@ def exported(tmp_path_factory):
     return code, ckpt, out, {m["target"]: m for m in written(manifest)}, manifest
 
 
+@pytest.mark.slow
 def test_fp32_program_decodes_what_eager_transformers_decodes(exported):
     """The proof says so, and so does a check from outside it: the .pte, driven as a runner
     drives it (prefill, then one token per call with its cache position), gives eager's
@@ -86,6 +87,7 @@ def test_fp32_program_decodes_what_eager_transformers_decodes(exported):
     assert tokens == eager
 
 
+@pytest.mark.slow
 def test_the_cpu_program_writes_its_cache_in_place_and_says_what_to_link(exported):
     """XNNPACK's program writes its cache in place with ExecuTorch's llama::update_cache and
     attends inside XNNPACK (matmuls and a softmax: llama::custom_sdpa was a quarter to a third
@@ -100,6 +102,7 @@ def test_the_cpu_program_writes_its_cache_in_place_and_says_what_to_link(exporte
     assert "-DEXECUTORCH_BUILD_KERNELS_LLM=ON" in cmake and "WHOLE_ARCHIVE,custom_ops>" in cmake
 
 
+@pytest.mark.slow
 def test_manifest_entries_carry_what_a_runner_needs(exported):
     from pteforge.report.app import rejections
 
@@ -121,6 +124,7 @@ def test_manifest_entries_carry_what_a_runner_needs(exported):
     assert tokenizer["model"] == "WordLevel" and "reads BPE tokenizers only" in tokenizer["appNote"]
 
 
+@pytest.mark.slow
 def test_quantized_proof_reports_agreement_and_perplexity_change(exported):
     _, _, _, entries, _ = exported
     e = entries["xnnpack:8da4w"]
@@ -132,6 +136,7 @@ def test_quantized_proof_reports_agreement_and_perplexity_change(exported):
         assert proof["minSqnrDb"] >= proof["thresholdSqnrDb"]
 
 
+@pytest.mark.slow
 def test_core_ml_lowers_here_and_says_it_needs_a_device(exported):
     from pteforge.backends import default_registry
 
@@ -143,6 +148,7 @@ def test_core_ml_lowers_here_and_says_it_needs_a_device(exported):
     assert (out / e["file"]).stat().st_size == e["size"]
 
 
+@pytest.mark.slow
 def test_mlx_lowers_a_language_model_here_with_what_the_apps_runner_calls(exported):
     """The executorch_flutter app's LLM runner takes XNNPACK and MLX programs: the MLX one is
     all MLX, carries the runner's constant methods, and needs a Mac to run."""
@@ -157,11 +163,13 @@ def test_mlx_lowers_a_language_model_here_with_what_the_apps_runner_calls(export
     assert {"forward", "get_eos_ids", "get_max_seq_len", "get_bos_id", "use_kv_cache"} <= methods
 
 
+@pytest.mark.slow
 def test_a_backend_without_a_language_model_export_is_one_unavailable_row(exported, capsys):
     code, _, _, entries, _ = exported
     assert "vulkan" not in entries and code == ExitStatus.TARGETS_FAILED  # requested, so the run says so
 
 
+@pytest.mark.slow
 def test_a_precision_a_language_model_is_not_exported_at_brings_no_fp32_reference(exported, capsys, tmp_path):
     """xnnpack:int8 is no language-model precision: its row is UNAVAILABLE, and the fp32
     program it would have been measured against is not made (it was: an unasked artifact
@@ -287,6 +295,7 @@ def test_a_tokenizer_that_gives_no_tokens_falls_back_to_bytes_and_says_so():
     assert how == "UTF-8 bytes as token ids (its tokenizer gave 0 token(s) for the text)"
 
 
+@pytest.mark.slow
 def test_validate_reruns_the_proof_against_the_rebuilt_eager_model(exported, capsys):
     _, _, out, _, _ = exported
     code, stdout, err = cli(capsys, "validate", "--models-dir", out)
@@ -485,6 +494,7 @@ def test_the_8da4w_weights_are_torchaos_with_the_row_block_search(monkeypatch):
         assert torch.equal(mine.weight.qdata, theirs.weight.qdata) and torch.equal(mine.weight.scale, theirs.weight.scale)
 
 
+@pytest.mark.slow
 def test_the_cpu_program_reads_its_cache_through_views_not_copies(tmp_path, monkeypatch):
     """Each layer's cache is read by XNNPACK's products through reshapes of the buffer
     ``llama::update_cache`` writes. Left outside XNNPACK, they are views of that memory

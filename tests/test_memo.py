@@ -223,6 +223,7 @@ class Upsample(torch.nn.Module):
         return torch.nn.functional.interpolate(self.conv(x), scale_factor=2, mode="bilinear", align_corners=False)
 
 
+@pytest.mark.slow
 def test_xnnpack_makes_its_pattern_graphs_only_for_a_program_that_may_hold_one(monkeypatch, tmp_path, unshipped):
     """XNNPACK's bilinear and attention patterns (~2 s in each process) are made once on a
     machine to learn their operators (kept in the cache directory); after that a program
@@ -309,6 +310,7 @@ def test_a_damaged_record_of_pattern_operators_is_learned_again(monkeypatch, tmp
     assert patterns.can_match(torch.fx.symbolic_trace(torch.nn.ReLU()), None, build), "no module to key by: made"
 
 
+@pytest.mark.slow
 def test_the_pattern_operators_pteforge_ships_are_those_of_the_installed_executorch(monkeypatch, tmp_path):
     """pteforge/data/patterns.json holds, for the versions it is locked to, what a first run
     would learn: so that run makes no pattern graph, on a program without them and with an
@@ -356,6 +358,7 @@ class RoundsBothWays(torch.nn.Module):
         return torch.floor(x) + torch.ceil(x)
 
 
+@pytest.mark.slow
 def test_a_backend_later_in_the_chain_makes_its_patterns_only_where_they_can_match_too(monkeypatch, tmp_path, unshipped):
     """vulkan+xnnpack: what Vulkan leaves goes to XNNPACK, whose passes run inside the
     lowering Vulkan drives; WebGPU lowers with Vulkan's partitioner."""
@@ -382,6 +385,7 @@ def test_a_backend_later_in_the_chain_makes_its_patterns_only_where_they_can_mat
     assert made[1:] == [0, 0], made
 
 
+@pytest.mark.slow
 def test_each_copy_traces_in_a_shape_environment_of_its_own(tmp_path):
     """Copies of one program shared their values' fake mode, and so its shape environment,
     where tracing records guards: after the Arm quantizer had traced a transformer (its

@@ -26,6 +26,7 @@ def out(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_json_is_one_document_with_the_files_fields(capsys, out, tmp_path):
     code, stdout, _ = cli(capsys, *TINY, "--backends", "xnnpack", "coreml", "--out", out, "--json")
     assert code == ExitStatus.OK
@@ -48,6 +49,7 @@ def test_json_is_one_document_with_the_files_fields(capsys, out, tmp_path):
     assert "no such file" in error_lines(err)[0]
 
 
+@pytest.mark.slow
 def test_quiet_prints_the_final_line_only(capsys, out):
     from pteforge.models.catalog import build_catalog
 
@@ -63,6 +65,7 @@ def test_quiet_prints_the_final_line_only(capsys, out):
         assert code == ExitStatus.OK and len(stdout.splitlines()) == 1 and stdout.startswith(start), (args, stdout)
 
 
+@pytest.mark.slow
 def test_only_proven_rows_get_a_check_mark_and_measured_rows_come_first(capsys, out):
     code, stdout, err = cli(capsys, *TINY, "--backends", "xnnpack", "coreml", "--out", out)
     assert "  ✓ tiny xnnpack: VERIFIED" in err and "  ○ tiny coreml: NOT_RUNNABLE_HERE" in err

@@ -17,6 +17,7 @@ def entries(out) -> dict:
     return {e["name"]: e for e in json.loads((out / "index.json").read_text())["models"]}
 
 
+@pytest.mark.slow
 def test_a_classifier_and_a_detector_of_ones_own_show_in_the_app(capsys, tmp_path):
     pets, boxes = tmp_path / "pets.txt", tmp_path / "parts.txt"
     pets.write_text("cat\ndog\nfox\n")

@@ -80,6 +80,7 @@ def test_found_in_backends_choices_and_docs(tree):
     assert (root / "docs" / "backends" / "plugged.md").exists()
 
 
+@pytest.mark.slow
 def test_contract_tests_run_them(tree):
     proc = run(tree, "-m", "pytest", ROOT / "tests" / "backends" / "test_contract.py", "-q", "-p", "no:cacheprovider",
                "-o", "addopts=-ra --strict-markers", "-m", "backend_dropped or backend_plugged", timeout=900)
@@ -101,6 +102,7 @@ def test_a_broken_plugin_is_reported_not_fatal(tree, tmp_path):
     assert "xnnpack" in proc.stdout
 
 
+@pytest.mark.slow
 def test_a_plugins_code_is_in_the_cache_key(tree, tmp_path):
     """Edit a plugin's lowering and export again: a new artifact, not the cached one."""
     root, env = tree

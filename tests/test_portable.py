@@ -46,6 +46,7 @@ def _run(args, cwd, env):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+@pytest.mark.slow
 def test_the_portable_paths_export_verify_bench_and_publish(tmp_path):
     """A TorchScript file whose name Windows refuses, through export (spawned workers),
     bench (the runtime child without /proc) and publish twice (two renames), as on macOS

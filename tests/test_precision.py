@@ -186,6 +186,7 @@ def test_int8_dynamic_keeps_max_pool_in_xnnpack():
     assert 10 * torch.log10(want.pow(2).sum() / (got - want).pow(2).sum()) > 20  # dB
 
 
+@pytest.mark.slow
 def test_a_quantized_mismatch_says_whether_quantizing_or_the_backend_loses_it(tmp_path):
     """An int8 MISMATCH runs the quantized program in PyTorch on the same inputs: when it is
     as far from eager there, the row says that quantizing loses it, not the backend, and the
@@ -304,6 +305,7 @@ def test_a_different_quantizer_configuration_or_calibration_is_another_fingerpri
     assert fingerprint(prepared(True), [(x,), (x * 3,)]) != key
 
 
+@pytest.mark.slow
 def test_what_a_capture_and_a_quantization_compute_does_not_depend_on_the_threads(tmp_path):
     """A job's torch threads are its share of the cores (1 beside another job, 2 alone,
     1 in a Ray task): BatchNorm statistics (``--weights none``), eager references and

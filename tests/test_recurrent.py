@@ -75,6 +75,7 @@ def test_a_step_is_one_linear_with_a_constant_weight():
     assert all(n.args[1].name in placeholders for n in linears)  # folded: constants, as placeholders
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", [CASES[1], CASES[5]], ids=["bilstm", "bigru"])
 def test_lowered_and_run_by_executorch_they_compute_what_pytorch_computes(case):
     from tests.test_rewrite import _run, _xnnpack_lowered

@@ -93,6 +93,7 @@ def still_alive(pids, within: float) -> list[int]:
 # ---- isolation ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_worker_crashes_and_hangs_fail_their_rows_only(capsys, out):
     code, stdout, err = cli(
         capsys, "export",
@@ -165,6 +166,7 @@ def test_jobs_of_a_group_run_on_one_worker_and_no_core_idles():
         assert pids["b1"] != pids["b2"] and time.monotonic() - t0 < 3.5, "b2 did not wait for b1's worker"
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_promptly_and_keeps_what_finished(tmp_path):
     out = tmp_path / "out"
     proc = popen_cli("export", *TINY, "--backends", "portable", "xnnpack", "vulkan", "coreml", "--jobs", "1",
@@ -183,6 +185,7 @@ def test_ctrl_c_stops_promptly_and_keeps_what_finished(tmp_path):
     assert not still_alive(workers, within=15), "workers are ended"
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_parent_leaves_intact_results(tmp_path):
     out = tmp_path / "out"
     proc = popen_cli("export", *TINY, "--backends", "portable", "xnnpack", "vulkan", "coreml", "--jobs", "1",
@@ -199,6 +202,7 @@ def test_sigkill_of_the_parent_leaves_intact_results(tmp_path):
     assert manifest["models"], "what finished before the kill is listed"
 
 
+@pytest.mark.slow
 def test_two_runs_into_one_out_both_land(tmp_path):
     out = tmp_path / "out"
     a = popen_cli(*TINY, "--backends", "xnnpack", "--out", out)
@@ -427,6 +431,7 @@ def test_manifest_not_ours_is_refused(capsys, tmp_path):
     assert "is not a pteforge manifest" in error_lines(err)[0]
 
 
+@pytest.mark.slow
 def test_disk_full_while_writing(tmp_path, earlier):
     import shutil
 
@@ -552,6 +557,7 @@ def test_a_runtime_error_code_is_named_with_the_operator_and_the_check_that_refu
     assert "Check failed" not in stdout + err and "type id" not in stdout + err
 
 
+@pytest.mark.slow
 def test_a_delegate_that_refuses_its_program_at_load_time_is_named_with_the_fix(tmp_path):
     """ExecuTorch 1.5.1's XNNPACK quantizer and partitioner make, of a residual 3-D
     convolution block (torchvision's r3d_18), an int8 program whose load fails ("Failed to
@@ -693,6 +699,7 @@ def _model_that_says_what_its_process_imported(tmp_path) -> tuple[str, Path]:
     return f"{tmp_path / 'm.py'}:build", seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start, imported", [("fresh", False), ("fork", True)])
 def test_the_capture_runs_in_a_worker_of_its_own_fresh_or_forked_from_the_fork_server(tmp_path, out, start, imported):
     """Captures need torch only: on a machine with a core to spare their workers start fresh

@@ -337,6 +337,7 @@ def _run(edge, inputs):
     return program.load_method("forward").execute(list(inputs))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_rewrite_keeps_values_and_lowers_whole(case):
     make, shapes, gone = CASES[case]
@@ -420,6 +421,7 @@ def test_tanh_gelu_would_be_computed_as_erf_gelu_without_the_rewrite():
     (InstanceNorms, (1, 3, 10, 12), "aten.instance_norm.default"),
     (Recurrent, (7, 1, 6), "aten.lstm.input"),  # quantized step by step, an int8 LSTM lost its signal
 ])
+@pytest.mark.slow
 def test_late_rewrites_after_quantization_and_their_values(make, shape, op):
     """The XNNPACK quantizer annotates adaptive_avg_pool2d by its source module, and
     normalisations must stay fp32, so these are rewritten just before lowering (``late``);
@@ -571,6 +573,7 @@ def _backend_program(model, x, precision):
     return _lowered(exported, lambda p: xnnpack.lower(p, plan, []))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", [Precision.FP32, Precision.INT8])
 def test_convnext_block_is_one_subgraph_and_runs(precision):
     """The depthwise bands pad inside the convolution (an int8 pad op whose scales differ
@@ -1006,6 +1009,7 @@ def test_lazy_codegen_makes_the_same_tosa_program():
     assert lazy == plain
 
 
+@pytest.mark.slow
 def test_quantize_and_dequantize_are_cached_on_fake_tensors_and_make_the_same_program():
     """Inside ``cached_quant_ops``, fake dispatch caches torch's quantize/dequantize operators
     (each cached output checked by torch against a fresh dispatch), a TOSA INT lowering makes

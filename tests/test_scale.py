@@ -39,6 +39,7 @@ def test_longest_jobs_start_first_measured_or_guessed():
     assert measured[0] == "portable" and measured[-1] == "xnnpack", "a measured duration beats the guess"
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_started_again_does_only_what_is_missing(tmp_path):
     out = tmp_path / "out"
     proc = popen_cli(*TINY, "--backends", "portable", "xnnpack", "openvino", "--jobs", "1", "--out", out)
@@ -180,6 +181,7 @@ def _children_named(proc, text: str, wait_s: float = 120.0) -> list:
     raise AssertionError(f"no process '{text}' in the run")
 
 
+@pytest.mark.slow
 def test_losing_ray_processes_keeps_what_finished_and_says_how_to_resume(tmp_path):
     """The progress actor killed: the run goes on without it. Then the node's raylet killed,
     as an out-of-memory kill would: every finished row stays in the manifest, each

@@ -129,6 +129,7 @@ SHIMS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", sorted(SHIMS))
 def test_a_broken_reference_model_fails_only_the_rows_that_need_it(exported, tmp_path, how):
     shim = tmp_path / "shim" / "tosa_reference_model"

@@ -6,6 +6,7 @@ against the TorchScript module; a refusal names only what is truly missing."""
 import json
 from typing import Optional
 
+import pytest
 import torch
 from test_cli import cli, error_lines
 from test_files_from_elsewhere import entries, export
@@ -60,6 +61,7 @@ def test_a_scripted_bert_exports_with_input_ids_alone(capsys, tmp_path):
     assert [i["name"] for i in e["inputs"]] == ["input_ids"] and e["inputs"][0]["dtype"] == "int64"
 
 
+@pytest.mark.slow
 def test_optional_tensors_are_given_by_name_in_any_order_and_validate_again(capsys, tmp_path):
     """attention_mask left out between the two given: validate and bench rebuild the eager
     reference from the manifest's input names, not from their places."""
