@@ -211,8 +211,8 @@ class RayPool:
                 ray.init(address=address, num_cpus=size if address is None else None, log_to_driver=not quiet,
                          include_dashboard=False, configure_logging=not quiet, logging_level="ERROR",
                          runtime_env={"env_vars": env} if env and address else None,
-                         _system_config=None if address or os.environ.get("RAY_ADDRESS") or not hasattr(os, "nice")
-                         else {"worker_niceness": 0})  # Windows has no niceness
+                         _system_config={"worker_niceness": 0} if self.local and hasattr(os, "nice")
+                         else None)  # Windows has no niceness
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 where = f"reach the Ray cluster at {address}" if address else "start a local Ray cluster"
                 raise UsageError(f"cannot {where}: {str(exc).splitlines()[0][:160]}",
