@@ -15,7 +15,8 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..core.registry import Registry, discover
-from .base import Availability, Backend, Check
+from ..core.spec import Target
+from .base import Availability, Backend, Check, chain_precisions
 
 ENTRY_POINT_GROUP = "pteforge.backends"
 # entry points that failed to load: "name (value): why"
@@ -84,3 +85,10 @@ def source_transform_variants(targets) -> tuple:
 
 __all__ = ["Availability", "Backend", "Check", "backend_classes", "build_registry", "default_registry", "availability",
            "program_check", "source_transform_variants"]
+
+
+def lowering_key(target: Target) -> tuple:
+    """Targets with equal keys make the same program (``Backend.lowering_key`` of each
+    backend in the chain, at the precision it lowers at)."""
+    chain = [default_registry().get(name) for name in target.backends]
+    return tuple(b.lowering_key(at) for b, at in zip(chain, chain_precisions(chain, target.precision)))

@@ -418,3 +418,9 @@ class Availability:
     name: str
     lower: Check
     run: Check
+
+
+def chain_precisions(chain, precision) -> list:
+    """The precision each backend of a chain lowers at: the first at ``precision``, a later
+    one at ``precision`` when it takes it, else at its default."""
+    return [precision if i == 0 or precision in b.precisions else b.default_precision for i, b in enumerate(chain)]

@@ -411,3 +411,10 @@ class AccuracyBudget:
             [f"SQNR ≥ {self.sqnr:g} dB"] if self.sqnr is not None else []
         )
         return " and ".join(parts) + " vs fp32 eager on the validation photos"
+
+
+def artifact_path(out_dir: Path, spec: ModelSpec, target: Target, failed: bool = False) -> Path:
+    """``<out>/<folder>/<model>_<target>.pte`` (``ModelSpec.folder``: the category of a catalog
+    model, the task of one's own); a failed proof never takes that name."""
+    suffix = ".mismatch.pte" if failed else ".pte"
+    return Path(out_dir) / spec.folder / f"{spec.name}_{target.slug}{suffix}"

@@ -6,6 +6,7 @@ answers, the pools, the manifest sink, the work directory) and runs it."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import sys
 import tempfile
@@ -15,15 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..backends import default_registry
+from ..backends import default_registry, lowering_key
+from ..core.io import remove_run_temporaries, work_dir, write_atomic
 from ..core.errors import CaptureError, PteforgeError, one_line
-from ..core.io import remove_run_temporaries, work_dir
 from ..core.result import Record, Stage, Status, Unavailable, settle
-from ..core.spec import AccuracyBudget, ExportConfig, ModelSpec, Target
+from ..core.spec import AccuracyBudget, ExportConfig, ModelSpec, Target, artifact_path
 from ..families import family
 from . import cache, schedule
 from .checks import prepare_out_dir
-from .jobs import CaptureJob, TargetJob, steps_of
+from .jobs import CaptureJob, TargetJob, whose_steps
 from .log import keep_log, start_run
 from .measure import measure, prove_on_arm64
 from .plan import TargetPlan, targets_of
@@ -260,8 +261,6 @@ class Run:
 
     def _export_targets(self, work) -> None:
         """Each (model, target) job, longest first; targets whose program another's lowering makes share its job."""
-        from ..stages.pipeline import lowering_key, same_program  # start-up cost: torch and ExecuTorch
-
         jobs: dict[str, tuple] = {}
         same: dict[str, list[tuple]] = {}  # job key -> the targets whose program that job's lowering makes too
         for spec, cap, todo, keys in work:
@@ -269,7 +268,7 @@ class Run:
             if sum(t.precision.quantized for t in todo) > 1:
                 cap = dataclasses.replace(cap, share_quantized=True)  # what one quantizes, the others may load
             for target in todo:
-                lowering = (lowering_key(target), steps_of(spec))
+                lowering = (lowering_key(target), whose_steps(spec))
                 if lowering in leaders:
                     same[leaders[lowering]].append((target, keys.get(target.name)))
                     continue
@@ -292,7 +291,7 @@ class Run:
             rec.timings = {**{k: round(v, 3) for k, v in cap.timings.items()}, **rec.timings}
             self._finish(spec, rec, cache_key)
             for other, other_key in same[outcome.job.key]:
-                self._finish(spec, same_program(rec, spec, other, self.config), other_key)
+                self._finish(spec, _same_program(rec, spec, other, self.config), other_key)
         schedule.remember([rec for _, rec in self.fresh])
 
     def _finish(self, spec: ModelSpec, rec: Record, cache_key: str | None) -> None:
@@ -337,8 +336,6 @@ def _memo_group(spec: ModelSpec, target: Target) -> str | None:
 
 def _from_cache(spec: ModelSpec, targets: list[Target], config: ExportConfig):
     """(targets still to do, rows restored from the cache, cache key per target name)."""
-    from ..stages.pipeline import artifact_path  # start-up cost: torch and ExecuTorch
-
     keys, todo, restored = {}, [], []
     for t in targets:
         try:
@@ -390,3 +387,19 @@ def _make_row(spec: ModelSpec, target: Target, status: Status, reason: str, fix:
         input_shapes=[list(i.shape) for i in spec.fed], target_spec=target,
     )
 
+
+def _same_program(record: Record, spec: ModelSpec, target: Target, config: ExportConfig) -> Record:
+    """``record`` (a finished job) for ``target``, whose lowering is the same: the program,
+    and its bundle, are copied under ``target``'s name instead of lowered again."""
+    rec = copy.deepcopy(record)
+    rec.target, rec.backends, rec.target_spec = target.name, list(target.backends), target
+    rec.same_program_as, rec.timings = record.target, {}
+    if record.artifact is not None and rec.artifact is not None:  # rec: a copy of record
+        path = artifact_path(config.out_dir, spec, target, failed=record.status is Status.MISMATCH)
+        write_atomic(path, Path(record.artifact.path).read_bytes())
+        rec.artifact.path = str(path)
+        if record.bundle and rec.bundle:
+            bpte = path.with_suffix(".bpte")
+            write_atomic(bpte, Path(record.bundle["file"]).read_bytes())
+            rec.bundle["file"] = str(bpte)
+    return rec

@@ -18,6 +18,12 @@ from ..families.text import TASK
 from .workers import Job
 
 
+def whose_steps(spec: ModelSpec) -> Any:
+    """Which steps ``spec``'s model takes, as ``steps_of`` finds them, without importing them
+    (torch and ExecuTorch): its family's own class, its task, or "pipeline"."""
+    return family(spec.family).export_steps() or (TASK if spec.task == TASK else "pipeline")
+
+
 def steps_of(spec: ModelSpec) -> Any:
     """The steps of ``spec``'s model: its family's own (``Family.export_steps``, a plugin's),
     those of its task (text generation: ``text.llm.TextGeneration``, which quantizes before

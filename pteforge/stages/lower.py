@@ -23,6 +23,7 @@ from ..patches.torch_patches import (
     lazy_codegen,
     shared_provenance,
 )
+from ..backends.base import chain_precisions
 from .fallback import Cut, lower_leaving_out
 from .memo import sharing
 
@@ -182,12 +183,6 @@ def ops_in_branches(gm, inside: bool = False) -> set:
         elif node.op == "get_attr" and isinstance(sub := getattr(gm, node.target, None), torch.fx.GraphModule):
             found |= ops_in_branches(sub, True)
     return found
-
-
-def chain_precisions(chain, precision) -> list:
-    """The precision each backend of a chain lowers at: the first at ``precision``, a later
-    one at ``precision`` when it takes it, else at its default."""
-    return [precision if i == 0 or precision in b.precisions else b.default_precision for i, b in enumerate(chain)]
 
 
 # Graph bookkeeping, not kernels: left out of the portable op counts.

@@ -6,7 +6,6 @@ specs, a Record), so it can run in this process or in a worker process.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 import os
@@ -20,22 +19,15 @@ from pathlib import Path
 from ..backends import default_registry, program_check
 from ..core.errors import one_line
 from ..core.result import Artifact, Record, Stage, Status, verdict
-from ..core.spec import ExportConfig, JobConfig, ModelSpec, Target
+from ..core.spec import ExportConfig, JobConfig, ModelSpec, Target, artifact_path
 from ..runtime.host import host, load_runtime
 from ..runtime.pte import program_delegates, program_io, program_operators
 from .accuracy import per_layer, what_to_try, where_it_breaks
 from .capture import Capture, capture, variant_key
-from .lower import chain_precisions, fast_fx
+from .lower import fast_fx
 from .verify import compare, degenerate, image_agreement, run_program, verify_outputs
 
 StageCallback = Callable[[str], None]
-
-
-def artifact_path(out_dir: Path, spec: ModelSpec, target: Target, failed: bool = False) -> Path:
-    """``<out>/<folder>/<model>_<target>.pte`` (``ModelSpec.folder``: the category of a catalog
-    model, the task of one's own); a failed proof never takes that name."""
-    suffix = ".mismatch.pte" if failed else ".pte"
-    return Path(out_dir) / spec.folder / f"{spec.name}_{target.slug}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -400,32 +392,6 @@ def _file_identity(path) -> str:
     """Where a program was loaded from, as the steps shared in a worker know it (stages/memo.py)."""
     st = Path(path).stat()
     return f"file {Path(path).resolve()} {st.st_size} {st.st_mtime_ns}"
-
-
-def lowering_key(target: Target) -> tuple:
-    """Targets with equal keys make the same program (``Backend.lowering_key`` of each
-    backend in the chain, at the precision it lowers at)."""
-    chain = [default_registry().get(name) for name in target.backends]
-    return tuple(b.lowering_key(at) for b, at in zip(chain, chain_precisions(chain, target.precision)))
-
-
-def same_program(record: Record, spec: ModelSpec, target: Target, config: ExportConfig | JobConfig) -> Record:
-    """``record`` (a finished job) for ``target``, whose lowering is the same: the program,
-    and its bundle, are copied under ``target``'s name instead of lowered again."""
-    from ..core.io import write_atomic
-
-    rec = copy.deepcopy(record)
-    rec.target, rec.backends, rec.target_spec = target.name, list(target.backends), target
-    rec.same_program_as, rec.timings = record.target, {}
-    if record.artifact is not None and rec.artifact is not None:  # rec: a copy of record
-        path = artifact_path(config.out_dir, spec, target, failed=record.status is Status.MISMATCH)
-        write_atomic(path, Path(record.artifact.path).read_bytes())
-        rec.artifact.path = str(path)
-        if record.bundle and rec.bundle:
-            bpte = path.with_suffix(".bpte")
-            write_atomic(bpte, Path(record.bundle["file"]).read_bytes())
-            rec.bundle["file"] = str(bpte)
-    return rec
 
 
 def bundled_program(program, reference: dict) -> bytes:
