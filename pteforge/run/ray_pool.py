@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.errors import UsageError
+from ..core.system import fewer_collections
 from ..runtime.isolate import descendants_ended, signal_group
 from .workers import CLUSTER_LOST, Job, Outcome
 
@@ -141,7 +142,9 @@ def _preload() -> None:
     """A task importing what every job needs, into the worker that runs it."""
     from .workers import preload
 
+    fewer_collections(freeze=False)
     preload()
+    fewer_collections()  # what it imported: frozen
 
 
 class _Board:

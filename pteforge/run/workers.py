@@ -20,6 +20,7 @@ PR_SET_PDEATHSIG, its children are left to init).
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import logging
 import multiprocessing as mp
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import AbstractSet, Any
 
-from ..core.system import start_method
+from ..core.system import fewer_collections, start_method
 from ..runtime.isolate import describe_exit, end_group, new_group, signal_group
 
 
@@ -108,6 +109,7 @@ def _worker_main(conn: Connection, quiet: bool, env: dict[str, str], spawned: bo
     os.environ.update(env)
     if quiet:
         silence()
+    fewer_collections()  # forked: the fork server's imports are frozen; spawned (a capture): its thresholds
     _thread_lock_for_progress_bars()
     while True:
         try:
@@ -131,6 +133,8 @@ def _worker_main(conn: Connection, quiet: bool, env: dict[str, str], spawned: bo
                 conn.send(("error", job.key, exc, tb))
             except Exception:  # an unpicklable exception: send its text
                 conn.send(("error", job.key, RuntimeError(f"{type(exc).__name__}: {exc}"), tb))
+        value = None
+        gc.collect()  # the job's cycles (graphs holding weights) freed before the next one (fewer_collections)
 
 
 def _leave(spawned: bool) -> None:
@@ -401,7 +405,7 @@ def _context(quiet: bool = True) -> mp.context.BaseContext:
     # GPU). Asked through NVML instead, CUDA stays uninitialised until a worker uses it.
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload((["pteforge.run.silent"] if quiet else []) + PRELOAD)
+    ctx.set_forkserver_preload(["pteforge.run.fork_server_first"] + (["pteforge.run.silent"] if quiet else []) + PRELOAD)
     return ctx
 
 
