@@ -31,6 +31,7 @@ def _targets() -> dict:
     from executorch.exir.backend.canonical_partitioners.group_partitioner import GroupBasedPartitioner
     from executorch.exir.pass_base import _ExportPassBase
     from executorch.exir.program import _program
+    from torch._export import utils as export_utils
     from torch._export.serde import serialize
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.export import ExportedProgram
@@ -44,6 +45,7 @@ def _targets() -> dict:
         "lazy_codegen": (t, t.lazy_codegen, (GraphModule, "__new__")),
         "cached_quant_ops": (t, t.cached_quant_ops, (FakeTensorMode, "_validate_cache_key")),
         "fast_serde": (t, t.fast_serde, (serialize, "typing")),
+        "cia_ops_materialized_once": (t, t.cia_ops_materialized_once, (export_utils, "_materialize_cpp_cia_ops")),
         "run_decompositions_wrapped": (t, lambda: t.run_decompositions_wrapped(lambda f: lambda *a, **k: f(*a, **k)),
                                        (ExportedProgram, "run_decompositions")),
         "retrace_only_what_changed": (e, e.retrace_only_what_changed, (_ExportPassBase, "call")),
@@ -67,6 +69,7 @@ def _targets() -> dict:
 
 
 PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde", "run_decompositions_wrapped",
+           "cia_ops_materialized_once",
            "retrace_only_what_changed", "retraces_reuse_values", "partitions_without_debug_text",
            "partitions_merged_by_set_checks", "partitions_sorted_in_place", "softmax_reads_nchw",
            "one_value_constants_take_any_layout", "views_of_written_buffers_outside", "edge_program_wrapped",
@@ -187,3 +190,39 @@ def test_replaced_removes_what_a_class_only_inherited():
     with contextlib.suppress(RuntimeError), patches.replaced(Base, "f", lambda self: "patched"):
         raise RuntimeError
     assert Base().f() == "base"
+
+
+def test_cia_operators_are_materialized_again_only_when_the_dispatchers_list_changes(monkeypatch):
+    import torch
+    from torch._export import utils as export_utils
+
+    walks = []
+    monkeypatch.setattr(export_utils, "_materialize_cpp_cia_ops", lambda: walks.append(1))
+    with torch_patches.cia_ops_materialized_once():
+        export_utils._materialize_cpp_cia_ops()
+        export_utils._materialize_cpp_cia_ops()
+        assert len(walks) == 1
+        lib = torch.library.Library("pteforge_cia_test", "DEF")  # one more CIA operator in the dispatcher
+        lib.define("twice(Tensor x) -> Tensor")
+        lib.impl("twice", lambda x: x * 2, "CompositeImplicitAutograd")
+        export_utils._materialize_cpp_cia_ops()
+        assert len(walks) == 2
+        del lib
+
+
+def test_run_decompositions_makes_the_same_program_with_cia_operators_materialized_once():
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.fc = torch.nn.Conv2d(3, 4, 3), torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.fc(torch.nn.functional.hardsigmoid(self.conv(x)).mean((2, 3)))
+
+    program = torch.export.export(Net().eval(), (torch.randn(1, 3, 8, 8),))
+    plain = program.run_decompositions().graph_module.code
+    with torch_patches.cia_ops_materialized_once():
+        assert program.run_decompositions().graph_module.code == plain
+        assert program.run_decompositions().graph_module.code == plain

@@ -9,6 +9,7 @@ import re
 from collections import Counter
 from collections.abc import Set as AbstractSet
 
+from ..backends.base import chain_precisions
 from ..core.result import Delegation, OpCount
 from ..patches.executorch_patches import (
     partitions_merged_by_set_checks,
@@ -19,23 +20,24 @@ from ..patches.executorch_patches import (
 )
 from ..patches.torch_patches import (
     cached_quant_ops,
+    cia_ops_materialized_once,
     fast_serde,
     lazy_codegen,
     shared_provenance,
 )
-from ..backends.base import chain_precisions
 from .fallback import Cut, lower_leaving_out
 from .memo import sharing
 
 
 @contextlib.contextmanager
 def fast_fx():
-    """``shared_provenance``, ``lazy_codegen``, ``cached_quant_ops``, ``retrace_only_what_changed``,
-    ``retraces_reuse_values``, ``partitions_without_debug_text``, ``partitions_sorted_in_place``,
-    ``partitions_merged_by_set_checks`` (``pteforge/patches``), ``memo.sharing`` and ``fast_serde``:
-    what every target job (loading its capture, lowering it) runs under."""
-    with shared_provenance(), lazy_codegen(), cached_quant_ops(), retrace_only_what_changed(), \
-            retraces_reuse_values(), partitions_without_debug_text(), partitions_sorted_in_place(), \
+    """``shared_provenance``, ``lazy_codegen``, ``cached_quant_ops``, ``cia_ops_materialized_once``,
+    ``retrace_only_what_changed``, ``retraces_reuse_values``, ``partitions_without_debug_text``,
+    ``partitions_sorted_in_place``, ``partitions_merged_by_set_checks`` (``pteforge/patches``),
+    ``memo.sharing`` and ``fast_serde``: what every target job (loading its capture, lowering
+    it) runs under."""
+    with shared_provenance(), lazy_codegen(), cached_quant_ops(), cia_ops_materialized_once(), \
+            retrace_only_what_changed(), retraces_reuse_values(), partitions_without_debug_text(), partitions_sorted_in_place(), \
             partitions_merged_by_set_checks(), sharing(), fast_serde():
         yield
 
