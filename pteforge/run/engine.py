@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..backends import default_registry, lowering_key
-from ..core.io import remove_run_temporaries, work_dir, write_atomic
 from ..core.errors import CaptureError, PteforgeError, one_line
+from ..core.io import remove_run_temporaries, work_dir, write_atomic
 from ..core.result import Record, Stage, Status, Unavailable, settle
 from ..core.spec import AccuracyBudget, ExportConfig, ModelSpec, Target, artifact_path
 from ..families import family
