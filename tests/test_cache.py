@@ -173,3 +173,25 @@ def test_a_factory_in_a_py_file_by_its_path_and_its_code_in_the_key(capsys, tmp_
     assert main(["export", "--model", "src/missing.py:x", "--input-shape", "1,3", "--out", "out"]) == ExitStatus.USAGE
     [line] = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
     assert "--model src/missing.py:x: no such file src/missing.py" in line, "printed as written (no :x: emoji)"
+
+
+def test_the_runs_process_plans_and_looks_up_without_importing_torch(tmp_path):
+    """A run's own process reads the cache, names the artifacts and groups targets that make
+    the same program without torch or ExecuTorch: it imported torch (2 s of a core) before
+    starting the capture, only to name an artifact's path. (The first run on a host asks the
+    runtime for its facts once, as ``pteforge backends`` does.)"""
+    code = (
+        "import sys\nfrom pathlib import Path\n"
+        "from pteforge import ExportConfig, plan_targets, select_models\n"
+        "from pteforge.backends import lowering_key\n"
+        "from pteforge.run.engine import look_up\n"
+        "from pteforge.run.jobs import whose_steps\n"
+        "models = select_models(mobilenet=[])\n"
+        "plan = plan_targets(['xnnpack', 'vulkan', 'coreml', 'xnnpack:int8'])\n"
+        f"looked = look_up(models, plan, ExportConfig(out_dir=Path({str(tmp_path / 'out')!r}), weights='none'))\n"
+        "keys = {(lowering_key(t), whose_steps(s)) for s, todo, _, _ in looked for t in todo}\n"
+        "print(len(keys), 'LEAK' if any(m in sys.modules for m in ('torch', 'executorch.exir')) else 'CLEAN')"
+    )
+    env = {**os.environ, "PTEFORGE_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env) for _ in range(2)]
+    assert runs[1].stdout.strip().endswith("4 CLEAN"), runs[1].stdout[-500:] + runs[1].stderr[-500:]

@@ -129,6 +129,25 @@ def test_workers_side_by_side_share_the_cores():
     assert together == [max(1, cores // 2)] * 4 and alone == [cores]
 
 
+def test_a_forked_worker_asks_cuda_not_nvml_and_collects_less_often(monkeypatch):
+    """Only the fork server asks NVML whether there is a GPU (so as not to initialise CUDA
+    before it forks): a worker that did asked again at every fake-tensor operation, 45 us
+    each. A worker freezes what it inherited from the fork server and collects at
+    ``COLLECTION_THRESHOLDS`` (at Python's defaults, collections took 2.8 s of ~24 s of
+    lowering)."""
+    import tiny_models
+
+    from pteforge.core.system import COLLECTION_THRESHOLDS
+    from pteforge.run.workers import NVML_CHECK, Call, WorkerPool
+
+    monkeypatch.delenv(NVML_CHECK, raising=False)  # not the user's own: pteforge sets it for its fork server
+    with WorkerPool(1) as pool:
+        [outcome] = list(pool.run([Call(key="facts", fn=tiny_models.worker_facts, args=(NVML_CHECK,))]))
+    assert os.environ.get(NVML_CHECK) == "1", "set for the fork server"
+    variable, thresholds, frozen = outcome.value
+    assert variable is None and thresholds == COLLECTION_THRESHOLDS and frozen > 100_000, outcome.value
+
+
 def test_a_spawned_worker_leaves_at_once_and_runs_its_exit_handlers(tmp_path):
     """A closed pool's spawned worker (a fresh interpreter, as the captures' are) exits
     without taking its interpreter apart: a thread a job left running does not hold it (a

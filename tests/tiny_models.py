@@ -652,3 +652,12 @@ def leaves_state(folder: str, on_stage=None) -> str:
     threading.Thread(target=threading.Event().wait).start()
     _LEFT_IN_WORKER.append(kept)
     return kept.name
+
+
+def worker_facts(name: str, on_stage=None) -> tuple:
+    """A worker job (``tiny_models:worker_facts``): environment variable ``name`` as the
+    worker sees it, its collector's thresholds, and how many objects it froze."""
+    import gc
+    import os
+
+    return os.environ.get(name), gc.get_threshold(), gc.get_freeze_count()
