@@ -1107,6 +1107,94 @@ def test_a_program_no_rewrite_takes_is_not_traced_again(case):
         assert rewrite._applies(exported, rewrite._table()) == (case != "in place, taken by no rewrite")
 
 
+class LaidOutAnew(torch.nn.Module):
+    """Attention whose heads a rewrite gives back strided (``unbind`` as slices), read by a
+    ``reshape`` that functionalizing alone turns into a ``view`` of a contiguous tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(16, 2)
+
+    def forward(self, x):
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+def _layout(program) -> list:
+    """Each node as its op, its inputs by position, its value's layout and module: the
+    program, whatever fx named its nodes."""
+    from torch.utils import _pytree as pytree
+
+    at = {node: i for i, node in enumerate(program.graph.nodes)}
+    rows = []
+    for node in program.graph.nodes:
+        val = node.meta.get("val")
+        layout = (tuple(val.shape), val.dtype, val.stride()) if isinstance(val, torch.Tensor) else None
+        stack = list(node.meta.get("nn_module_stack", {}).values())[-1:] if node.op == "call_function" else None
+        rows.append((node.op, str(node.target) if node.op != "placeholder" else "", layout, str(stack),
+                     str(pytree.tree_map_only(torch.fx.Node, lambda a: at[a], (node.args, node.kwargs)))))
+    return rows
+
+
+# the 3-D convolutions' frames come back permuted, laid out otherwise: traced whole
+SPLICED = ["layer_norm, rms_norm", "mean and sum over any dims", "maxima over any dims", "instance norm",
+           "reflection, replication and circular padding"]
+
+
+@pytest.mark.parametrize("case", ["in place", "laid out anew", "patterns", *CASES])
+def test_a_rewrite_spliced_into_the_functional_program_makes_what_tracing_it_whole_makes(case):
+    """``_rewritten`` traces only the ops a table takes (``toolkit/splice.py``), on the
+    functional program lowering makes anyway: the same program as tracing the whole one
+    with the table (its ops, their inputs, layouts and modules), the same values; where it
+    could differ (a rewrite giving a tensor laid out otherwise) it traces the whole."""
+    from pteforge.backends.toolkit import rewrite, splice
+
+    if case in CASES:
+        make, shapes, _ = CASES[case]
+        model, inputs = make().eval(), _seeded(shapes, 0)
+    else:
+        torch.manual_seed(0)
+        model, inputs = {"in place": lambda: (InPlace(unsqueeze=True), (torch.randn(1, 3, 8, 8),)),
+                         "laid out anew": lambda: (LaidOutAnew(), (torch.randn(5, 1, 16),)),
+                         "patterns": lambda: (Patterns(), (torch.randn(1, 8, 8, 8),))}[case]()
+    exported = torch.export.export(model.eval(), inputs)
+    made = []
+    for table in (rewrite._table(), rewrite._late_table()):
+        if not rewrite._applies(exported, table):
+            continue  # left as it is (test_a_program_no_rewrite_takes_is_not_traced_again)
+        whole = exported.run_decompositions(table)
+        if rewrite._splices(exported, table):
+            made.append(splice.spliced(exported.run_decompositions({}), table) is not None)
+        rewritten = rewrite._rewritten(exported, table)
+        assert _layout(rewritten) == _layout(whole)
+        with torch.no_grad():
+            for got, want in zip(torch.utils._pytree.tree_leaves(rewritten.module()(*inputs)),
+                                 torch.utils._pytree.tree_leaves(whole.module()(*inputs))):
+                assert torch.equal(got, want)
+    if case in SPLICED:
+        assert any(made), "spliced, not traced whole"
+    if case == "laid out anew":
+        assert made == [False], "the early table's slices are laid out otherwise: traced whole"
+
+
+def test_a_spliced_program_is_what_run_decompositions_makes_so_lowering_does_not_trace_it_again():
+    """The splice is marked as ``run_decompositions``'s own (``decomposed``): ExecuTorch's
+    functionalizing of it is given back untraced, and its functionalizing of the program
+    the rewrite started from is the one the rewrite made (shared in a worker)."""
+    from pteforge.backends.toolkit import rewrite
+    from pteforge.stages import memo
+
+    make, shapes, _ = CASES["instance norm"]
+    program = memo.tag(torch.export.export(make().eval(), _seeded(shapes, 0)), "test splice")
+    with memo.sharing():
+        rewritten = rewrite._rewritten(program, rewrite._late_table())
+        before = memo.stats.copy()
+        again = rewritten.run_decompositions({})
+        program.run_decompositions({})
+        assert memo.stats["decompose again"] == before["decompose again"] + 1
+        assert memo.stats["decompose hit"] == before["decompose hit"] + 1
+    assert _layout(again) == _layout(rewritten)
+
+
 class WrittenOut(torch.nn.Module):
     """Hard-swish in the forms other frameworks write it, and a byte embedding as a
     one-hot matrix product (JAX and Keras through ONNX: Magika), each beside a near miss

@@ -109,9 +109,43 @@ def _mean_of_last_dim(x, dim, keepdim=False, dtype=None):
 
 
 def _rewritten(exported, table):
+    """``exported.run_decompositions(table)``, traced again only where ``table`` takes an op
+    when it can be (``splice.py``): from the functional program ExecuTorch's lowering makes
+    first anyway (``run_decompositions({})``, shared in a worker), then the ops it takes."""
     if _symbolic(exported) or not _applies(exported, table):
         return exported
-    return exported.run_decompositions(table)
+    if not _splices(exported, table):
+        return exported.run_decompositions(table)
+    from .decomposed import decomposed
+    from .splice import spliced
+
+    functional = exported.run_decompositions({})
+    made = spliced(functional, table)
+    # traced whole from ``exported``: functionalizing first decided its reshapes' views for
+    # the layouts the rewrites then change (a ViT's attention, early table)
+    return decomposed(made) if made is not None else exported.run_decompositions(table)
+
+
+def _splices(exported, table) -> bool:
+    """Whether functionalizing first and then splicing makes what tracing ``exported`` with
+    ``table`` would: not where functionalizing would take an op of the table apart before
+    the table sees it (a composite op that returns a view, such as ``chunk``) or turn an
+    in-place op into one the table names, nor in a program with branches."""
+    import torch
+    from torch._export.utils import _is_cia_op, _is_preservable_cia_op
+
+    if any(isinstance(sub, torch.fx.GraphModule) for sub in exported.graph_module.children()):
+        return False
+    names = {op._schema.name for op in table}
+    for node in exported.graph.nodes:
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None:
+            continue
+        if schema.is_mutable and schema.name.rstrip("_") in names:
+            return False
+        if node.target in table and _is_cia_op(node.target) and not _is_preservable_cia_op(node.target):
+            return False
+    return True
 
 
 def _applies(exported, table) -> bool:
