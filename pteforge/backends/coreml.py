@@ -201,22 +201,30 @@ def _typed(partitioner):
 
 
 def coremltools():
-    """coremltools, imported without scikit-learn: its ``_deps`` import sklearn (2.1 of the
-    3.7 s its import takes here, in every worker that lowers for Core ML) only to offer
-    converting scikit-learn models, which pteforge never does, and which coremltools 9
-    disables anyway for the scikit-learn (> 1.5.1) installed beside it."""
-    if "coremltools" not in sys.modules and "sklearn" not in sys.modules:
-        # import sklearn raises ImportError: coremltools goes on without it. A None entry is the
-        # import system's documented "not importable"; typeshed types sys.modules as modules only.
-        sys.modules["sklearn"] = None  # type: ignore[assignment]
+    """coremltools, imported without scikit-learn and transformers: its ``_deps`` import them
+    only to say whether they are there. scikit-learn (2.1 of the 3.7 s its import took here,
+    in every worker that lowers for Core ML) is for converting scikit-learn models, which
+    pteforge never does and which coremltools 9 disables anyway for the scikit-learn (>
+    1.5.1) installed beside it; transformers (0.5 s more) sets a flag (``_HAS_HF``) nothing
+    in coremltools 9 reads. Either one already imported stays as it is."""
+    hidden = [name for name in _UNUSED_BY_COREMLTOOLS if name not in sys.modules]
+    if "coremltools" not in sys.modules and hidden:
+        # ``import sklearn`` raises ImportError: coremltools goes on without it. A None entry is
+        # the import system's documented "not importable"; typeshed types sys.modules as modules only.
+        for name in hidden:
+            sys.modules[name] = None  # type: ignore[assignment]
         try:
             import coremltools as ct
         finally:
-            if sys.modules.get("sklearn", 0) is None:
-                del sys.modules["sklearn"]
+            for name in hidden:
+                if sys.modules.get(name, 0) is None:
+                    del sys.modules[name]
     import coremltools as ct
 
     return ct
+
+
+_UNUSED_BY_COREMLTOOLS = ("sklearn", "transformers")
 
 
 def _patterns_built_where_they_can_match(quantizer):
