@@ -463,3 +463,43 @@ def test_saving_and_loading_with_fast_serde_make_the_same_files_and_programs(tmp
     assert kept == plain and again == plain[0]
     assert "u0: VR[1, 4]" in plain[0][2] and ("slice_1", "FakeTensor(..., size=(u0,))") in plain[0][3]
     assert serialize.typing is typing and serialize.sympy is sympy and serialize.copy is copy
+
+
+class MobileBlock(torch.nn.Module):
+    """What mobilenet_v3 is made of, small: the operators ExecuTorch's table decomposes
+    (conv2d, batch norm, hard-sigmoid, adaptive pooling, linear) among ones it keeps."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8)
+        self.squeeze, self.fc = torch.nn.Conv2d(8, 8, 1), torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = torch.nn.functional.hardswish(self.bn(self.conv(x)), inplace=True)
+        scale = torch.nn.functional.hardsigmoid(self.squeeze(torch.nn.functional.adaptive_avg_pool2d(y, 1)))
+        y = torch.nn.functional.relu(y * scale, inplace=True)
+        return self.fc(torch.nn.functional.adaptive_avg_pool2d(y, 1).flatten(1)), y.max(dim=1)[0]
+
+
+@pytest.mark.parametrize("backend_name", ["xnnpack", "vulkan", "portable", "mlx"])
+@pytest.mark.parametrize("make", [TinyNet, MobileBlock])
+def test_a_lowering_decomposes_only_what_the_table_takes_and_makes_the_same_program(backend_name, make):
+    """Inside ``sharing``, ExecuTorch's decomposition of a functionalized program with its
+    table is traced only where the table takes an op (``toolkit/splice.py``): the program
+    lowered is the very one tracing it whole makes, byte for byte."""
+    from pteforge.backends import default_registry
+
+    backend = default_registry().get(backend_name)
+    torch.manual_seed(0)
+    model, x = make().eval(), torch.rand(1, 3, 8, 8)
+
+    def lowered():
+        program = torch.export.export(model, (x,))
+        return lower(program, [backend], backend.default_precision, backend.plan(backend.default_precision))
+
+    whole = lowered().to_executorch().buffer
+    with memo.sharing():
+        before = memo.stats["decompose spliced"]
+        spliced = lowered().to_executorch().buffer
+        assert memo.stats["decompose spliced"] > before, "spliced, not traced whole"
+    assert spliced == whole

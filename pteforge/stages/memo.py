@@ -30,6 +30,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable
 
 from ..backends.toolkit.decomposed import DECOMPOSED, decomposed, digest, structure
+from ..backends.toolkit.splice import spliced
 from ..patches.executorch_patches import edge_program_wrapped
 from ..patches.torch_patches import run_decompositions_wrapped
 from .describe import Unstable, describe
@@ -337,9 +338,24 @@ def _sharing_decompositions(run_decompositions):
         if key is not None:
             key = digest("decompose", key, decompose_custom_triton_ops, _table_key(decomp_table, pinned))
         return decomposed(_shared("decompose", key, source_of(self),
-                                  lambda: run_decompositions(self, decomp_table, decompose_custom_triton_ops), pinned))
+                                  lambda: _decompose(run_decompositions, self, decomp_table, decompose_custom_triton_ops),
+                                  pinned))
 
     return decompose
+
+
+def _decompose(run_decompositions, program, table, triton_ops):
+    """``run_decompositions``; on a program it made, unchanged since, traced only where the
+    table takes an op (``backends/toolkit/splice.py``): ExecuTorch decomposes every program
+    it lowers with its table, less the operators the partitioner keeps whole, after
+    functionalizing it (mobilenet_v3_small for Vulkan: 73 of 436 nodes taken, 0.65-0.96 s
+    against 1.2-1.6 s for the whole program)."""
+    if table and not triton_ops and getattr(program, DECOMPOSED, None) == structure(program):
+        made = spliced(program, table, ask=False)
+        if made is not None and made is not program:
+            stats["decompose spliced"] += 1
+            return made
+    return run_decompositions(program, table, triton_ops)
 
 
 def _sharing_edge_programs(generate_edge_program):

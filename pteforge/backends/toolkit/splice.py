@@ -26,14 +26,17 @@ import operator
 from typing import Any
 
 
-def spliced(program, table):
+def spliced(program, table, ask: bool = True):
     """``program.run_decompositions(table)`` for a program ``run_decompositions`` made,
-    traced only where a rewrite of ``table`` takes an op; None where that could differ."""
+    traced only where ``table`` takes an op; None where that could differ. ``ask``: ask
+    each of the table's functions on the op's fake values whether it takes it (a same-value
+    rewrite declines with NotImplemented); otherwise every op in the table is taken
+    (a decomposition table: ExecuTorch's, less what a partitioner keeps whole)."""
     import torch
 
-    if any(isinstance(sub, torch.fx.GraphModule) for sub in program.graph_module.children()):
+    if any(isinstance(sub, torch.fx.GraphModule) for sub in program.graph_module.children()) or _symbolic(program):
         return None
-    taken = _taken(program, table)
+    taken = _taken(program, table, ask)
     if taken is None:
         return None
     if not taken:
@@ -42,25 +45,34 @@ def spliced(program, table):
     return _with_graphs_of(program, taken, small.run_decompositions(table), read)
 
 
-def _taken(program, table) -> list | None:
-    """The nodes whose op a rewrite of ``table`` takes (asked on their fake values), or None
-    when one fails on them or has users that are not its outputs' ``getitem``."""
+def _symbolic(program) -> bool:
+    """Whether a size in the program is symbolic: its small programs would need the shape
+    environment's ranges too."""
+    import torch
+
+    return any(isinstance(d, torch.SymInt) for n in program.graph.nodes if n.op == "placeholder"
+               and isinstance(n.meta.get("val"), torch.Tensor) for d in n.meta["val"].shape)
+
+
+def _taken(program, table, ask: bool) -> list | None:
+    """The nodes whose op ``table`` takes (``spliced``), or None when a function of the
+    table fails on one's fake values or one has users that are not its outputs' ``getitem``."""
     import torch
     from torch.fx import Node
     from torch.utils import _pytree as pytree
 
     taken = []
     for node in program.graph.nodes:
-        rewrite = table.get(node.target) if node.op == "call_function" else None
-        if rewrite is None:
+        if node.op != "call_function" or node.target not in table:
             continue
-        args, kwargs = pytree.tree_map_only(Node, lambda a: a.meta.get("val"), (node.args, node.kwargs))
-        try:
-            with torch.no_grad():
-                if rewrite(*args, **kwargs) is NotImplemented:
-                    continue
-        except Exception:  # noqa: BLE001 - tracing the whole program says why
-            return None
+        if ask:
+            args, kwargs = pytree.tree_map_only(Node, lambda a: a.meta.get("val"), (node.args, node.kwargs))
+            try:
+                with torch.no_grad():
+                    if table[node.target](*args, **kwargs) is NotImplemented:
+                        continue
+            except Exception:  # noqa: BLE001 - tracing the whole program says why
+                return None
         if not _outputs(node) or (isinstance(node.meta["val"], (tuple, list))
                                   and any(u.target is not operator.getitem for u in node.users)):
             return None
@@ -131,7 +143,7 @@ def _with_graphs_of(program, taken, made, read):
 
     import torch
 
-    parts = _parts(taken, made)
+    parts = _parts(taken, made) if _reads_only(made, read) else None
     if parts is None:
         return None
     stands_for = dict(zip((n for n in made.graph.nodes if n.op == "placeholder"), read))
@@ -144,6 +156,18 @@ def _with_graphs_of(program, taken, made, read):
     signature.input_specs = [_renamed(spec, renamed) for spec in signature.input_specs]
     signature.output_specs = [_renamed(spec, renamed) for spec in signature.output_specs]
     return program._update(module, signature)
+
+
+def _reads_only(made, read) -> bool:
+    """Whether the traced small program takes the inputs it was given and nothing else,
+    and only returns: a decomposition that makes a constant of its own has it lifted as
+    one more input, which the whole program's trace would lift as its own."""
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    signature = made.graph_signature
+    return (len(signature.input_specs) == len(read)
+            and all(spec.kind is InputKind.USER_INPUT for spec in signature.input_specs)
+            and all(spec.kind is OutputKind.USER_OUTPUT for spec in signature.output_specs))
 
 
 def _parts(taken, made) -> dict | None:
