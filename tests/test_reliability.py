@@ -753,6 +753,31 @@ def test_captures_start_fresh_only_where_a_core_is_idle(monkeypatch, tmp_path, b
         assert pool.ctx.get_start_method() == method
 
 
+def test_cores_are_busy_while_other_processes_use_them_not_after_nor_with_this_process_own_work(monkeypatch):
+    """``cores_busy`` measures the other processes' use of the cores since the command
+    started, not the 1-minute load average, which stays high for a minute after a run has
+    ended: the next run then waited for the fork server before its capture."""
+    from pteforge.core import system
+
+    cores = os.cpu_count() or 1
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores)]
+    try:
+        time.sleep(0.5)
+        monkeypatch.setattr(system, "_STARTED", system._cpu_times())
+        assert system.cores_busy(), "every core spun by another process"
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    # (seconds, busy ticks, all ticks, this process's CPU seconds): 100 ticks a second a core
+    readings = iter([(0.0, 0, 0, 0.0), (1.0, 0.1 * 100 * cores, 100 * cores, 0.0),  # idle
+                     (0.0, 0, 0, 0.0), (1.0, 100 * cores, 100 * cores, cores * 1.0)])  # all this process's own threads
+    for _ in range(2):
+        monkeypatch.setattr(system, "_STARTED", next(readings))
+        monkeypatch.setattr(system, "_cpu_times", lambda: next(readings))
+        assert not system.cores_busy()
+
+
 def test_a_later_run_in_the_same_process_forks_its_capture_from_the_ready_fork_server(capsys, tmp_path):
     """Once a run has forked a worker, the fork server has done its imports: a later run in
     that process (the API called again, a notebook) forks its capture from it instead of

@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import sys
+import time
 from collections.abc import Iterator
 
 PORTABLE_ENV = "PTEFORGE_PORTABLE"
@@ -94,13 +95,42 @@ def thread_count() -> int:
 
 
 def cores_busy() -> bool:
-    """Whether every core of this machine was busy over the last minute (its load average
-    within half a process of the core count); False where the load is not known (Windows)."""
+    """Whether other work keeps every core of this machine busy (within half a core of the
+    core count), so that one more interpreter importing torch would only compete with it.
+
+    On Linux, measured since this process started (``/proc/stat``, less this process's own
+    CPU time; over at least 0.2 s, and only the last 0.2 s when that was over 10 s ago).
+    Elsewhere the 1-minute load average, which lags: after a 2-core run it says "busy" for a
+    minute, and a run started right after (the next export of someone exporting all day)
+    waited for the fork server's imports before its capture (its first jobs 3-4 s later)."""
+    now = _cpu_times()
+    if now is None:
+        try:
+            return os.getloadavg()[0] >= (os.cpu_count() or 1) - 0.5
+        except (AttributeError, OSError):
+            return False  # not known (Windows)
+    start = _STARTED if _STARTED is not None and now[0] - _STARTED[0] <= 10 else now
+    if now[0] - start[0] < 0.2:
+        time.sleep(0.2 - (now[0] - start[0]))
+        now = _cpu_times() or now
+    elapsed, cores = now[0] - start[0], os.cpu_count() or 1
+    used = (now[1] - start[1]) / max(1, now[2] - start[2]) * cores  # cores busy, on average
+    others = used - (now[3] - start[3]) / max(elapsed, 1e-9)
+    return others >= cores - 0.5
+
+
+def _cpu_times() -> tuple[float, int, int, float] | None:
+    """(now, busy and all CPU time of this machine in ticks, this process's CPU seconds), or
+    None without ``/proc/stat``."""
     try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return False
-    return load >= (os.cpu_count() or 1) - 0.5
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    except (OSError, ValueError):
+        return None
+    return time.monotonic(), sum(ticks) - ticks[3] - ticks[4], sum(ticks), time.process_time()
+
+
+_STARTED = _cpu_times()  # when this module was imported: a command's start
 
 
 def cpu_name() -> str:
