@@ -11,10 +11,10 @@ import pytest
 
 from pteforge import patches
 from pteforge.core.errors import ExitStatus, UpstreamChangedError
-from pteforge.patches import executorch_patches, torch_patches, torchao_patches
+from pteforge.patches import coremltools_patches, executorch_patches, torch_patches, torchao_patches
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = [torch_patches, executorch_patches, torchao_patches]
+MODULES = [torch_patches, executorch_patches, torchao_patches, coremltools_patches]
 
 
 def _same(value):
@@ -38,6 +38,11 @@ def _targets() -> dict:
     from torch.fx.graph_module import GraphModule
     from torch.fx.traceback import NodeSource
     from torchao.quantization.quantize_.workflows.intx import intx_unpacked_to_int8_tensor as intx
+
+    from pteforge.backends.coreml import coremltools
+
+    coremltools()
+    from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipelineManager
 
     t, e = torch_patches, executorch_patches
     return {
@@ -65,6 +70,9 @@ def _targets() -> dict:
                                              (ConvertToSDPAPass, "call")),
         "scale_only_hqq_replaced": (torchao_patches, lambda: torchao_patches.scale_only_hqq_replaced(_same),
                                     (intx, "_choose_qparams_and_quantize_scale_only_hqq")),
+        "pipeline_validated_where_scopes_are_checked": (
+            coremltools_patches, coremltools_patches.pipeline_validated_where_scopes_are_checked,
+            (PassPipelineManager, "apply_pipeline")),
     }
 
 
@@ -73,7 +81,7 @@ PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde"
            "retrace_only_what_changed", "retraces_reuse_values", "partitions_without_debug_text",
            "partitions_merged_by_set_checks", "partitions_sorted_in_place", "softmax_reads_nchw",
            "one_value_constants_take_any_layout", "views_of_written_buffers_outside", "edge_program_wrapped",
-           "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced"]
+           "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced", "pipeline_validated_where_scopes_are_checked"]
 
 
 def _gone_lazy_codegen():
@@ -153,12 +161,15 @@ def test_a_patch_whose_target_is_gone_refuses(name, monkeypatch):
 
 
 @pytest.mark.parametrize("constant, what", [("_MERGE_SOURCE", "GroupBasedPartitioner._can_merge_partitions"),
-                                            ("_LEGALIZE_SOURCE", "torch.fx.passes.tools_common.legalize_graph")])
+                                            ("_LEGALIZE_SOURCE", "torch.fx.passes.tools_common.legalize_graph"),
+                                            ("_PIPELINE_SOURCE", "PassPipelineManager.apply_pipeline")])
 def test_a_patch_of_another_source_refuses(constant, what, monkeypatch):
-    patch = {"_MERGE_SOURCE": executorch_patches.partitions_merged_by_set_checks,
-             "_LEGALIZE_SOURCE": executorch_patches.partitions_sorted_in_place}[constant]
-    real = getattr(executorch_patches, constant)
-    monkeypatch.setattr(executorch_patches, constant, "deadbeef")
+    module, patch = {"_MERGE_SOURCE": (executorch_patches, executorch_patches.partitions_merged_by_set_checks),
+                     "_LEGALIZE_SOURCE": (executorch_patches, executorch_patches.partitions_sorted_in_place),
+                     "_PIPELINE_SOURCE": (coremltools_patches,
+                                          coremltools_patches.pipeline_validated_where_scopes_are_checked)}[constant]
+    real = getattr(module, constant)
+    monkeypatch.setattr(module, constant, "deadbeef")
     with pytest.raises(UpstreamChangedError) as caught:
         with patch():
             pass
@@ -226,3 +237,33 @@ def test_run_decompositions_makes_the_same_program_with_cia_operators_materializ
     with torch_patches.cia_ops_materialized_once():
         assert program.run_decompositions().graph_module.code == plain
         assert program.run_decompositions().graph_module.code == plain
+
+
+def test_the_mil_pipeline_makes_the_same_program_validating_it_where_scopes_are_checked(monkeypatch):
+    """coremltools validates its MIL program after every pass (96 times for a convolution
+    network); inside the patch only where it checks scopes and at the end, and the program
+    converted is the same."""
+    from pteforge.backends.coreml import coremltools
+
+    ct = coremltools()
+    from coremltools.converters.mil.mil import Program
+
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.Hardswish(),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4)).eval()
+    program = torch.export.export(model, (torch.rand(1, 3, 16, 16),)).run_decompositions({})
+    original = Program.validate
+
+    def converted() -> tuple[str, int]:
+        calls = []
+        monkeypatch.setattr(Program, "validate", lambda self, *a, **k: calls.append(k) or original(self, *a, **k))
+        made = ct.convert(program, convert_to="mlprogram", skip_model_load=True,
+                          minimum_deployment_target=ct.target.iOS16)
+        monkeypatch.setattr(Program, "validate", original)
+        return re.sub(r"block\d+", "block", str(made._mil_program)), len(calls)  # blocks numbered process-wide
+
+    plain, validations = converted()
+    with coremltools_patches.pipeline_validated_where_scopes_are_checked():
+        patched, fewer = converted()
+    assert patched == plain
+    assert validations > 90 and fewer < validations / 4

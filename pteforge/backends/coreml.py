@@ -107,6 +107,12 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
     def partitioners(self, precision):
         return self.plan(precision).partitioners
 
+    def lowering_context(self):
+        from ..patches.coremltools_patches import pipeline_validated_where_scopes_are_checked
+
+        coremltools()  # without the libraries it only looks for
+        return pipeline_validated_where_scopes_are_checked()  # see pteforge/patches/coremltools_patches.py
+
     def fit(self, exported, partitioners):
         """Core ML takes fp16 inputs from iOS 16 (coremltools: "To use fp16 input, please set
         minimum deployment target to iOS16+"): a program holding fp16 values (a model in
