@@ -503,3 +503,27 @@ def test_a_lowering_decomposes_only_what_the_table_takes_and_makes_the_same_prog
         spliced = lowered().to_executorch().buffer
         assert memo.stats["decompose spliced"] > before, "spliced, not traced whole"
     assert spliced == whole
+
+
+def test_a_program_whose_inputs_are_not_named_as_its_signature_says_is_traced_whole():
+    """ExecuTorch hands ``run_decompositions`` programs whose placeholder ``input`` a graph
+    copy renamed ``input_1`` while the signature still says ``input``: tracing the whole
+    goes by position; a splice (``toolkit/splice.py``) would make a program torch's verifier
+    refuses, so none is made, and a placeholder named ``input`` keeps its name."""
+    from executorch.exir.tracer import _default_decomposition_table
+
+    from pteforge.backends.toolkit.splice import spliced
+
+    class Named(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 2)
+
+        def forward(self, input):  # noqa: A002 - the name that shadows a builtin
+            return torch.nn.functional.hardsigmoid(self.fc(input))
+
+    functional = torch.export.export(Named().eval(), (torch.rand(1, 4),)).run_decompositions({})
+    made = spliced(functional, _default_decomposition_table(), ask=False)
+    assert made is not None and [n.name for n in made.graph.nodes if n.op == "placeholder"][-1] == "input"
+    next(n for n in functional.graph.nodes if n.name == "input").name = "input_1"
+    assert spliced(functional, _default_decomposition_table(), ask=False) is None

@@ -1,4 +1,4 @@
-"""``run_decompositions`` with a small table, traced only where the table takes an op.
+"""``run_decompositions`` traced only where its table takes an op.
 
 A backend's same-value rewrites (``rewrite.py``) take a handful of a program's ops:
 XNNPACK's late table takes mobilenet_v3_small's ten adaptive average poolings, and
@@ -10,14 +10,16 @@ gives it back as it is, so only the ops the table takes are traced: as a small p
 their own, by ``run_decompositions`` itself, with the same table and their own metadata
 (module stack, source), whose graph then takes each op's place. The functional program
 it starts from is the one ExecuTorch's lowering makes first anyway, shared by every
-lowering of the program in a worker (``stages/memo.py``).
+lowering of the program in a worker (``stages/memo.py``). ExecuTorch's own decomposition
+of that program with its table (less what a partitioner keeps whole) is spliced the same
+way inside a worker (``memo.sharing``): mobilenet_v3_small for Vulkan, 73 of 436 nodes.
 
 Where a splice could differ from tracing the whole program, it is not made and
 ``spliced`` returns None: control flow (branches are programs of their own), an op the
 table takes whose users do not take its outputs one by one, a rewrite that fails on the
 op's fake values (the whole trace then says why), a rewritten tensor laid out otherwise
-than the one it replaces (what reads it was traced for that layout), or small programs
-sharing a node.
+than the one it replaces (what reads it was traced for that layout), small programs
+sharing a node, or a program whose inputs are not named as its signature says.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def spliced(program, table, ask: bool = True):
     (a decomposition table: ExecuTorch's, less what a partitioner keeps whole)."""
     import torch
 
-    if any(isinstance(sub, torch.fx.GraphModule) for sub in program.graph_module.children()) or _symbolic(program):
+    if any(isinstance(sub, torch.fx.GraphModule) for sub in program.graph_module.children()) or _symbolic(program) \
+            or not _named_by_its_signature(program):
         return None
     taken = _taken(program, table, ask)
     if taken is None:
@@ -43,6 +46,16 @@ def spliced(program, table, ask: bool = True):
         return program
     small, read = _small_program(taken)
     return _with_graphs_of(program, taken, small.run_decompositions(table), read)
+
+
+def _named_by_its_signature(program) -> bool:
+    """Whether the program's inputs are named as its signature names them. ExecuTorch
+    hands ``run_decompositions`` programs whose copied graph renamed a placeholder that
+    shadows a builtin (``input`` -> ``input_1``, the signature still saying ``input``): a
+    whole trace goes by position and does not mind; a splice is made only of a program
+    that would pass torch's verifier."""
+    names = [n.name for n in program.graph.nodes if n.op == "placeholder"]
+    return names == [getattr(spec.arg, "name", None) for spec in program.graph_signature.input_specs]
 
 
 def _symbolic(program) -> bool:
@@ -57,7 +70,10 @@ def _symbolic(program) -> bool:
 def _taken(program, table, ask: bool) -> list | None:
     """The nodes whose op ``table`` takes (``spliced``), or None when a function of the
     table fails on one's fake values or one has users that are not its outputs' ``getitem``."""
+    import contextlib
+
     import torch
+    from torch._guards import detect_fake_mode
     from torch.fx import Node
     from torch.utils import _pytree as pytree
 
@@ -67,8 +83,9 @@ def _taken(program, table, ask: bool) -> list | None:
             continue
         if ask:
             args, kwargs = pytree.tree_map_only(Node, lambda a: a.meta.get("val"), (node.args, node.kwargs))
+            mode = detect_fake_mode(pytree.tree_leaves((args, kwargs)))
             try:
-                with torch.no_grad():
+                with mode or contextlib.nullcontext(), torch.no_grad():
                     if table[node.target](*args, **kwargs) is NotImplemented:
                         continue
             except Exception:  # noqa: BLE001 - tracing the whole program says why
@@ -208,9 +225,24 @@ def _spliced_graph(graph, parts: dict, stands_for: dict):
             env[node] = env[node.args[0]][node.args[1]]
         else:
             env[node] = new.node_copy(node, lambda a: env[a])
-        if isinstance(env[node], torch.fx.Node):
-            renamed[node.name] = env[node].name  # fx may name a copy anew
+    _named_as_before(new, {env[n]: n.name for n in graph.nodes if n not in parts and isinstance(env[n], torch.fx.Node)})
+    for node in graph.nodes:
+        if isinstance(env[node], torch.fx.Node) and env[node].name != node.name:
+            renamed[node.name] = env[node].name
     return new, renamed
+
+
+def _named_as_before(graph, names: dict) -> None:
+    """Each copy named as its node was, where no other node of ``graph`` took the name: fx
+    names a copy anew where the name shadows a builtin (a placeholder ``input``), and
+    programs made from this one name their inputs by the signature's names."""
+    used = {n.name for n in graph.nodes}
+    for node, name in names.items():
+        if node.name != name and name not in used:
+            used.discard(node.name)
+            node.name = name  # as torch.export names its placeholders
+            graph._graph_namespace._rename_object(node, name)
+            used.add(name)
 
 
 def _alike(was, now) -> bool:
