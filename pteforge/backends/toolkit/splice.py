@@ -36,6 +36,8 @@ def spliced(program, table, ask: bool = True):
     (a decomposition table: ExecuTorch's, less what a partitioner keeps whole)."""
     import torch
 
+    from .rewrite import _symbolic  # its small programs would need the shape environment's ranges too
+
     if any(isinstance(sub, torch.fx.GraphModule) for sub in program.graph_module.children()) or _symbolic(program) \
             or not _named_by_its_signature(program):
         return None
@@ -56,15 +58,6 @@ def _named_by_its_signature(program) -> bool:
     that would pass torch's verifier."""
     names = [n.name for n in program.graph.nodes if n.op == "placeholder"]
     return names == [getattr(spec.arg, "name", None) for spec in program.graph_signature.input_specs]
-
-
-def _symbolic(program) -> bool:
-    """Whether a size in the program is symbolic: its small programs would need the shape
-    environment's ranges too."""
-    import torch
-
-    return any(isinstance(d, torch.SymInt) for n in program.graph.nodes if n.op == "placeholder"
-               and isinstance(n.meta.get("val"), torch.Tensor) for d in n.meta["val"].shape)
 
 
 def _taken(program, table, ask: bool) -> list | None:
