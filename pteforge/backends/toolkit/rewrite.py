@@ -21,6 +21,8 @@ import math
 from math import prod
 from typing import Any
 
+from .splice import spliced, symbolic
+
 
 def xnnpack_friendly(exported, late: bool = False):
     """The program with the ops in ``_table()`` written in ops XNNPACK takes (same values).
@@ -112,12 +114,11 @@ def _rewritten(exported, table):
     """``exported.run_decompositions(table)``, traced again only where ``table`` takes an op
     when it can be (``splice.py``): from the functional program ExecuTorch's lowering makes
     first anyway (``run_decompositions({})``, shared in a worker), then the ops it takes."""
-    if _symbolic(exported) or not _applies(exported, table):
+    if symbolic(exported) or not _applies(exported, table):
         return exported
     if not _splices(exported, table):
         return exported.run_decompositions(table)
     from .decomposed import decomposed
-    from .splice import spliced
 
     functional = exported.run_decompositions({})
     made = spliced(functional, table)
@@ -180,17 +181,6 @@ def _applies(exported, table) -> bool:
         except Exception:
             return True
     return False
-
-
-def _symbolic(exported) -> bool:
-    import torch
-
-    return any(
-        isinstance(d, torch.SymInt)
-        for n in exported.graph.nodes
-        if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
-        for d in n.meta["val"].shape
-    )
 
 
 def fold_constants():
@@ -338,7 +328,7 @@ def _recurrent_as_steps(exported):
              ops.squeeze.default, ops.squeeze.dim, ops.squeeze.dims, ops.unsqueeze.default, ops.stack.default,
              ops.cat.default, ops.alias.default, ops.slice.Tensor}
     table = {op: rewrite for op, rewrite in _table().items() if op in views}
-    if _symbolic(exported):
+    if symbolic(exported):
         return exported
     # the program holds one: asking each rewrite first (``_applies``) would run every step on fake values
     return exported.run_decompositions({**table, **{op: _recurrent(op) for op in recurrent}})

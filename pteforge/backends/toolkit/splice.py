@@ -36,9 +36,8 @@ def spliced(program, table, ask: bool = True):
     (a decomposition table: ExecuTorch's, less what a partitioner keeps whole)."""
     import torch
 
-    from .rewrite import _symbolic  # its small programs would need the shape environment's ranges too
-
-    if any(isinstance(sub, torch.fx.GraphModule) for sub in program.graph_module.children()) or _symbolic(program) \
+    # a program with symbolic sizes: its small programs would need the shape environment's ranges too
+    if any(isinstance(sub, torch.fx.GraphModule) for sub in program.graph_module.children()) or symbolic(program) \
             or not _named_by_its_signature(program):
         return None
     taken = _taken(program, table, ask)
@@ -48,6 +47,18 @@ def spliced(program, table, ask: bool = True):
         return program
     small, read = _small_program(taken)
     return _with_graphs_of(program, taken, small.run_decompositions(table), read)
+
+
+def symbolic(exported) -> bool:
+    """Whether any of the program's inputs has a symbolic size."""
+    import torch
+
+    return any(
+        isinstance(d, torch.SymInt)
+        for n in exported.graph.nodes
+        if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
+        for d in n.meta["val"].shape
+    )
 
 
 def _named_by_its_signature(program) -> bool:
