@@ -123,6 +123,41 @@ def test_a_layer_never_loses_more_than_the_signal_it_had(before, after):
         assert 0.0 <= loss <= max(before, 0.0)
 
 
+def test_one_quantized_program_is_measured_layer_by_layer_once_per_worker(monkeypatch):
+    """TOSA, Ethos-U55 and U85 lower one quantized program on one worker: the layer-by-layer
+    comparison runs once for it; other inputs, another program or an untagged one measure
+    again, and each caller gets rows of its own."""
+    import torch
+    import torch.nn as nn
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
+                                                                         get_symmetric_quantization_config)
+    from pteforge.stages import accuracy
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 2, 1)).eval()
+    example = (torch.randn(1, 3, 8, 8),)
+    fp32 = torch.export.export(model, example)
+    prepared = prepare_pt2e(fp32.module(), XNNPACKQuantizer().set_global(get_symmetric_quantization_config()))
+    prepared(*example)
+    quantized = torch.export.export(convert_pt2e(prepared), example)
+    calls, measure = [], accuracy.per_layer
+    monkeypatch.setattr(accuracy, "per_layer", lambda *a: calls.append(a) or measure(*a))
+    monkeypatch.setattr(accuracy, "_MEASURED", type(accuracy._MEASURED)())
+    inputs = [(torch.randn(1, 3, 8, 8),)]
+    first = accuracy.per_layer_once(fp32, quantized, inputs, ("capture", "quantized a"))
+    assert first and len(calls) == 1
+    again = accuracy.per_layer_once(fp32, quantized, [(inputs[0][0].clone(),)], ("capture", "quantized a"))
+    assert again == first and again is not first and len(calls) == 1, "the same programs, equal inputs"
+    again[0]["module"] = "changed by one caller"
+    assert accuracy.per_layer_once(fp32, quantized, inputs, ("capture", "quantized a")) == first
+    accuracy.per_layer_once(fp32, quantized, [(torch.randn(1, 3, 8, 8),)], ("capture", "quantized a"))
+    accuracy.per_layer_once(fp32, quantized, inputs, ("capture", "quantized b"))
+    accuracy.per_layer_once(fp32, quantized, inputs, ("capture", None))
+    assert len(calls) == 4
+
+
 def test_the_worst_layer_from_exact_inputs_is_said_in_words_not_as_a_200_db_drop():
     from pteforge.core.result import accuracy_text
     from pteforge.stages.accuracy import where_it_breaks

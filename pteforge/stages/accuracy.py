@@ -10,7 +10,10 @@ layers with the largest drops are where the int8 program breaks.
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import math
+from collections import OrderedDict
 
 from ..core.result import ONE_LAYER_DB
 
@@ -163,6 +166,33 @@ def per_layer(fp32_program, quantized_program, inputs_list: list[tuple]) -> list
                      "sqnr_db": round(whole, 2), "low_channels_db": round(worst_of[key], 2),
                      "drop_db": drop if drop is not None else 0.0, "from_exact": exact})
     return rows
+
+
+# What per_layer found, in this process, by the programs' content keys (``memo.tag``) and the
+# inputs': the targets that lower one quantized program (TOSA, Ethos-U55 and U85 int8, on one
+# worker: ``memo_group``) measure it once
+_MEASURED: OrderedDict[tuple, list[dict]] = OrderedDict()
+
+
+def per_layer_once(fp32_program, quantized_program, inputs_list: list[tuple], sources: tuple) -> list[dict]:
+    """``per_layer``, once per process for the same programs and inputs. ``sources``: the
+    two programs' content keys; any None measures again (an untagged program)."""
+    import torch
+
+    if None in sources:
+        return per_layer(fp32_program, quantized_program, inputs_list)
+    h = hashlib.sha256()
+    for t in (t for inputs in inputs_list for t in inputs):
+        c = t.detach().cpu().contiguous()
+        h.update(f"{c.dtype}{tuple(c.shape)}".encode())
+        h.update(c.view(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b"")
+    key = (*sources, h.hexdigest())
+    if key not in _MEASURED:
+        _MEASURED[key] = per_layer(fp32_program, quantized_program, inputs_list)
+        while len(_MEASURED) > 16:
+            _MEASURED.popitem(last=False)
+    _MEASURED.move_to_end(key)
+    return copy.deepcopy(_MEASURED[key])
 
 
 def where_it_breaks(rows: list[dict], top: int = 5) -> list[dict]:

@@ -22,7 +22,7 @@ from ..core.result import Artifact, Record, Stage, Status, verdict
 from ..core.spec import ExportConfig, JobConfig, ModelSpec, Target, artifact_path
 from ..runtime.host import host, load_runtime
 from ..runtime.pte import program_delegates, program_io, program_operators
-from .accuracy import per_layer, what_to_try, where_it_breaks
+from .accuracy import per_layer_once, what_to_try, where_it_breaks
 from .capture import Capture, capture, variant_key
 from .lower import fast_fx
 from .verify import compare, degenerate, image_agreement, run_program, verify_outputs
@@ -335,11 +335,14 @@ class Steps:
         """Where the quantized program loses against fp32, layer by layer, on the photos (or
         the verification inputs): the layers that lose most, by eager module, and what to
         try (stages/accuracy.py). A diagnosis only: when it fails, it says why."""
+        from . import memo
+
         photos = reference.get("images") or []
         inputs = [tuple(x) for x in (photos or reference["inputs"])][:2]  # two: the order of the layers is clear by then
         on = f"{len(inputs)} photo(s)" if photos else f"{len(inputs)} verification input(s)"
         try:
-            rows = per_layer(self.fp32, self.quantized, inputs)
+            rows = per_layer_once(self.fp32, self.quantized, inputs,
+                                  (memo.source_of(self.fp32), memo.source_of(self.quantized)))
         except Exception as exc:  # noqa: BLE001 - the row stands without it
             return {"on": on, "error": one_line(exc, 200)}
         worst = where_it_breaks(rows)
