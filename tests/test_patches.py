@@ -31,6 +31,7 @@ def _targets() -> dict:
     from executorch.exir.backend.canonical_partitioners.group_partitioner import GroupBasedPartitioner
     from executorch.exir.pass_base import _ExportPassBase
     from executorch.exir.program import _program
+    from torch import _custom_class_base as custom_class_base
     from torch._export import utils as export_utils
     from torch._export.serde import serialize
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -51,6 +52,8 @@ def _targets() -> dict:
         "cached_quant_ops": (t, t.cached_quant_ops, (FakeTensorMode, "_validate_cache_key")),
         "fast_serde": (t, t.fast_serde, (serialize, "typing")),
         "cia_ops_materialized_once": (t, t.cia_ops_materialized_once, (export_utils, "_materialize_cpp_cia_ops")),
+        "custom_class_checks_by_type": (t, t.custom_class_checks_by_type,
+                                        (custom_class_base.CustomClassBaseMeta, "__instancecheck__")),
         "run_decompositions_wrapped": (t, lambda: t.run_decompositions_wrapped(lambda f: lambda *a, **k: f(*a, **k)),
                                        (ExportedProgram, "run_decompositions")),
         "retrace_only_what_changed": (e, e.retrace_only_what_changed, (_ExportPassBase, "call")),
@@ -77,11 +80,17 @@ def _targets() -> dict:
 
 
 PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde", "run_decompositions_wrapped",
-           "cia_ops_materialized_once",
+           "cia_ops_materialized_once", "custom_class_checks_by_type",
            "retrace_only_what_changed", "retraces_reuse_values", "partitions_without_debug_text",
            "partitions_merged_by_set_checks", "partitions_sorted_in_place", "softmax_reads_nchw",
            "one_value_constants_take_any_layout", "views_of_written_buffers_outside", "edge_program_wrapped",
            "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced", "pipeline_validated_where_scopes_are_checked"]
+
+
+def _gone_custom_class_base():
+    from torch import _custom_class_base
+
+    return _custom_class_base, "CustomClassBase"
 
 
 def _gone_lazy_codegen():
@@ -91,7 +100,8 @@ def _gone_lazy_codegen():
 
 
 # what the test of a target that is gone removes, where the attribute replaced is one every class has
-GONE = {"shared_provenance": lambda: (torch_patches.fx_traceback, "NodeSource"), "lazy_codegen": _gone_lazy_codegen}
+GONE = {"shared_provenance": lambda: (torch_patches.fx_traceback, "NodeSource"), "lazy_codegen": _gone_lazy_codegen,
+        "custom_class_checks_by_type": _gone_custom_class_base}
 
 
 def _held(obj, attr):
@@ -219,6 +229,38 @@ def test_cia_operators_are_materialized_again_only_when_the_dispatchers_list_cha
         export_utils._materialize_cpp_cia_ops()
         assert len(walks) == 2
         del lib
+
+
+def test_custom_class_checks_answer_as_torch_does_and_again_once_a_library_registers_one():
+    import enum
+
+    import torch
+    from torch._custom_class_base import CustomClassBase
+    from torch._library import opaque_object
+    from torch._library.fake_class_registry import FakeScriptObject
+
+    class Later(CustomClassBase):  # registered as an opaque type while the patch is in place
+        pass
+
+    class Mode(enum.Enum):  # torch registers every Enum as an opaque constant type
+        ON = 1
+
+    graph = torch.fx.Graph()
+    values = [3, 2.0, None, "s", (1, 2), graph.placeholder("x"), torch.float32, torch.ones(1), Mode.ON, Later()]
+    plain = [isinstance(v, CustomClassBase) for v in values]
+    assert plain[values.index(Mode.ON)] and not plain[-1]
+    with torch_patches.custom_class_checks_by_type():
+        assert [isinstance(v, CustomClassBase) for v in values] == plain
+        assert [isinstance(v, CustomClassBase) for v in values] == plain  # remembered
+        assert not isinstance(3, FakeScriptObject)
+        opaque_object.register_custom_class(Later, typ="reference")
+        try:
+            assert isinstance(values[-1], CustomClassBase), "registered since: asked again"
+            assert [isinstance(v, CustomClassBase) for v in values[:-1]] == plain[:-1]
+        finally:
+            name = next(k for k, info in opaque_object._OPAQUE_TYPES_BY_NAME.items()
+                        if opaque_object._OPAQUE_TYPES.get(Later) is info)
+            del opaque_object._OPAQUE_TYPES_BY_NAME[name], opaque_object._OPAQUE_TYPES[Later]
 
 
 def test_run_decompositions_makes_the_same_program_with_cia_operators_materialized_once():

@@ -21,6 +21,7 @@ from ..patches.executorch_patches import (
 from ..patches.torch_patches import (
     cached_quant_ops,
     cia_ops_materialized_once,
+    custom_class_checks_by_type,
     fast_serde,
     lazy_codegen,
     shared_provenance,
@@ -32,13 +33,14 @@ from .memo import sharing
 @contextlib.contextmanager
 def fast_fx():
     """``shared_provenance``, ``lazy_codegen``, ``cached_quant_ops``, ``cia_ops_materialized_once``,
-    ``retrace_only_what_changed``, ``retraces_reuse_values``, ``partitions_without_debug_text``,
-    ``partitions_sorted_in_place``, ``partitions_merged_by_set_checks`` (``pteforge/patches``),
+    ``custom_class_checks_by_type``, ``retrace_only_what_changed``, ``retraces_reuse_values``,
+    ``partitions_without_debug_text``, ``partitions_sorted_in_place``, ``partitions_merged_by_set_checks`` (``pteforge/patches``),
     ``memo.sharing`` and ``fast_serde``: what every target job (loading its capture, lowering
     it) runs under."""
     with shared_provenance(), lazy_codegen(), cached_quant_ops(), cia_ops_materialized_once(), \
-            retrace_only_what_changed(), retraces_reuse_values(), partitions_without_debug_text(), partitions_sorted_in_place(), \
-            partitions_merged_by_set_checks(), sharing(), fast_serde():
+            custom_class_checks_by_type(), retrace_only_what_changed(), retraces_reuse_values(), \
+            partitions_without_debug_text(), partitions_sorted_in_place(), partitions_merged_by_set_checks(), sharing(), \
+            fast_serde():
         yield
 
 
