@@ -176,16 +176,20 @@ _MEASURED: OrderedDict[tuple, list[dict]] = OrderedDict()
 
 def per_layer_once(fp32_program, quantized_program, inputs_list: list[tuple], sources: tuple) -> list[dict]:
     """``per_layer``, once per process for the same programs and inputs. ``sources``: the
-    two programs' content keys; any None measures again (an untagged program)."""
+    two programs' content keys; any None (an untagged program), or an input that is not a
+    tensor, measures again."""
     import torch
 
-    if None in sources:
+    values = [v for inputs in inputs_list for v in inputs]
+    if None in sources or not all(isinstance(v, torch.Tensor) for v in values):
         return per_layer(fp32_program, quantized_program, inputs_list)
     h = hashlib.sha256()
-    for t in (t for inputs in inputs_list for t in inputs):
-        c = t.detach().cpu().contiguous()
-        h.update(f"{c.dtype}{tuple(c.shape)}".encode())
-        h.update(c.view(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b"")
+    for inputs in inputs_list:
+        h.update(f"({len(inputs)})".encode())
+        for value in inputs:
+            c = value.detach().cpu().contiguous()
+            h.update(f"{c.dtype}{tuple(c.shape)}".encode())
+            h.update(c.view(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b"")
     key = (*sources, h.hexdigest())
     if key not in _MEASURED:
         _MEASURED[key] = per_layer(fp32_program, quantized_program, inputs_list)

@@ -34,13 +34,13 @@ from .memo import sharing
 def fast_fx():
     """``shared_provenance``, ``lazy_codegen``, ``cached_quant_ops``, ``cia_ops_materialized_once``,
     ``custom_class_checks_by_type``, ``retrace_only_what_changed``, ``retraces_reuse_values``,
-    ``partitions_without_debug_text``, ``partitions_sorted_in_place``, ``partitions_merged_by_set_checks`` (``pteforge/patches``),
-    ``memo.sharing`` and ``fast_serde``: what every target job (loading its capture, lowering
-    it) runs under."""
+    ``partitions_without_debug_text``, ``partitions_sorted_in_place``,
+    ``partitions_merged_by_set_checks`` (``pteforge/patches``), ``memo.sharing`` and
+    ``fast_serde``: what every target job (loading its capture, lowering it) runs under."""
     with shared_provenance(), lazy_codegen(), cached_quant_ops(), cia_ops_materialized_once(), \
             custom_class_checks_by_type(), retrace_only_what_changed(), retraces_reuse_values(), \
-            partitions_without_debug_text(), partitions_sorted_in_place(), partitions_merged_by_set_checks(), sharing(), \
-            fast_serde():
+            partitions_without_debug_text(), partitions_sorted_in_place(), partitions_merged_by_set_checks(), \
+            sharing(), fast_serde():
         yield
 
 
