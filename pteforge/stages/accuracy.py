@@ -11,7 +11,6 @@ layers with the largest drops are where the int8 program breaks.
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
 from collections import OrderedDict
 
@@ -176,21 +175,16 @@ _MEASURED: OrderedDict[tuple, list[dict]] = OrderedDict()
 
 def per_layer_once(fp32_program, quantized_program, inputs_list: list[tuple], sources: tuple) -> list[dict]:
     """``per_layer``, once per process for the same programs and inputs. ``sources``: the
-    two programs' content keys; any None (an untagged program), or an input that is not a
-    tensor, measures again."""
-    import torch
+    two programs' content keys; any None (an untagged program), or inputs with no stable
+    description (``describe``), measures again."""
+    from .describe import Unstable, describe
 
-    values = [v for inputs in inputs_list for v in inputs]
-    if None in sources or not all(isinstance(v, torch.Tensor) for v in values):
+    try:
+        key = None if None in sources else (*sources, describe(inputs_list))
+    except Unstable:
+        key = None
+    if key is None:
         return per_layer(fp32_program, quantized_program, inputs_list)
-    h = hashlib.sha256()
-    for inputs in inputs_list:
-        h.update(f"({len(inputs)})".encode())
-        for value in inputs:
-            c = value.detach().cpu().contiguous()
-            h.update(f"{c.dtype}{tuple(c.shape)}".encode())
-            h.update(c.view(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b"")
-    key = (*sources, h.hexdigest())
     if key not in _MEASURED:
         _MEASURED[key] = per_layer(fp32_program, quantized_program, inputs_list)
         while len(_MEASURED) > 16:
