@@ -39,6 +39,24 @@ def test_longest_jobs_start_first_measured_or_guessed():
     assert measured[0] == "portable" and measured[-1] == "xnnpack", "a measured duration beats the guess"
 
 
+def test_a_job_is_remembered_with_everything_it_spent_and_nothing_of_the_models_capture(tmp_path, monkeypatch):
+    """A simulated target's runs on its simulator are part of its job: Cortex-M's were left
+    out (9 s remembered of a 15 s job), so it started after shorter jobs."""
+    from pteforge.core.io import CACHE_ENV
+    from pteforge.core.result import Artifact, Delegation, Record, Status
+    from pteforge.run import schedule
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    artifact = Artifact(path="m_cortex-m.pte", size=1, sha256="0", delegation=Delegation(1, 0, {}, {}, [], []))
+    timings = {"model_build": 1.0, "model_capture": 2.0, "model_reference": 0.5, "load": 0.5, "quantize": 5.0,
+               "lower": 4.0, "serialize": 0.5, "simulate": 4.0, "write": 0.25, "timing": 3.0}
+    rows = [Record(model="m", family="f", task="classification", target=t, backends=["cortex_m"], precision="int8",
+                   status=Status.SIMULATED, artifact=artifact, timings=timings) for t in ("cortex-m", "tosa")]
+    rows[1].same_program_as = "cortex-m"  # lowered by the other's job: nothing of its own to remember
+    schedule.remember(rows)
+    assert schedule.measured() == {"m|cortex-m": 14.25}
+
+
 @pytest.mark.slow
 def test_an_interrupted_run_started_again_does_only_what_is_missing(tmp_path):
     out = tmp_path / "out"
