@@ -52,17 +52,17 @@ def _the_app_reads_every_manifest_written(tmp_path_factory):
 
 
 # Test files, heaviest first: their worker time in a full run on this 2-core machine (junit,
-# 2026-11-29: test_verdict 968 s, test_llm 845 s, ... down to a few, with other work beside
-# it). pytest-xdist's loadfile hands whole files to the workers in this order
-# (``--no-loadscope-reorder``; by default it orders them by their number of tests, which
-# started a 286 s file among the last and left one core idle at the end). Files not named
-# follow, in collection order.
+# 2026-11-29 21:00 UTC, 3,481 s over the two workers: test_llm 389 s, test_rewrite 372 s,
+# test_verdict 238 s, ... down to ~25 s). pytest-xdist's loadfile hands whole files to the
+# workers in this order (``--no-loadscope-reorder``; by default it orders them by their
+# number of tests, which started a 286 s file among the last and left one core idle at the
+# end). Files not named follow, in collection order.
 HEAVIEST_FIRST = [
-    "test_verdict", "test_llm", "test_reliability", "test_rewrite", "test_scale", "test_integration",
-    "test_families_integration", "test_simulators", "test_precision", "test_cli", "test_output_modes",
-    "test_process_tree", "test_memo", "test_validate", "test_own_models", "test_plugins", "test_contract",
-    "test_recurrent", "test_arm64", "test_cache", "test_files_from_elsewhere", "test_config", "test_platforms",
-    "test_host", "test_no_silent_loss", "test_portable", "test_dry_run", "test_quantizer_patterns",
+    "test_llm", "test_rewrite", "test_verdict", "test_integration", "test_scale", "test_reliability",
+    "test_families_integration", "test_memo", "test_cli", "test_precision", "test_simulators", "test_process_tree",
+    "test_validate", "test_output_modes", "test_plugins", "test_own_models", "test_cache", "test_recurrent",
+    "test_contract", "test_portable", "test_arm64", "test_host", "test_files_from_elsewhere", "test_quantizer_patterns",
+    "test_platforms", "test_no_silent_loss", "test_publish_cli", "test_config", "test_dry_run", "test_reports",
 ]
 
 
