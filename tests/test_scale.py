@@ -50,9 +50,10 @@ def test_a_job_is_remembered_with_everything_it_spent_and_nothing_of_the_models_
     artifact = Artifact(path="m_cortex-m.pte", size=1, sha256="0", delegation=Delegation(1, 0, {}, {}, [], []))
     timings = {"model_build": 1.0, "model_capture": 2.0, "model_reference": 0.5, "load": 0.5, "quantize": 5.0,
                "lower": 4.0, "serialize": 0.5, "simulate": 4.0, "write": 0.25, "timing": 3.0}
-    rows = [Record(model="m", family="f", task="classification", target=t, backends=["cortex_m"], precision="int8",
-                   status=Status.SIMULATED, artifact=artifact, timings=timings) for t in ("cortex-m", "tosa")]
-    rows[1].same_program_as = "cortex-m"  # lowered by the other's job: nothing of its own to remember
+    rows = [Record(model="m", family="f", task="classification", target=t, backends=[t.replace("-", "_")],
+                   precision="int8", status=Status.SIMULATED, artifact=artifact, timings=timings)
+            for t in ("cortex-m", "ethos-u85")]
+    rows[1].same_program_as = "cortex-m"  # made by the other's lowering: no job of its own to remember
     schedule.remember(rows)
     assert schedule.measured() == {"m|cortex-m": 14.25}
 
