@@ -452,8 +452,10 @@ def _say_exported(ui, result, config) -> None:
     asked = len(rows) + len(result.unavailable)
     where = f"manifest {show_path(result.manifest_path)}" if result.manifest_path else "no manifest written"
     failed = [f"{mark(r.status)} {r.model} {r.target}: {r.status.value}: {r.reason}"
-              + (f" ({show_path(r.artifact.path)})" if r.artifact else "") for r in rows if not r.status.offered]
-    failed += [f"✗ {u.target}: UNAVAILABLE: {u.check.reason}" for u in result.unavailable if u.requested]
+              + (f" ({show_path(r.artifact.path)})" if r.artifact else "") + (f" — fix: {r.fix}" if r.fix else "")
+              for r in rows if not r.status.offered]
+    failed += [f"✗ {u.target}: UNAVAILABLE: {u.check.reason}" + (f" — fix: {u.check.fix}" if u.check.fix else "")
+               for u in result.unavailable if u.requested]
     failed += [f"✗ {r.model} {r.target}: on Arm64 under emulation {r.arm64['status']}: {r.arm64.get('reason')}"
                for r in rows if r.arm64_failed]
     ui.final(f"exported {len(good)}/{asked} target(s)" + (f": {proof_counts(good)}" if good else "") + f"; {where}",

@@ -157,3 +157,16 @@ def test_an_input_shape_of_the_wrong_rank_is_told_the_rank_the_first_layer_takes
     said = " ".join((stdout + err).split())
     assert "(inputs of shape (1, 3, 64))" in said
     assert "the model's first layer, conv (Conv2d), takes 4 dimensions" in said and "give --input-shape 1,3,H,W" in said
+
+
+def test_float_ids_for_an_embedding_are_told_the_dtype_and_quiet_keeps_each_fix(capsys, tmp_path):
+    """Token ids given as floats (no dtype in --input-shape): the fix names the integer
+    dtype, and -q's lines keep each failure's fix, an unavailable target's too."""
+    code, stdout, err = cli(capsys, "-q", "export", "--model", "tiny_models:embedding(rows=16)", "--input-shape", "1,6",
+                            "--weights", "none", "--backends", "portable", "qnn", "--out", tmp_path / "out")
+    assert code != ExitStatus.OK and err == ""
+    *failed, final = stdout.splitlines()
+    assert final.startswith("exported 0/2 target(s)") and len(failed) == 2, stdout
+    assert "— fix: the input goes into 0 (Embedding of 16 ids), which takes integer token ids, and it was given as " \
+           "float32: give --input-shape int64:1,6" in failed[0]
+    assert failed[1].startswith("✗ qnn: UNAVAILABLE: ") and " — fix: " in failed[1]

@@ -58,7 +58,9 @@ def summarize_export_error(exc: BaseException, source: str | None = None) -> str
 def capture_fix(model, example: tuple) -> str | None:
     """What to change when a model cannot be captured or run for a reason pteforge can
     see: weights quantized by torch.ao's eager mode (packed weights torch.export cannot
-    trace), or weights of another float dtype than the inputs' (``_dtype_fix``)."""
+    trace), weights of another float dtype than the inputs' (``_dtype_fix``), an input of the
+    wrong rank for the first convolution (``_rank_fix``), or float values fed to an embedding
+    (``_ids_fix``)."""
     import torch
 
     if isinstance(model, torch.nn.Module) and any(
@@ -66,7 +68,7 @@ def capture_fix(model, example: tuple) -> str | None:
         return ("the model is already quantized by torch.ao's eager mode, whose packed weights torch.export cannot "
                 "capture: give the float model, and a quantized target (e.g. xnnpack:int8), which pteforge quantizes "
                 "with PT2E and calibrates")
-    return _dtype_fix(model, example) or _rank_fix(model, example)
+    return _dtype_fix(model, example) or _rank_fix(model, example) or _ids_fix(model, example)
 
 
 def _rank_fix(model, example: tuple) -> str | None:
@@ -76,7 +78,26 @@ def _rank_fix(model, example: tuple) -> str | None:
 
     convs = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d,
              torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
-    if not isinstance(model, torch.nn.Module) or not example or not isinstance(example[0], torch.Tensor):
+    found = _first_fed(model, example, convs)
+    if found is None:
+        return None
+    module, name, at = found
+    got = example[at]
+    spatial = len(module.kernel_size)
+    if got.dim() == spatial + 2:
+        return None
+    dims = ",".join(["1", str(module.in_channels), *{1: ["L"], 2: ["H", "W"], 3: ["D", "H", "W"]}[spatial]])
+    return (f"the model's first layer, {name} ({type(module).__name__}), takes {spatial + 2} "
+            f"dimensions (batch, {module.in_channels} channels, {spatial} spatial) and the input given has {got.dim()} "
+            f"({tuple(got.shape)}): give --input-shape {dims}")
+
+
+def _first_fed(model, example: tuple, kinds: tuple) -> tuple | None:
+    """(module, its name, the input's position) of the first module of ``kinds`` an eager run
+    of ``model`` on ``example`` feeds one of the inputs as given; None when none is."""
+    import torch
+
+    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
         return None
     first: list = []
 
@@ -85,25 +106,40 @@ def _rank_fix(model, example: tuple) -> str | None:
             first.append((module, args[0]))
 
     named = {m: n for n, m in model.named_modules()}
-    handles = [m.register_forward_pre_hook(seen) for m in named if isinstance(m, convs)]
+    handles = [m.register_forward_pre_hook(seen) for m in named if isinstance(m, kinds)]
     try:
         with torch.no_grad():
             model(*example)
-    except Exception:  # noqa: BLE001 - it fails: the hook has seen what the first convolution got
+    except Exception:  # noqa: BLE001 - it fails: the hook has seen what the first one got
         pass
     finally:
         for h in handles:
             h.remove()
-    if not first or first[0][1] is not example[0] and first[0][1].shape != example[0].shape:
-        return None  # the first convolution is fed something the model computed, not the input
-    module, got = first[0]
-    spatial = len(module.kernel_size)
-    if got.dim() == spatial + 2:
+    if not first:
         return None
-    dims = ",".join(["1", str(module.in_channels), *{1: ["L"], 2: ["H", "W"], 3: ["D", "H", "W"]}[spatial]])
-    return (f"the model's first layer, {named[module] or 'the model'} ({type(module).__name__}), takes {spatial + 2} "
-            f"dimensions (batch, {module.in_channels} channels, {spatial} spatial) and the input given has {got.dim()} "
-            f"({tuple(got.shape)}): give --input-shape {dims}")
+    module, got = first[0]
+    # the input itself, or a copy of it (``x.float()``), not something the model computed
+    at = next((i for i, x in enumerate(example) if x is got), None)
+    if at is None:
+        at = next((i for i, x in enumerate(example) if isinstance(x, torch.Tensor) and x.shape == got.shape), None)
+    return None if at is None else (module, named[module] or "the model", at)
+
+
+def _ids_fix(model, example: tuple) -> str | None:
+    """When an input given as floats goes straight into an embedding, which takes integer
+    ids: the dtype to give it, and the ids its table holds."""
+    import torch
+
+    found = _first_fed(model, example, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+    if found is None or not example[found[2]].is_floating_point():
+        return None
+    module, name, at = found
+    given = example[at]
+    flag = ",".join(map(str, given.shape))
+    which = f"input {at}" if len(example) > 1 else "the input"
+    return (f"{which} goes into {name} ({type(module).__name__} of {module.num_embeddings} ids), which takes integer "
+            f"token ids, and it was given as {str(given.dtype).replace('torch.', '')}: give --input-shape "
+            f"{'NAME=' if len(example) > 1 else ''}int64:{flag}")
 
 
 def _dtype_fix(model, example: tuple) -> str | None:

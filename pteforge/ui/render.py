@@ -269,7 +269,10 @@ class Renderer:
             yield reporter
 
     def unavailable(self, plan, headline: str = "Unavailable backends from requested") -> None:
-        """The seed's lines: what was requested and cannot lower, what can, and each fix."""
+        """The seed's lines: what was requested and cannot lower, what can, and each fix
+        (with -q, the final lines name each one requested, with its fix)."""
+        if self.quiet:
+            return
         self.err.print(f"⚠️  {headline}: {[u.target for u in plan.unavailable]}")
         self.err.print(f"   Available backends: {plan.available_names}")
         for u in plan.unavailable:
