@@ -427,6 +427,8 @@ def _cmd_export(args, ui, debug: bool) -> int:
     with ui.progress() as reporter:
         result = export(job.models, plan, config, reporter, write_labels=request.labels)
     ui.summary(result, job.models)
+    for gone in result.dropped:
+        ui.warn(f"{gone}: its entry is no longer in {show_path(result.manifest_path)} (export its model again to list it)")
     _say_exported(ui, result, config)
     if request.publish and result.manifest_path:
         _publish(ui, config.out_dir, request.publish, request.publish_runtime, request.publish_base_url,

@@ -167,6 +167,22 @@ def test_a_later_run_adds_to_the_manifest(capsys, out):
     assert names == {"tiny_portable.pte", "tiny_xnnpack.pte"}
 
 
+def test_a_later_run_lists_no_earlier_file_that_is_gone(capsys, out):
+    """An earlier row whose file was deleted or cut short is taken out of the manifest, with
+    a warning, so the app is never offered it; the file cut short stays on disk."""
+    assert cli(capsys, *TINY, "--backends", "portable", "xnnpack", "--out", out)[0] == ExitStatus.OK
+    (out / "custom" / "tiny_portable.pte").unlink()
+    code, _, err = cli(capsys, *TINY, "--backends", "xnnpack", "--out", out)
+    assert code == ExitStatus.OK and "warning: custom/tiny_portable.pte is missing: its entry is no longer in" in err
+    assert {e["name"] for e in json.loads((out / "index.json").read_text())["models"]} == {"tiny_xnnpack.pte"}
+    (out / "custom" / "tiny_xnnpack.pte").write_bytes(b"cut")
+    code, _, err = cli(capsys, *TINY, "--name", "other", "--backends", "portable", "--out", out)
+    assert code == ExitStatus.OK and "custom/tiny_xnnpack.pte is 3 bytes, not the" in err, err
+    assert {e["name"] for e in json.loads((out / "index.json").read_text())["models"]} == {"other_portable.pte"}
+    assert (out / "custom" / "tiny_xnnpack.pte").read_bytes() == b"cut"
+    assert cli(capsys, "manifest", "check", out)[0] == ExitStatus.OK
+
+
 def test_some_targets_unavailable_exit_code_and_summary(capsys, out):
     code, stdout, err = cli(capsys, *TINY, "--backends", "portable", "qnn", "--out", out)
     assert code == ExitStatus.TARGETS_FAILED

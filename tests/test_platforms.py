@@ -67,7 +67,8 @@ def test_load_best_skips_an_altered_file(three, tmp_path):
     (d / "custom" / "tiny_xnnpack.pte").write_bytes(bytes(data))
     sel = load_best(d, "tiny", platform="desktop")
     assert sel.entry is None and sel.program is None
-    assert dict(sel.skipped)["tiny_xnnpack.pte"] == "file differs from the manifest's sha256"
+    assert dict(sel.skipped)["tiny_xnnpack.pte"] == \
+        "file custom/tiny_xnnpack.pte differs from its manifest entry (another sha256, the same size)"
 
 
 def test_select_prints_the_same_decision(capsys, three, tmp_path):

@@ -345,3 +345,32 @@ def test_the_lock_excludes_and_says_so_in_one_line(monkeypatch, tmp_path, fallba
                                         "(fix: wait for it to finish (or end it), then try again)")
     with directory_lock(site, timeout=0.2):
         pass  # released
+
+
+def test_a_file_changed_since_its_export_is_refused_not_published(capsys, models, tmp_path):
+    """A listed file that is not the one its entry lists (another sha256, another size) is
+    refused by publish (nothing written), by manifest check, and failed by validate and bench
+    (never timed into its entry); put back, it publishes."""
+    out = tmp_path / "alpha"
+    shutil.copytree(models["alpha"], out)
+    pte = out / "custom" / "alpha_portable.pte"
+    good = pte.read_bytes()
+    pte.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # one bit, the same size
+    site = published(capsys, models, tmp_path / "w", "beta")
+    before = snapshot(tmp_path / "w")
+    code, _, err = cli(capsys, *publish_args(out, site))
+    assert code == ExitStatus.MANIFEST, err
+    [line] = error_lines(err)
+    assert f"{pte} differs from its manifest entry (another sha256, the same size)" in line and "(fix: export it" in line
+    assert snapshot(tmp_path / "w") == before, "nothing published, nothing staged"
+    pte.write_bytes(good[:100])
+    code, _, err = cli(capsys, "manifest", "check", out)
+    assert code == ExitStatus.MANIFEST and f"{pte} is 100 bytes, not the {len(good):,} its manifest" in err, err
+    code, stdout, _ = cli(capsys, "-q", "validate", out)
+    assert code == ExitStatus.TARGETS_FAILED
+    assert "alpha_portable.pte: LOAD_FAILED: the file is 100 bytes, not the" in stdout, stdout
+    code, stdout, _ = cli(capsys, "bench", out, "--runs", "1")
+    assert code == ExitStatus.TARGETS_FAILED and "LOAD_FAILED: the file is 100 bytes, not the" in stdout, stdout
+    pte.write_bytes(good)
+    assert cli(capsys, *publish_args(out, site))[0] == ExitStatus.OK
+    assert model_names(site, "1.6.0") == {"alpha", "beta"}

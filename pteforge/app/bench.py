@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..backends import program_check
 from ..core.errors import one_line
+from ..core.io import differs
 from ..core.result import Status, estimate_text
 from ..core.timing import measure
 from ..models.onnx.reference import OnnxReference
@@ -63,7 +64,11 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
         for pte, entry, manifest_dir in items:
             res = BenchResult(str(pte), Status.RUN_FAILED, entry_name=entry.name if entry else None, manifest_dir=manifest_dir)
             try:
-                res.status, res.reason, res.numbers, inputs = measure_artifact(child, pte, here, Path(tmp), runs, warmup)
+                if entry is not None and (why := differs(pte, entry.size, entry.hash)):
+                    # not timed: its numbers would go into the entry of another program
+                    res.status, res.reason = Status.LOAD_FAILED, f"the file {why}: not the program its manifest lists"
+                else:
+                    res.status, res.reason, res.numbers, inputs = measure_artifact(child, pte, here, Path(tmp), runs, warmup)
                 if res.status is Status.NOT_RUNNABLE_HERE and entry is not None and entry.status == Status.SIMULATED.value:
                     res.reason, res.simulated = _simulated_note(res.reason, entry), True
                 if res.status is None and compare_eager and entry is not None:

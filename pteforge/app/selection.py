@@ -8,13 +8,13 @@ that fails to load.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..backends import program_check
 from ..core.errors import UsageError, one_line
+from ..core.io import differs
 from ..core.fallback import host_platform
 from ..core.registry import unknown_name_message
 from ..report.manifest import MANIFEST_NAME, Manifest, ModelEntry, load_manifest
@@ -85,10 +85,8 @@ def choose(manifest, model: str, platform: str | None, here, load: Loader, devic
             selection.skipped.append((entry.name, "its outputs differed from the original's (MISMATCH)"))
         elif check is not None and not check.ok:
             selection.skipped.append((entry.name, check.reason))
-        elif not path.exists():
-            selection.skipped.append((entry.name, f"file {entry.file} is missing"))
-        elif hashlib.sha256(path.read_bytes()).hexdigest() != entry.hash:
-            selection.skipped.append((entry.name, "file differs from the manifest's sha256"))
+        elif why := differs(path, entry.size, entry.hash):
+            selection.skipped.append((entry.name, f"file {entry.file} {why}"))
         elif device:
             selection.entry, selection.path = entry, path
             return selection

@@ -21,6 +21,7 @@ from typing import Any
 from ..backends import program_check
 from ..backends.toolkit.simulate import simulate_request
 from ..core.errors import UsageError, one_line
+from ..core.io import differs
 from ..core.result import Status, budget_missed, verdict
 from ..core.spec import (
     WEIGHTS_PRETRAINED,
@@ -220,7 +221,10 @@ def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float 
             res = FileResult(file=rel, status=Status.LOAD_FAILED,
                              model=entry.base_model if entry else None, target=entry.target if entry else None)
             try:
-                if path.suffix == ".bpte":
+                if entry is not None and path.suffix != ".bpte" and (why := differs(path, entry.size, entry.hash)):
+                    res.reason = (f"the file {why}: not the program its manifest proved (export it again, or restore "
+                                  "the file)")
+                elif path.suffix == ".bpte":
                     _validate_bundle(child, path, entry, here, res)
                 elif entry is not None and entry.task == "text-generation":
                     _validate_language_model(child, path, entry, here, Path(tmp), res)

@@ -46,7 +46,9 @@ EXIT_MEANINGS = {
                       "its labels count differs from its output)",
     ExitStatus.WEIGHTS: "weights could not be downloaded or loaded",
     ExitStatus.OUTPUT: "the output directory or the site cannot be written",
-    ExitStatus.MANIFEST: "an existing index.json is not valid JSON or not our schema (left untouched)",
+    ExitStatus.MANIFEST: "an existing index.json is not valid JSON or not our schema (left untouched); a file it "
+                         "lists is missing or not the file it lists (its size, its sha256): publish and manifest "
+                         "check refuse it",
     ExitStatus.RESOURCES: "this machine has too little memory for the work asked (refused before any work)",
     ExitStatus.SETUP: "pteforge setup could not fetch or build what it sets up (a registry unreachable, a step "
                       "that needs root, a host it does not run on)",

@@ -225,6 +225,30 @@ def link_unshared_or_copy(src: Path, dst: Path) -> None:
     shutil.copyfile(src, dst, follow_symlinks=False)
 
 
+def differs(path: Path, size: int | None, sha256: str | None) -> str | None:
+    """Why the file at ``path`` is not the one a manifest lists with ``size`` and ``sha256``
+    (missing, another size, another content), or None when it is (what is not listed is not
+    compared). A file changed after its export is not the program that was proven."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):  # never opened: a FIFO would hang the read
+            return "is not a regular file"
+        if size is not None and info.st_size != size:
+            return f"is {info.st_size:,} bytes, not the {size:,} its manifest entry lists"
+        if sha256 is not None:
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    h.update(chunk)
+            if h.hexdigest() != sha256:
+                return "differs from its manifest entry (another sha256" + (", the same size)" if size else ")")
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None
+
+
 def replace_durably(src: Path, dst: Path) -> None:
     """``os.replace(src, dst)``, then the directory of ``dst`` synced: the rename outlives a crash."""
     os.replace(src, dst)

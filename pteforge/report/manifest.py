@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import ManifestError
 from ..core.fallback import fallback_table
-from ..core.io import write_atomic
+from ..core.io import differs, write_atomic
 
 SCHEMA_VERSION = 2  # 2: labels in the app's shape, references, devices, model
 MANIFEST_NAME = "index.json"
@@ -153,6 +153,24 @@ class Manifest(BaseModel):
         the app, failed."""
         return [*self.models, *self.references, *self.outOfBudget, *self.notForApp, *self.failed]
 
+    def changed(self, base: Path) -> list[tuple[str, str]]:
+        """(file, why) of each file the manifest lists with its size and sha256 (artifacts,
+        labels) that is not that file under ``base``, the manifest's directory: missing,
+        damaged or replaced since the export proved it."""
+        listed: dict[str, tuple[int | None, str | None]] = {e.file: (e.size, e.hash) for e in self.artifacts()}
+        listed.update({lab.file: (lab.size, lab.hash) for lab in self.labels if lab.size or lab.hash})
+        found = ((rel, differs(Path(base) / rel, *held)) for rel, held in sorted(listed.items()))
+        return [(rel, why) for rel, why in found if why]
+
+
+def changed_text(changed: list[tuple[str, str]], base: Path) -> str:
+    """``Manifest.changed``'s findings in a line: the first in full, then the others' names."""
+    rel, why = changed[0]
+    if len(changed) == 1:
+        return f"{Path(base) / rel} {why}"
+    others = ", ".join(r for r, _ in changed[1:4]) + (", ..." if len(changed) > 4 else "")
+    return f"{Path(base) / rel} {why} (and {len(changed) - 1} more: {others})"
+
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
@@ -254,6 +272,7 @@ def merge(
     fallback: tuple[dict[str, tuple[str, ...]], tuple[str, ...]],
     references: AbstractSet[str] = frozenset(),
     offer_out_of_budget: bool = False,
+    dropped: list[str] | None = None,
 ) -> Manifest:
     """Add ``entries`` to ``<out>/index.json`` under a file lock; keep everything else.
     ``fallback``: each platform's backends in priority order, and the CPU fallbacks (what
@@ -263,11 +282,15 @@ def merge(
     goes to ``references`` unless the app list already holds it (an earlier run asked
     for it); a MISMATCH goes to ``failed``; one the app loads on no platform to
     ``notForApp``; an OUT_OF_BUDGET one to ``outOfBudget`` (to ``models`` with
-    ``offer_out_of_budget``); the rest to ``models``."""
+    ``offer_out_of_budget``); the rest to ``models``. An earlier run's entry whose file is
+    gone or has another size is listed no more (``dropped`` gets a line for each)."""
     path = Path(out_dir) / MANIFEST_NAME
     with lock_for(out_dir):
         current = load_manifest(path) or Manifest(generated=now())
         lists = {key: {m.name: m for m in getattr(current, key)} for key in ENTRY_LISTS}
+        gone = _gone(Path(out_dir), lists, {e.name for e in entries})
+        if dropped is not None:
+            dropped += gone
         for entry in entries:
             where = list_for(entry, entry.name in references and entry.name not in lists["models"], offer_out_of_budget)
             for key, items in lists.items():
@@ -289,6 +312,19 @@ def merge(
         )
         write_atomic(path, merged.model_dump_json(indent=2, exclude_none=True) + "\n")
     return merged
+
+
+def _gone(out_dir: Path, lists: dict[str, dict[str, ModelEntry]], fresh: AbstractSet[str]) -> list[str]:
+    """Take out of ``lists`` the entries not in ``fresh`` (this merge's) whose file is missing
+    or another size than listed (deleted or cut short since: the app would be offered what
+    is not there); a line for each. (Only the size: every merge of a run reads them.)"""
+    said = []
+    for items in lists.values():
+        for name, entry in list(items.items()):
+            if name not in fresh and (why := differs(out_dir / entry.file, entry.size, None)):
+                del items[name]
+                said.append(f"{entry.file} {why}")
+    return said
 
 
 def list_for(entry: ModelEntry, reference: bool, offer_out_of_budget: bool = False) -> str:

@@ -67,6 +67,7 @@ class RunResult:
     references: list[str] = field(default_factory=list)  # targets added to measure reduced precisions against
     log: Path | None = None  # what libraries printed in the run's processes (none: nothing, or --debug)
     budget: AccuracyBudget | None = None  # --accuracy-budget (None: each task's default)
+    dropped: list[str] = field(default_factory=list)  # earlier entries listed no more: their file is gone
 
     @property
     def ok(self) -> bool:
@@ -118,7 +119,8 @@ def run_export(models: list[ModelSpec], plan: TargetPlan, config: ExportConfig, 
         _store(run.fresh)
         write_run_reports(out, run.records, plan, config)
     written = sink.path if (models or needs) and sink.path.exists() else None  # none when no row wrote anything
-    return RunResult(run.records, plan.unavailable, written, choices, list(plan.references), log, config.accuracy_budget)
+    return RunResult(run.records, plan.unavailable, written, choices, list(plan.references), log, config.accuracy_budget,
+                     sink.dropped)
 
 
 Looked = list[tuple[ModelSpec, list[Target], list[Record], dict]]  # (model, to do, restored, cache keys)

@@ -54,6 +54,7 @@ class ManifestSink:
         self.references = references  # targets added only to measure reduced precisions against
         self.path = out / MANIFEST_NAME
         self.written: set[tuple] = set()  # the labels files written so far, by (category, file)
+        self.dropped: list[str] = []  # earlier runs' entries no longer listed: their file is gone
 
     @property
     def labels(self) -> dict:
@@ -84,7 +85,7 @@ class ManifestSink:
         references = {e.name for e in entries if e.target in self.references}
         family_files = {fam.category: fam.labels_file for fam in families()}
         merge(self.out, entries, labels_entries(self.labels, family_files), backend_entries, self.config.base_url,
-              fallback_tables(), references, self.config.offer_out_of_budget)
+              fallback_tables(), references, self.config.offer_out_of_budget, self.dropped)
 
 
 def app_backends() -> dict:
