@@ -16,7 +16,7 @@ the same prepared file on the same inputs in the same run.
 
 A case is prepared as exporters write files: the inputs they store as constants
 (``CONSTANT_INPUTS``: weights, sizes, scales, roi, axes, pads, split sizes, shapes, bounds,
-clip limits) become initializers holding the case's values; the others stay inputs.
+clip limits, gather indices) become initializers holding the case's values; the others stay inputs.
 
 Left out, and counted as such in the JSON: the ``_expanded`` variants (the same case written
 as the operator's function body); cases whose inputs or outputs have types a .pte does not
@@ -68,7 +68,7 @@ CONSTANT_INPUTS = {
     "CumSum": (1,), "Clip": (1, 2), "Tile": (1,), "TopK": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2),
     "Conv": (1, 2), "ConvTranspose": (1, 2), "ConvInteger": (1, 2, 3), "Gemm": (1, 2),
     "BatchNormalization": (1, 2, 3, 4), "InstanceNormalization": (1, 2), "LayerNormalization": (1, 2),
-    "RMSNormalization": (1,), "PRelu": (1,), "GRU": (1, 2, 3), "LSTM": (1, 2, 3, 7),
+    "RMSNormalization": (1,), "PRelu": (1,), "GRU": (1, 2, 3), "LSTM": (1, 2, 3, 7), "Gather": (1,),
 }
 
 RTOL, ATOL = 1e-3, 1e-7  # onnx.backend.test.runner's defaults

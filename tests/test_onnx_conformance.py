@@ -77,3 +77,24 @@ def test_a_newer_version_is_read_as_an_older_one_only_where_it_means_the_same():
     assert added(schema("Conv", 22), schema("Conv", 11)) == ({}, 3)  # types only
     assert added(schema("Softmax", 13), schema("Softmax", 11)) is None  # one axis, not the 2-D coerced input
     assert added(schema("ReduceMean", 18), schema("ReduceMean", 13)) is None  # axes moved to an input
+
+
+def test_a_gather_by_constant_indices_is_captured_without_reading_them_when_it_runs(tmp_path):
+    """Gather with the file's constant indices: one index (``x[:, -1]``, the last step of
+    torch.onnx's GRU outputs: onnx2torch reads it with .item(), which torch.export refused as
+    data-dependent) and a 2-D block of them, negative ones among them."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    last = numpy_helper.from_array(np.array(-1, dtype=np.int64), "last")
+    block = numpy_helper.from_array(np.array([[0, -1], [2, 1]], dtype=np.int64), "block")
+    nodes = [helper.make_node("Gather", ["x", "last"], ["y"], axis=1),
+             helper.make_node("Gather", ["x", "block"], ["z"], axis=0)]
+    graph = helper.make_graph(nodes, "gathers", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4]),
+                               helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 2, 5, 4])], [last, block])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    x = np.random.default_rng(0).standard_normal((3, 5, 4)).astype(np.float32)
+    expected = [x[:, -1], np.take(x, [[0, -1], [2, 1]], axis=0)]
+    assert conformance.pteforge_outcome(onnx.shape_inference.infer_shapes(model), {"x": x}, expected, "all",
+                                        tmp_path) is None

@@ -9,6 +9,7 @@ import functools
 
 import torch
 from onnx2torch.node_converters.expand import OnnxExpand
+from onnx2torch.node_converters.gather import OnnxGather
 from onnx2torch.node_converters.pad import OnnxPadDynamic, _onnx_padding_to_torch
 from onnx2torch.node_converters.reduce import OnnxReduceSumDynamicAxes
 from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY, OperationDescription, add_converter
@@ -44,8 +45,8 @@ def register_newer_converters() -> tuple:
 
 
 def with_constant_arguments(graph):
-    """onnx2torch's ``Pad`` (opset 11+), ``Reshape``, ``Resize`` and ``Slice`` modules read
-    their pads, shape, scales and bounds from tensor inputs when they run (``.tolist()``,
+    """onnx2torch's ``Pad`` (opset 11+), ``Reshape``, ``Resize``, ``Slice`` and ``Gather`` modules
+    read their pads, shape, scales, bounds and indices from tensor inputs when they run (``.tolist()``,
     ``.numpy()``), which torch.export refuses as data-dependent even where the file gives
     those inputs as constants (Ultralytics' YOLO files: the upsampling's scales, the head's
     slices); each of those whose arguments are the file's constants is replaced with one
@@ -147,6 +148,11 @@ def _tensor_arguments(by_numbers) -> dict:
             "sum", (sorted(v["axes"].tolist()), bool(module._keepdims))) if v["axes"].nelement() else None),
         OnnxExpand: (("shape",), lambda module, v: by_numbers("expand", v["shape"].tolist())),
         OnnxTile: (("repeats",), lambda module, v: by_numbers("repeat", v["repeats"].tolist())),
+        # a 0-d index is read with .item() when it runs (``x[:, tensor(-1)]``: the last step of a
+        # recurrent layer's outputs), which torch.export refuses as data-dependent
+        OnnxGather: (("indices",), lambda module, v: by_numbers(
+            "take", (module._axis, v["indices"].reshape(-1).tolist(), list(v["indices"].shape)))
+            if v["indices"].nelement() <= TAKE_LIMIT else None),
     }
 
 
@@ -202,16 +208,20 @@ def _fixed_modules() -> tuple:
     return FixedPad, FixedReshape, FixedResize, FixedSplit, FixedSlice
 
 
+TAKE_LIMIT = 4096  # indices held as numbers in a Gather; more stay the file's tensor
+
+
 def _by_numbers_module(op: str, numbers):
     """``op`` with its numbers as a module (``_tensor_arguments``)."""
-    return _by_numbers_class()(op, [int(n) for n in numbers] if op != "sum" else numbers)
+    return _by_numbers_class()(op, [int(n) for n in numbers] if op not in ("sum", "take") else numbers)
 
 
 @functools.cache
 def _by_numbers_class():
     class ByNumbers(torch.nn.Module):
         """``op`` with its numbers: squeeze or unsqueeze by axes (in the order to apply them),
-        sum over (axes, keepdims), expand to a shape (ONNX's broadcasting), repeat."""
+        sum over (axes, keepdims), expand to a shape (ONNX's broadcasting), repeat, take
+        along (axis, the indices flat, their shape) as ONNX's Gather (numpy's take)."""
         def __init__(self, op: str, numbers):
             super().__init__()
             self.op, self.numbers = op, numbers
@@ -225,6 +235,18 @@ def _by_numbers_class():
                 return torch.sum(x, dim=self.numbers[0], keepdim=self.numbers[1])
             if self.op == "expand":
                 return x.expand(torch.broadcast_shapes(tuple(x.shape), tuple(self.numbers)))
+            if self.op == "take":
+                return self._take(x, *self.numbers)
             return x.repeat(*self.numbers)
+
+        @staticmethod
+        def _take(x, axis: int, flat: list[int], shape: list[int]):
+            axis = axis % x.dim()
+            if not shape:  # one index, the axis dropped
+                return x.select(axis, flat[0])
+            size = x.shape[axis]
+            index = torch.tensor([i + size if i < 0 else i for i in flat], dtype=torch.long)
+            taken = torch.index_select(x, axis, index)
+            return taken.reshape(*x.shape[:axis], *shape, *x.shape[axis + 1:])
 
     return ByNumbers
