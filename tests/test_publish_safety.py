@@ -374,3 +374,24 @@ def test_a_file_changed_since_its_export_is_refused_not_published(capsys, models
     pte.write_bytes(good)
     assert cli(capsys, *publish_args(out, site))[0] == ExitStatus.OK
     assert model_names(site, "1.6.0") == {"alpha", "beta"}
+
+
+def test_the_site_names_no_folder_of_the_publishers_disk(capsys, models, tmp_path):
+    """A served index gives the files that made a program by name (its model file, weights,
+    calibration images), never where they lie on the publisher's disk; the export's own
+    index keeps the paths validate rebuilds the model from."""
+    out = tmp_path / "alpha"
+    shutil.copytree(models["alpha"], out)
+    index = json.loads((out / "index.json").read_text())
+    [entry] = index["models"]
+    entry.update(source="/home/Jane Doe/secret/net.py:build(labels='/home/Jane Doe/secret/l.txt')",
+                 weights="C:\\Users\\Jane Doe\\w.pth", note="3 file(s) of --calibration /home/jane/secret/calib unused")
+    (out / "index.json").write_text(json.dumps(index))
+    site = published(capsys, {"alpha": out}, tmp_path / "w", "alpha")
+    served = (site / "1.6.0" / "index.json").read_text()
+    assert "secret" not in served and "Jane" not in served and "/home" not in served, served
+    [entry] = json.loads(served)["models"]
+    assert entry["source"] == "net.py:build(labels='l.txt')" and entry["weights"] == "w.pth"
+    assert entry["note"] == "3 file(s) of --calibration calib unused"
+    assert entry["remoteUrl"] == "https://models.example.org/pte/1.6.0/custom/alpha_portable.pte"
+    assert "/home/Jane Doe/secret/net.py" in (out / "index.json").read_text()

@@ -49,7 +49,7 @@ from ..core.io import (
 )
 from ..core.spec import check_base_url
 from ..core.system import rename_exchange
-from ..report.manifest import ENTRY_LISTS, MANIFEST_NAME, Manifest, changed_text, load_manifest, now
+from ..report.manifest import ENTRY_LISTS, MANIFEST_NAME, Manifest, ModelEntry, changed_text, load_manifest, now
 from .platforms import fallback_tables
 
 VERSIONS_NAME = "versions.json"
@@ -402,12 +402,13 @@ def _site_index(manifest: Manifest, current: Manifest | None, base: str | None) 
     def url(rel: str) -> str:
         return f"{base}/{rel}" if base else rel
 
-    lists = {key: [e.model_copy(update={"remoteUrl": url(e.file), "labelsRemoteUrl": url(e.labelsFile) if e.labelsFile
-                                        else None}) for e in getattr(manifest, key)] for key in ENTRY_LISTS}
+    lists = {key: [_unplaced(e).model_copy(update={"remoteUrl": url(e.file), "labelsRemoteUrl": url(e.labelsFile)
+                                                   if e.labelsFile else None}) for e in getattr(manifest, key)]
+             for key in ENTRY_LISTS}
     names = {e.name for entries in lists.values() for e in entries}  # an artifact listed anew, in whichever list
     keys = {(e.modelName, e.backend) for e in lists["models"]}  # the app's key: one entry each
     for key, new in lists.items():
-        kept = [e for e in (getattr(current, key) if current else []) if e.name not in names
+        kept = [_unplaced(e) for e in (getattr(current, key) if current else []) if e.name not in names
                 and (key != "models" or (e.modelName, e.backend) not in keys)]
         lists[key] = sorted([*kept, *new], key=lambda m: (m.category, m.base_model, m.name))
     labels = {lab.category: lab for lab in (current.labels if current else [])}
@@ -416,12 +417,39 @@ def _site_index(manifest: Manifest, current: Manifest | None, base: str | None) 
     merged = manifest.model_copy(update={
         "generated": now(), "baseUrl": base or "", **lists, "labels": [labels[c] for c in sorted(labels, key=str)],
         "backends": {**(current.backends if current else {}), **manifest.backends},
-        "precisionChoices": [c for c in (current.precisionChoices if current else [])
-                             if (c.get("model"), c.get("backend")) not in chosen] + manifest.precisionChoices,
+        "precisionChoices": _unplaced([c for c in (current.precisionChoices if current else [])
+                                       if (c.get("model"), c.get("backend")) not in chosen] + manifest.precisionChoices),
     })
 
     merged.fallback = fallback_table(merged.models, *fallback_tables())
     return merged
+
+
+# A folder of the publisher's disk in a string: an absolute path (POSIX, or Windows' drive
+# letter) up to its last separator; never a URL's (after "://" or a host name's letters).
+_PART = r"[^\s\"'/\\:,;()]+"  # a folder's name, and the words of one with spaces ("Jane Doe")
+_LOCAL_FOLDER = re.compile(rf"(?<![\w:/.~-])(?:/|[A-Za-z]:[\\/])(?:{_PART}(?: {_PART})*[\\/])+")
+
+
+def _unplaced(value):
+    """``value`` (an entry, a list, the text of a field) as a served site gives it: the folders
+    on the publisher's disk taken out of every path it names (a model file, its weights, the
+    calibration images), the file's own name kept. The export's index keeps them: validate
+    rebuilds the model from there."""
+    if isinstance(value, ModelEntry):
+        data = value.model_dump(exclude_none=True)
+        for key in ("source", "weights"):  # a path whole, spaces and all ("/Users/Jane Doe/net.py:build")
+            if isinstance(data.get(key), str) and (data[key].startswith("/") or re.match(r"[A-Za-z]:[\\/]", data[key])):
+                head, paren, args = data[key].partition("(")  # a factory's arguments, after its path
+                data[key] = re.split(r"[\\/]", head)[-1] + paren + _unplaced(args)
+        return ModelEntry.model_validate(_unplaced(data))
+    if isinstance(value, str):
+        return _LOCAL_FOLDER.sub("", value)
+    if isinstance(value, dict):
+        return {k: _unplaced(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unplaced(v) for v in value]
+    return value
 
 
 def _swap(built: Path, target: Path, staging: Path) -> None:
