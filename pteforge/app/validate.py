@@ -220,11 +220,9 @@ def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float 
             rel = str(path.relative_to(Path(models_dir).resolve())) if path.is_relative_to(Path(models_dir).resolve()) else str(path)
             res = FileResult(file=rel, status=Status.LOAD_FAILED,
                              model=entry.base_model if entry else None, target=entry.target if entry else None)
+            changed = differs(path, entry.size, entry.hash) if entry is not None and path.suffix != ".bpte" else None
             try:
-                if entry is not None and path.suffix != ".bpte" and (why := differs(path, entry.size, entry.hash)):
-                    res.reason = (f"the file {why}: not the program its manifest proved (export it again, or restore "
-                                  "the file)")
-                elif path.suffix == ".bpte":
+                if path.suffix == ".bpte":
                     _validate_bundle(child, path, entry, here, res)
                 elif entry is not None and entry.task == "text-generation":
                     _validate_language_model(child, path, entry, here, Path(tmp), res)
@@ -234,10 +232,22 @@ def validate(models_dir: Path, images: list[Path], on_file=None, timeout: float 
             except ChildCrashed as exc:
                 res.status = Status.RUN_FAILED if res.delegates else Status.LOAD_FAILED
                 res.reason = f"the child process {exc} while running this file"
+            if changed:
+                _not_as_listed(res, changed)
             results.append(res)
             if on_file:
                 on_file(res)
     return results
+
+
+def _not_as_listed(res: FileResult, why: str) -> None:
+    """A file that is not the one its manifest entry lists (``why``: core.io.differs) is never
+    proven, however it ran: what ran is said beside it, and a run that went well is a MISMATCH."""
+    said = f"the file {why}: not the program its export proved (export it again, or restore the file)"
+    if Status(res.status).ok:
+        res.status, res.reason = Status.MISMATCH, said + (f"; as it is: {res.reason}" if res.reason else "")
+    else:
+        res.reason = f"{res.reason}; {said}" if res.reason else said
 
 
 def _validate_bundle(child, path, entry, here, res) -> None:
