@@ -96,10 +96,29 @@ def test_a_weight_flipped_after_lowering_is_a_mismatch_not_simulated(exported, t
         assert files[name]["status"] == "MISMATCH", files[name]
         assert "differs from eager on the export's 4 seeded inputs: SQNR" in files[name]["reason"]
     # the files left alone are proven as before
-    assert files["dominant_ethos-u55.pte"]["status"] == "NOT_RUNNABLE_HERE", "only its export knows Vela's TOSA graph"
+    assert files["dominant_ethos-u55.pte"]["status"] == "NOT_RUNNABLE_HERE", "its export kept Vela's TOSA graph in another cache"
     assert "simulated at export" in files["dominant_ethos-u55.pte"]["reason"]
     assert files["dominant_cortex-m.pte"]["status"] == "SIMULATED"
     assert files["dominant_portable.pte"]["status"] == "VERIFIED"
+
+
+def test_validate_proves_an_ethos_u_file_as_its_export_did_with_the_graph_vela_compiled(tmp_path):
+    """The export keeps the TOSA graph behind each Vela command stream in the user cache, by
+    the stream's sha256: validate on this machine runs the file as the export did and gives
+    the same status; with another cache it cannot know the graph, and says so."""
+    out = tmp_path / "out"
+    proc = run_cli("export", "--model", DOMINANT, "--input-shape", "1,4", "--backends", "ethos-u85", "--out", out,
+                   "--bench-runs", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert entries(out)["ethos-u85"]["status"] == "SIMULATED"
+    proc, files = _validate(out)
+    row = files["dominant_ethos-u85.pte"]
+    assert proc.returncode == 0 and row["status"] == "SIMULATED", row
+    assert row["simulator"] == entries(out)["ethos-u85"]["verification"]["simulator"]
+    proc, files = _validate(out, env={**os.environ, "PTEFORGE_CACHE_DIR": str(tmp_path / "elsewhere"),
+                                      "PYTHONPATH": str(TESTS)})
+    row = files["dominant_ethos-u85.pte"]
+    assert row["status"] == "NOT_RUNNABLE_HERE" and "simulated at export (SIMULATED)" in row["reason"], row
 
 
 def test_a_damaged_tosa_payload_fails_its_row_in_one_line(exported, tmp_path):

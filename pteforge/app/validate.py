@@ -307,9 +307,10 @@ def _outputs(child, path, info, entry, batches, tmp, res) -> tuple[list, list] |
         reply = child.call(simulate_request, path=str(path), inputs=str(inputs_file), outputs=str(outputs_file),
                               backends=_chain(entry, info))
         if reply["ok"] and not reply["simulated"]:
-            if entry is not None and entry.status == Status.SIMULATED.value:
-                on = (entry.verification or {}).get("simulator") or "a reference simulator"
-                res.reason += f"; simulated at export on {on}, from what only the export had (Vela's TOSA graph)"
+            on = (entry.verification or {}).get("simulator") if entry is not None else None
+            if on or entry is not None and entry.status == Status.SIMULATED.value:
+                res.reason += (f"; simulated at export ({entry.status}) on {on or 'a reference simulator'}, from what only "
+                               "an export on this machine keeps (Vela's TOSA graph)")
             return None  # needs a device, as res says
         res.method, res.simulator = reply.get("method"), reply.get("simulator")
     else:

@@ -182,7 +182,7 @@ partitioner = [EthosUPartitioner(spec)]"""
         return tosa_simulator(self.runtime_name, _compiled_from,
                               f"that is, the TOSA graph Vela {_version('ethos-u-vela')} compiled into it, with the same "
                               "spec and quantization: Vela's command stream itself runs only on an Ethos-U",
-                              takes=lambda payload: digest(payload) in _VELA)
+                              takes=lambda payload: _vela_graph(digest(payload)) is not None)
 
     def estimates(self, payloads):
         found = [_VELA[digest(p)][1] for p in payloads if digest(p) in _VELA]
@@ -204,7 +204,8 @@ partitioner = [EthosUPartitioner(spec)]"""
 
 # The TOSA graph and Vela's estimates behind each command stream Vela compiled in this
 # process, by the stream's sha256: a payload in a .pte is simulated only when its bytes
-# are the very stream Vela made from that graph.
+# are the very stream Vela made from that graph. Each graph is also kept in the user cache
+# under that sha256 (``_vela_store``), where ``validate`` finds it for the file the export wrote.
 _VELA: dict[str, tuple[bytes, dict]] = {}
 
 
@@ -212,14 +213,41 @@ def digest(payload: bytes) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
+def _vela_store() -> Path:
+    from ..core.io import cache_root
+
+    return cache_root() / "vela"
+
+
+def _keep_vela_graph(stream_digest: str, graph: bytes) -> None:
+    """The TOSA graph behind a command stream, in the cache (content-addressed by the stream:
+    written once, never changed; an unwritable cache keeps it in this process only)."""
+    from ..core.io import keep
+
+    path = _vela_store() / f"{stream_digest}.tosa"
+    if not path.is_file():
+        keep(path, graph)
+
+
+def _vela_graph(stream_digest: str) -> bytes | None:
+    """The TOSA graph Vela compiled into the stream of that sha256: this process's, or the
+    cache's (a graph kept there by an export on this machine)."""
+    if stream_digest in _VELA:
+        return _VELA[stream_digest][0]
+    try:
+        return (_vela_store() / f"{stream_digest}.tosa").read_bytes()
+    except OSError:
+        return None
+
+
 def _compiled_from(payload: bytes) -> bytes:
     from .toolkit.simulate import SimulationError
 
-    found = _VELA.get(digest(payload))
+    found = _vela_graph(digest(payload))
     if found is None:
-        raise SimulationError("the Ethos-U payload is not a command stream Vela compiled in this export, so the TOSA "
-                              "graph behind it is unknown: simulate it in the export that makes it")
-    return found[0]
+        raise SimulationError("the Ethos-U payload is not a command stream Vela compiled in an export on this machine, "
+                              "so the TOSA graph behind it is unknown: simulate it in the export that makes it")
+    return found
 
 
 @contextlib.contextmanager
@@ -234,7 +262,9 @@ def _recording_vela():
         with tempfile.TemporaryDirectory(prefix="pteforge-vela-") as tmp:
             result = original(tosa_flatbuffer, list(args), verbose, intermediate_path or tmp, block_placements)
             estimates = _vela_summary(intermediate_path or tmp)
-        _VELA[digest(result.processed_bytes)] = (bytes(tosa_flatbuffer), estimates)
+        stream = digest(result.processed_bytes)
+        _VELA[stream] = (bytes(tosa_flatbuffer), estimates)
+        _keep_vela_graph(stream, _VELA[stream][0])
         return result
 
     ethosu.vela_compile = compile
