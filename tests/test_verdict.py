@@ -287,7 +287,7 @@ def test_a_missed_budget_is_out_of_budget_everywhere_and_a_new_budget_judges_the
 @pytest.mark.slow
 def test_export_and_validate_give_every_kind_of_file_the_same_status(capsys, tmp_path):
     """Eight kinds (a catalog model with its own weights and int8, a task model of one's own
-    on XNNPACK and simulated on TOSA, YOLO detection and pose, ONNX, TorchScript), exported
+    on XNNPACK and simulated on TOSA and Ethos-U85, YOLO detection and pose, ONNX, TorchScript), exported
     in four runs, then validated: the same status for each file."""
     import torch
 
@@ -307,7 +307,8 @@ def test_export_and_validate_give_every_kind_of_file_the_same_status(capsys, tmp
         ("--mobilenet", "mobilenet_v3_small", "--weights", str(weights), "--input-shape", "1,3,96,96",  # 224: +15 s
          "--backends", "xnnpack", "xnnpack:int8"),
         ("--model", _model(tmp_path, BN_NET), "--input-shape", "1,3,64,64", "--weights", "none", "--task",
-         "classification", "--labels-file", str(_labels(tmp_path, 10)), "--backends", "xnnpack", "tosa", "tosa:fp32"),
+         "classification", "--labels-file", str(_labels(tmp_path, 10)), "--backends", "xnnpack", "tosa", "tosa:fp32",
+         "ethos-u85"),
         ("--yolo", "yolo11n", "--yolo-pose", "yolo11n-pose", "--weights", "none", "--input-shape", "1,3,160,160",
          "--backends", "xnnpack"),
         ("--model", str(onnx_file), "--model", str(ts), "--input-shape", "1,3,32,32", "--backends", "xnnpack"),
@@ -321,6 +322,7 @@ def test_export_and_validate_give_every_kind_of_file_the_same_status(capsys, tmp
         exported.update({f"{i}/{e['file']}": e["status"] for key in lists for e in index.get(key, [])})
     assert len(exported) >= 9 and {"VERIFIED", "SIMULATED"} <= set(exported.values())
     assert any("int8" in f for f in exported) and any("tosa" in f for f in exported)
+    assert any("ethos-u85" in f for f in exported)
     # a subprocess: validate rebuilds the YOLO models, and Ultralytics, imported into this
     # process, would keep its log handler on this test's captured stream (closed after it),
     # where a later test's image decoding logs ("--- Logging error ---")
