@@ -158,8 +158,8 @@ def read_export(out: Path) -> tuple[Path, Manifest]:
 
 def refuse_changed(index: Path, manifest: Manifest, what: str) -> None:
     """Refuse (``what``: the command) when a file the manifest ``index`` lists is missing or
-    not the one it lists (size, sha256): the app would be offered a file that is not the
-    program proven, and checks the sha256 it is given."""
+    not the one it lists (size, sha256): the app would be offered, under that entry's hash, a
+    file that is not the program proven."""
     changed = manifest.changed(index.parent)
     if changed:
         raise ManifestError(f"{changed_text(changed, index.parent)}: {index} lists another file, so {what} would offer "
