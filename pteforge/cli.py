@@ -462,12 +462,10 @@ def _say_exported(ui, result, config) -> None:
                for r in rows if r.arm64_failed]
     ui.final(f"exported {len(good)}/{asked} target(s)" + (f": {proof_counts(good)}" if good else "") + f"; {where}",
              failed)
-    if ui.json:
+    if ui.json:  # the run's own failures: report.json is not written when no row wrote a file
         index = Path(config.out_dir) / MANIFEST_NAME
-        report = Path(config.out_dir) / "report.json"
         ui.document({**(json.loads(index.read_text()) if result.manifest_path and index.is_file() else {}),
-                     "lastRunFailures": json.loads(report.read_text()).get("last_run_failures", [])
-                     if report.is_file() else []})
+                     "lastRunFailures": result.failures})
 
 
 def show_path(path) -> str:

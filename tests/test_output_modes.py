@@ -104,3 +104,15 @@ def test_the_plan_says_what_runs_downloads_and_how_long(capsys, tmp_path):
     assert "Plan: 2 model(s), 4 job(s)" in stdout
     assert "downloads: pretrained weights of mobilenet_v3_small, yolo11n" in stdout
     assert "time: about 1 min for 4 vision job(s)" in stdout and stdout.rstrip().endswith("dry run: nothing was written")
+
+
+def test_json_of_a_run_that_wrote_nothing_still_names_its_failures(capsys, tmp_path):
+    """No manifest and no report.json are written when no row wrote a file: the document
+    carries the run's failures itself, each with its reason and fix."""
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:data_dependent", "--input-shape", "1,4",
+                          "--backends", "portable", "qnn", "--out", tmp_path / "out", "--json")
+    assert code == ExitStatus.TARGETS_FAILED
+    failed = {f["target"]: f for f in json.loads(stdout)["lastRunFailures"]}
+    assert failed["portable"]["status"] == "CAPTURE_FAILED" and "branches on tensor values" in failed["portable"]["reason"]
+    assert failed["qnn"]["status"] == "UNAVAILABLE" and "QNN_SDK_ROOT" in failed["qnn"]["fix"]
+    assert not (tmp_path / "out").exists()

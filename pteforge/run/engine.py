@@ -29,7 +29,7 @@ from .log import keep_log, start_run
 from .measure import measure, prove_on_arm64
 from .plan import TargetPlan, targets_of
 from .pools import open_capture_pool, open_pool
-from .reports import write_run_reports
+from .reports import run_failures, write_run_reports
 from .sink import ManifestSink, find_label_files, make_labels, versions
 from .workers import CLUSTER_LOST, RESUME, start_fork_server
 
@@ -68,6 +68,11 @@ class RunResult:
     log: Path | None = None  # what libraries printed in the run's processes (none: nothing, or --debug)
     budget: AccuracyBudget | None = None  # --accuracy-budget (None: each task's default)
     dropped: list[str] = field(default_factory=list)  # earlier entries listed no more: their file is gone
+
+    @property
+    def failures(self) -> list[dict]:
+        """The failed rows and unavailable targets, as report.json's ``last_run_failures``."""
+        return run_failures(self.records, self.unavailable)
 
     @property
     def ok(self) -> bool:
@@ -119,6 +124,9 @@ def run_export(models: list[ModelSpec], plan: TargetPlan, config: ExportConfig, 
         _store(run.fresh)
         write_run_reports(out, run.records, plan, config)
     written = sink.path if (models or needs) and sink.path.exists() else None  # none when no row wrote anything
+    if created and written is None:
+        with contextlib.suppress(OSError):
+            out.rmdir()  # made for this run, which wrote nothing in it: not left behind (rmdir: only if empty)
     return RunResult(run.records, plan.unavailable, written, choices, list(plan.references), log, config.accuracy_budget,
                      sink.dropped)
 

@@ -15,19 +15,23 @@ from ..report.summary import write_reports
 from .plan import TargetPlan
 
 
+def run_failures(records: list[Record], unavailable: list) -> list[dict]:
+    """The run's failed rows and the targets unavailable here, each with its reason and fix:
+    report.json's ``last_run_failures``, and ``export --json``'s ``lastRunFailures`` (also
+    where no manifest was written)."""
+    def row(model: str, target: str, status: str, reason: str | None, fix: str | None) -> dict:
+        return {"model": model, "target": target, "status": status, "reason": reason, **({"fix": fix} if fix else {})}
+
+    return [row(r.model, r.target, r.status.value, r.reason, r.fix) for r in records if not r.status.ok] + [
+        row("*", u.target, "UNAVAILABLE", u.check.reason, u.check.fix) for u in unavailable]
+
+
 def write_run_reports(out: Path, records: list[Record], plan: TargetPlan, config: ExportConfig) -> None:
     """EXPORT_SUMMARY.md, report.json, report.html — and with --oplist the selective-build files."""
     manifest = load_manifest(out / MANIFEST_NAME)
     if manifest is None:
         return
-    failures = [
-        {"model": r.model, "target": r.target, "status": r.status.value, "reason": r.reason}
-        for r in records if not r.status.ok
-    ] + [
-        {"model": "*", "target": u.target, "status": "UNAVAILABLE", "reason": u.check.reason}
-        for u in plan.unavailable
-    ]
-    write_reports(out, manifest, failures)
+    write_reports(out, manifest, run_failures(records, plan.unavailable))
     if config.oplist:
         done = [(r, r.artifact) for r in records if r.artifact is not None and r.status.ok]
         lists = [artifact_oplist(Path(a.path)) for _, a in done]
