@@ -149,6 +149,7 @@ def validate_dir(directory: str | None, models_dir: str | None, images_dir: str 
     root = Path(directory or models_dir or "models")
     if not root.is_dir():
         raise UsageError(f"{root} is not a directory", fix="export first, or give the directory of your artifacts")
+    _refuse_no_artifact(root)
     images, note = image_dir(images_dir, "--images-dir") if images_dir else (shipped_images(), None)
     if note and warn is not None:
         warn(note)
@@ -165,7 +166,16 @@ def bench_files(path: str, runs: int, warmup: int, against_eager: bool) -> list[
         raise UsageError(f"{path}: no such file or directory", fix="give a directory of artifacts or a .pte")
     if runs < 1 or warmup < 0:
         raise UsageError("--runs must be >= 1 and --warmup >= 0", fix="give positive numbers")
+    if Path(path).is_dir():
+        _refuse_no_artifact(Path(path))
     return bench(Path(path), runs, warmup, against_eager)
+
+
+def _refuse_no_artifact(root: Path) -> None:
+    """A directory holding no program at any depth is refused: "0 proven" would read as a pass."""
+    if not any(p.is_file() for pattern in ("*.pte", "*.bpte") for p in root.rglob(pattern)):
+        raise UsageError(f"{root} holds no ExecuTorch program (.pte, .bpte) at any depth",
+                         fix=f"export first (pteforge export --out {root}), or give the directory of your artifacts")
 
 
 def select_best(names: list[str], manifest: str | None, platform: str | None) -> Selection:

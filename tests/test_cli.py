@@ -635,3 +635,16 @@ def test_a_catalog_model_at_another_size_is_built_and_validated_at_it():
         with torch.no_grad():
             assert torch.equal(exported(x)[0], rebuilt(x)[0]), spec.name
     assert exported(x).shape == (1, 1000) and build_model(yolo, "none", 0)(x).shape == (1, 84, 84), "anchors for 64 x 64"
+
+
+def test_validate_and_bench_refuse_a_folder_without_a_program(capsys, tmp_path):
+    """"0 proven", exit 0, read as a pass: a folder holding no .pte at any depth (the wrong
+    folder, an export that wrote nothing) is a usage error, and nothing is written into it."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "notes.txt").write_text("not a program\n")
+    for args in (("validate", tmp_path), ("bench", tmp_path)):
+        code, _, err = cli(capsys, *args)
+        assert code == ExitStatus.USAGE, (args, err)
+        [line] = error_lines(err)
+        assert f"{tmp_path} holds no ExecuTorch program (.pte, .bpte) at any depth" in line and "(fix: export" in line
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["notes.txt", "sub"]
