@@ -184,8 +184,10 @@ def load_manifest(path: Path) -> Manifest | None:
     try:
         raw = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        what = f"not UTF-8 text (byte {exc.start})" if isinstance(exc, UnicodeDecodeError) else \
+            f"{exc.__class__.__name__} at line {exc.lineno}, column {exc.colno}"
         raise ManifestError(
-            f"{path} is not valid JSON ({exc.__class__.__name__} at {getattr(exc, 'pos', '?')})",
+            f"{path} is not valid JSON ({what})",
             fix=f"move {path} away (pteforge export rebuilds it) or restore it from backup",
         ) from None
     try:
