@@ -48,6 +48,17 @@ def test_unchanged_reexport_comes_from_the_cache(capsys, tmp_path):
     assert "cache" not in _entry(out) and "lower" in _entry(out)["timings"]
 
 
+def test_a_row_from_the_cache_is_timed_when_its_first_run_did_not(capsys, tmp_path):
+    """Why an earlier run did not time a row (--bench-runs 0) is that run's, not the
+    program's: restored from the cache, the row is timed by a run that times."""
+    out = tmp_path / "out"
+    assert main([*TINY, "--bench-runs", "0", "--out", str(out)]) == ExitStatus.OK
+    assert _entry(out)["bench"] == {"skipped": "timing turned off (--bench-runs 0)"}
+    assert main([*TINY, "--bench-runs", "3", "--out", str(out)]) == ExitStatus.OK
+    again = _entry(out)
+    assert again["cache"]["hit"] is True and again["bench"]["p50_ms"] > 0, again["bench"]
+
+
 def test_a_damaged_cache_entry_is_not_used(tmp_path):
     out = tmp_path / "out"
     assert main([*TINY, "--out", str(out)]) == ExitStatus.OK

@@ -39,11 +39,11 @@ MAX_FRACTION = 0.25  # of the export's wall time
 def timing_plan(records: list[Record], needed: list[Record], export_seconds: float, runs: int) -> list[tuple[Record, int]]:
     """(row, runs) to time: ``needed`` rows, then every other row that ran here within the
     budget; rows left out get ``latency = {"skipped": why}``. ``runs`` 0: none at all."""
-    plan = [(r, max(runs, COMPARISON_RUNS)) for r in needed if r.artifact and r.latency is None] if runs > 0 else []
+    plan = [(r, max(runs, COMPARISON_RUNS)) for r in needed if r.artifact and _untimed(r)] if runs > 0 else []
     chosen = {id(r) for r, _ in plan}
     budget, spent = MAX_FRACTION * export_seconds, 0.0
     for rec in records:
-        if id(rec) in chosen or not ran_here(rec) or rec.artifact is None or rec.latency is not None:
+        if id(rec) in chosen or not ran_here(rec) or rec.artifact is None or not _untimed(rec):
             continue
         cost = estimated_seconds(rec, runs)
         if runs <= 0:
@@ -55,6 +55,12 @@ def timing_plan(records: list[Record], needed: list[Record], export_seconds: flo
             spent += cost
             plan.append((rec, runs))
     return plan
+
+
+def _untimed(rec: Record) -> bool:
+    """No p50 yet: none measured, or only why an earlier run did not time it (a row restored
+    from the cache keeps its numbers, never an earlier run's --bench-runs 0 or budget)."""
+    return rec.latency is None or "skipped" in rec.latency
 
 
 def estimated_seconds(rec: Record, runs: int) -> float:
