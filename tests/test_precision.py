@@ -340,3 +340,15 @@ def test_what_a_capture_and_a_quantization_compute_does_not_depend_on_the_thread
     assert [k for k in weights2 if not torch.equal(weights2[k], weights1[k])] == [], "BatchNorm statistics"
     assert all(torch.equal(a, b) for x, y in zip(outputs2, outputs1) for a, b in zip(x, y)), "eager references"
     assert [k for k in quantized2 if not torch.equal(quantized2[k], quantized1[k])] == [], "quantized weights, scales"
+
+
+def test_precision_auto_says_apart_what_it_did_not_compare():
+    """A precision not timed (or not run here) was not judged against the budget: it is said
+    "not compared", never "outside the budget"."""
+    from pteforge.app.precision import _left_out
+
+    rows = [{"precision": "fp32", "within_budget": False, "judged": False, "note": "not timed"},
+            {"precision": "int8", "within_budget": False, "judged": True, "note": "top-1 agreement 60% < 99%"},
+            {"precision": "fp16", "within_budget": True, "judged": True, "note": "within budget"}]
+    assert _left_out(rows) == "; outside the budget: int8 (top-1 agreement 60% < 99%); not compared: fp32 (not timed)"
+    assert _left_out(rows[2:]) == ""

@@ -142,9 +142,20 @@ def choose(model: str, group: AutoGroup, records: list[Record], task: str, budge
         prefix + (f"{best['precision']} at {best['p50_ms']:.2f} ms p50{speed}" if preferred else
                   f"fastest within the budget: {best['precision']} at {best['p50_ms']:.2f} ms p50{speed}")
         + (f" (also within: {', '.join(others)})" if others else "")
-        + (f"; outside the budget: {', '.join(t['precision'] + ' (' + t['note'] + ')' for t in tried if not t['within_budget'])}" if len(fits) < len(tried) else "")
+        + _left_out(tried)
     )
     return choice
+
+
+def _left_out(tried: list[dict]) -> str:
+    """The precisions not chosen from: those judged outside the budget, and apart those not
+    judged at all (not timed, or not run here), each with its note."""
+    said = ""
+    for what, rows in (("outside the budget", [t for t in tried if not t["within_budget"] and t["judged"]]),
+                       ("not compared", [t for t in tried if not t["within_budget"] and not t["judged"]])):
+        if rows:
+            said += f"; {what}: {', '.join(t['precision'] + ' (' + t['note'] + ')' for t in rows)}"
+    return said
 
 
 def _list_tried(model: str, group: AutoGroup, records: list[Record], budget: AccuracyBudget) -> list[dict]:
@@ -168,6 +179,7 @@ def _list_tried(model: str, group: AutoGroup, records: list[Record], budget: Acc
             "sqnr_db": images.get("sqnr_db", rec.verification.sqnr_db if rec.verification else None),
         }
         row["within_budget"], row["note"] = _judge(rec, row, budget)
+        row["judged"] = ran_here(rec) and row["p50_ms"] is not None  # else not compared: not run here, or not timed
         calibration = (rec.quantization or {}).get("calibration") or {}
         if calibration.get("tokenIds"):
             row["calibration"] = "synthetic token ids"
