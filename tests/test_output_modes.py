@@ -103,7 +103,7 @@ def test_the_plan_says_what_runs_downloads_and_how_long(capsys, tmp_path):
     assert code == ExitStatus.OK and not (tmp_path / "out").exists()
     assert "Plan: 2 model(s), 4 job(s)" in stdout
     assert "downloads: pretrained weights of mobilenet_v3_small, yolo11n" in stdout
-    assert "time: about 1 min for 4 vision job(s)" in stdout and stdout.rstrip().endswith("dry run: nothing was written")
+    assert "time: about 25 s for 4 vision job(s)" in stdout and stdout.rstrip().endswith("dry run: nothing was written")
 
 
 def test_json_of_a_run_that_wrote_nothing_still_names_its_failures(capsys, tmp_path):

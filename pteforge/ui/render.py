@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import sys
 import time
@@ -121,7 +122,8 @@ def estimate(jobs) -> str:
     count = sum(len(targets) - held for m, targets, held in jobs if m.task != "text-generation")
     llms = [m.name for m, _, _ in jobs if m.task == "text-generation"]
     seconds = count * PACE_S * PACE_CORES / max(min(os.cpu_count() or 1, 8), 1)
-    text = (f"about {max(round(seconds / 60), 1)} min for {count} vision job(s) at {PACE_S:.1f} s a job on {PACE_CORES} cores "
+    when = f"{5 * math.ceil(seconds / 5)} s" if seconds < 90 else f"{round(seconds / 60)} min"
+    text = (f"about {when} for {count} vision job(s) at {PACE_S:.1f} s a job on {PACE_CORES} cores "
             "(mobilenet_v3_small's pace; bigger models take longer, cached jobs no time)") if count else ""
     if llms:
         text += ("; " if text else "") + f"language models ({', '.join(llms)}): minutes per target, not estimated"
