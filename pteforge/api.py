@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 from .app.bench import BenchResult, bench
-from .app.publish import check_site, runtimes_for
+from .app.publish import check_apart, check_site, runtimes_for
 from .app.selection import Selection, select
 from .app.validate import report_place, validate, write_report
 from .backends import PLUGIN_ERRORS, Availability, availability, default_registry
@@ -88,9 +88,10 @@ def _select_models(request: ExportRequest) -> list:
                          input_dtypes=request.input_dtype or [], labels_only=request.labels, own=own)
 
 
-def check_surroundings(request: ExportRequest) -> list[str]:
-    """Before any work: the site ``publish`` writes, refused when it cannot be; and a note
-    when the cache directory cannot be written (the run goes on without it)."""
+def check_surroundings(request: ExportRequest, out_dir: Path) -> list[str]:
+    """Before any work: the site ``publish`` writes, refused when it cannot be (or overlaps
+    ``out_dir``, the export's folder); and a note when the cache directory cannot be written
+    (the run goes on without it)."""
     if request.publish:
         if request.publish_base_url is not None:
             check_base_url(request.publish_base_url, "--publish-base-url")
@@ -99,6 +100,7 @@ def check_surroundings(request: ExportRequest) -> list[str]:
                              "relative, and the executorch_flutter app downloads remoteUrl as it is",
                              fix="give --publish-base-url URL (where SITE will be served), or --publish-relative")
         check_site(Path(request.publish), "--publish")
+        check_apart(out_dir, Path(request.publish), "--publish")
         if request.publish_runtime:
             runtimes_for(metadata.version("executorch").split("+")[0], request.publish_runtime, "--publish-runtime")
     why = unwritable()

@@ -422,7 +422,7 @@ def _cmd_export(args, ui, debug: bool) -> int:
             ui.dry_run()
             ui.document(said)
             return int(ExitStatus.OK)
-    for note in check_surroundings(request):
+    for note in check_surroundings(request, config.out_dir):
         ui.warn(note)
     with ui.progress() as reporter:
         result = export(job.models, plan, config, reporter, write_labels=request.labels)

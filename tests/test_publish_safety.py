@@ -395,3 +395,25 @@ def test_the_site_names_no_folder_of_the_publishers_disk(capsys, models, tmp_pat
     assert entry["note"] == "3 file(s) of --calibration calib unused"
     assert entry["remoteUrl"] == "https://models.example.org/pte/1.6.0/custom/alpha_portable.pte"
     assert "/home/Jane Doe/secret/net.py" in (out / "index.json").read_text()
+
+
+def test_a_site_and_an_export_never_share_a_folder(capsys, models, tmp_path):
+    """Only publish writes a served site: an export into it (or below it) is refused, and so
+    is a site that is the export's folder, lies in it or holds it (it would serve the export's
+    reports and full paths); nothing is written either way."""
+    site = published(capsys, models, tmp_path / "w", "beta")
+    before = snapshot(tmp_path / "w")
+    for out in (site / "1.6.0", site / "new" / "deeper", site):
+        code, _, err = cli(capsys, *TINY, "--backends", "portable", "--out", out)
+        assert code == ExitStatus.OUTPUT, err
+        assert f"is inside the published site {site}, which only pteforge publish writes" in error_lines(err)[0]
+    assert snapshot(tmp_path / "w") == before
+    out = tmp_path / "alpha"
+    shutil.copytree(models["alpha"], out)
+    for where in (out, out / "public", tmp_path):
+        code, _, err = cli(capsys, *publish_args(out, where))
+        assert code == ExitStatus.USAGE and "and the export's folder" in error_lines(err)[0], (where, err)
+    assert not (out / "public").exists() and not (out / "versions.json").exists()
+    code, _, err = cli(capsys, *TINY, "--backends", "portable", "--out", tmp_path / "x", "--publish", tmp_path / "x",
+                       "--publish-base-url", "https://models.example.org/pte")
+    assert code == ExitStatus.USAGE and not (tmp_path / "x").exists(), err

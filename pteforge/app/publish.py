@@ -121,6 +121,16 @@ def check_site(site: Path, flag: str = "--site") -> None:
             _refuse_link(Path(site) / name)
 
 
+def check_apart(out: Path, site: Path, flag: str = "--site") -> None:
+    """Refuse a site that is the export's folder, lies inside it or holds it: the site would
+    serve the export's reports and logs, and its index with the full paths it keeps."""
+    here, there = Path(os.path.realpath(out)), Path(os.path.realpath(site))
+    if here == there or here in there.parents or there in here.parents:
+        raise UsageError(f"{flag} {site} and the export's folder {out} overlap: the site would serve the export's "
+                         "reports and its index's full paths", fix=f"give {flag} a folder apart from the export's, "
+                                                                    "e.g. public")
+
+
 def publish(out: Path, site: Path, runtimes: list[str] | None = None, base_url: str | None = None,
             relative: bool = False) -> Published:
     """Publish the export whose manifest is ``out`` (an ``index.json``, or its directory) into
@@ -129,6 +139,7 @@ def publish(out: Path, site: Path, runtimes: list[str] | None = None, base_url: 
         check_base_url(base_url, "--base-url")
     check_site(site)
     index, manifest = read_export(out)
+    check_apart(index.parent, site)
     refuse_changed(index, manifest, "publish")
     base_url, base_from = _base_url(base_url, relative, manifest, index)
     made_with = _executorch_version(manifest)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..core import samples
-from ..core.errors import UsageError
+from ..core.errors import OutputError, UsageError
 from ..core.io import check_output_dir, work_dir
 from ..core.request import first_duplicate
 from ..core.spec import ExportConfig, ModelSpec
@@ -35,11 +35,25 @@ def check_before_work(models: list[ModelSpec], config: ExportConfig, plan: Targe
         if m.source == "factory":
             check_factory(m.factory)
     out = Path(config.out_dir)
+    _refuse_a_site(out)
     check_output_dir(out, create=create)
     existing = load_manifest(out / MANIFEST_NAME) if out.is_dir() else None
     if existing is not None:
         _check_against(existing, models, out)
     return out
+
+
+def _refuse_a_site(out: Path) -> None:
+    """``--out`` inside a published site (a folder holding publish's versions.json, or one
+    below it) is refused: only publish writes a served site, swapping a version whole; an
+    export would rewrite a served index in place and serve its reports and logs."""
+    from ..app.publish import published_site
+
+    site = published_site(out)
+    if site is not None:
+        raise OutputError(f"--out {out} is inside the published site {site}, which only pteforge publish writes",
+                          fix=f"export into a folder of its own (e.g. --out models), then: pteforge publish models "
+                              f"--site {site}")
 
 
 def check_run(models: list[ModelSpec], config: ExportConfig, plan: TargetPlan | None = None) -> None:
