@@ -27,7 +27,7 @@ from .families.vision import image_dir, shipped_images
 from .models import select_models
 from .models.catalog import build_catalog
 from .report.app import notes, rejections
-from .report.manifest import MANIFEST_NAME, Manifest, changed_text, load_manifest
+from .report.manifest import MANIFEST_NAME, Manifest, load_manifest, refuse_changed
 from .report.summary import rewrite_html
 from .run import cache
 from .run.checks import check_before_work, check_run  # noqa: F401 - part of the API
@@ -222,9 +222,8 @@ def check_manifest(file: str) -> ManifestCheck:
     listed = {e.file for e in manifest.artifacts()}
     if listed and listed <= {rel for rel, why in changed if why == "is missing"}:  # a manifest on its own
         said.append(f"none of the {len(listed)} file(s) it lists is beside it: their sizes and sha256 were not compared")
-    elif changed:
-        raise ManifestError(f"{changed_text(changed, path.parent)}: the app would be offered a file that is not the "
-                            "program proven", fix=f"export it again into {path.parent} (or restore the file)")
+    else:
+        refuse_changed(path, changed, "manifest check")
     return ManifestCheck(path, manifest, said)
 
 

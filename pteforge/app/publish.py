@@ -49,7 +49,7 @@ from ..core.io import (
 )
 from ..core.spec import check_base_url
 from ..core.system import rename_exchange
-from ..report.manifest import ENTRY_LISTS, MANIFEST_NAME, Manifest, ModelEntry, changed_text, load_manifest, now
+from ..report.manifest import ENTRY_LISTS, MANIFEST_NAME, Manifest, ModelEntry, load_manifest, now, refuse_changed
 from .platforms import fallback_tables
 
 VERSIONS_NAME = "versions.json"
@@ -140,7 +140,7 @@ def publish(out: Path, site: Path, runtimes: list[str] | None = None, base_url: 
     check_site(site)
     index, manifest = read_export(out)
     check_apart(index.parent, site)
-    refuse_changed(index, manifest, "publish")
+    refuse_changed(index, manifest.changed(index.parent), "publish")
     base_url, base_from = _base_url(base_url, relative, manifest, index)
     made_with = _executorch_version(manifest)
     runtimes = runtimes_for(made_with, runtimes)
@@ -165,17 +165,6 @@ def read_export(out: Path) -> tuple[Path, Manifest]:
         raise UsageError(f"no manifest at {index}", fix=f"give an export's index.json or its directory, or export first: "
                          f"pteforge export --out {folder}")
     return index, manifest
-
-
-def refuse_changed(index: Path, manifest: Manifest, what: str) -> None:
-    """Refuse (``what``: the command) when a file the manifest ``index`` lists is missing or
-    not the one it lists (size, sha256): the app would be offered, under that entry's hash, a
-    file that is not the program proven."""
-    changed = manifest.changed(index.parent)
-    if changed:
-        raise ManifestError(f"{changed_text(changed, index.parent)}: {index} lists another file, so {what} would offer "
-                            "the app a file that is not the program proven",
-                            fix=f"export it again into {index.parent} (or restore the file), then {what}")
 
 
 def _base_url(given: str | None, relative: bool, manifest: Manifest, index: Path) -> tuple[str | None, str | None]:

@@ -205,7 +205,7 @@ partitioner = [EthosUPartitioner(spec)]"""
 # The TOSA graph and Vela's estimates behind each command stream Vela compiled in this
 # process, by the stream's sha256: a payload in a .pte is simulated only when its bytes
 # are the very stream Vela made from that graph. Each graph is also kept in the user cache
-# under that sha256 (``_vela_store``), where ``validate`` finds it for the file the export wrote.
+# under that sha256 (``vela_store``), where ``validate`` finds it for the file the export wrote.
 _VELA: dict[str, tuple[bytes, dict]] = {}
 
 
@@ -213,7 +213,8 @@ def digest(payload: bytes) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
-def _vela_store() -> Path:
+def vela_store() -> Path:
+    """Where the TOSA graphs behind Ethos-U streams are kept (``pteforge cache clear`` empties it)."""
     from ..core.io import cache_root
 
     return cache_root() / "vela"
@@ -224,7 +225,7 @@ def _keep_vela_graph(stream_digest: str, graph: bytes) -> None:
     written once, never changed; an unwritable cache keeps it in this process only)."""
     from ..core.io import keep
 
-    path = _vela_store() / f"{stream_digest}.tosa"
+    path = vela_store() / f"{stream_digest}.tosa"
     if not path.is_file():
         keep(path, graph)
 
@@ -235,7 +236,7 @@ def _vela_graph(stream_digest: str) -> bytes | None:
     if stream_digest in _VELA:
         return _VELA[stream_digest][0]
     try:
-        return (_vela_store() / f"{stream_digest}.tosa").read_bytes()
+        return (vela_store() / f"{stream_digest}.tosa").read_bytes()
     except OSError:
         return None
 

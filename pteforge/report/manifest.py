@@ -163,13 +163,18 @@ class Manifest(BaseModel):
         return [(rel, why) for rel, why in found if why]
 
 
-def changed_text(changed: list[tuple[str, str]], base: Path) -> str:
-    """``Manifest.changed``'s findings in a line: the first in full, then the others' names."""
+def refuse_changed(index: Path, changed: list[tuple[str, str]], what: str) -> None:
+    """Refuse (``what``: the command) when ``changed`` (``Manifest.changed`` of the manifest
+    ``index``) names a file: the app would be offered, under that entry's hash, a file that
+    is not the program proven. The first in full, then the others' names."""
+    if not changed:
+        return
     rel, why = changed[0]
-    if len(changed) == 1:
-        return f"{Path(base) / rel} {why}"
     others = ", ".join(r for r, _ in changed[1:4]) + (", ..." if len(changed) > 4 else "")
-    return f"{Path(base) / rel} {why} (and {len(changed) - 1} more: {others})"
+    more = f" (and {len(changed) - 1} more: {others})" if len(changed) > 1 else ""
+    raise ManifestError(f"{index.parent / rel} {why}{more}: {index} lists another file, and the app would be offered "
+                        "a file that is not the program proven",
+                        fix=f"export it again into {index.parent} (or restore the file), then {what}")
 
 
 def now() -> str:

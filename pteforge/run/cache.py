@@ -222,7 +222,9 @@ def clear() -> tuple[int, int]:
     """Empty the cache: (entries, bytes) removed."""
     removed = info()
     shutil.rmtree(artifacts_dir(), ignore_errors=True)
-    shutil.rmtree(cache_root() / "vela", ignore_errors=True)  # the TOSA graphs behind Ethos-U streams (backends/_arm.py)
+    from ..backends._arm import vela_store
+
+    shutil.rmtree(vela_store(), ignore_errors=True)  # the TOSA graphs behind Ethos-U streams
     return removed
 
 
