@@ -188,7 +188,25 @@ def select_best(names: list[str], manifest: str | None, platform: str | None) ->
     *given, model = names
     if given and manifest and Path(given[0]).resolve() != Path(manifest).resolve():
         raise UsageError(f"two manifests: {given[0]} and --manifest {manifest}", fix="give one of them")
+    if not given and not manifest and _a_manifest(model):  # `select DIR`: the manifest alone
+        given, model = [model], _its_one_model(model)
     return select(given[0] if given else manifest or "models/index.json", model, platform)
+
+
+def _a_manifest(name: str) -> bool:
+    path = Path(name)
+    return (path / MANIFEST_NAME).is_file() or (path.suffix == ".json" and path.is_file())
+
+
+def _its_one_model(name: str) -> str:
+    """The model a manifest given alone to ``select`` lists, when it lists one."""
+    path = Path(name) / MANIFEST_NAME if Path(name).is_dir() else Path(name)
+    manifest = load_manifest(path)
+    models = sorted({e.model or e.modelName for e in manifest.artifacts()}) if manifest else []
+    if len(models) == 1:
+        return models[0]
+    raise UsageError(f"select {name}: name the model too; {path} lists " + (", ".join(models) or "none"),
+                     fix=f"pteforge select {name} {models[0] if models else 'MODEL'}")
 
 
 @dataclass

@@ -94,6 +94,20 @@ def test_select_prints_the_same_decision(capsys, three, tmp_path):
         assert code == ExitStatus.USAGE and said in error_lines(err)[0], err
 
 
+def test_select_with_the_manifest_alone_takes_its_one_model(capsys, three, tmp_path):
+    """``select DIR`` was read as a model named DIR in models/index.json ("no manifest")."""
+    code, stdout, _ = cli(capsys, "select", three, "--platform", "android")
+    assert code == ExitStatus.OK and "→ tiny_vulkan.pte" in stdout
+    two = tmp_path / "two"
+    two.mkdir()
+    doc = json.loads((three / "index.json").read_text())
+    other = {**doc["models"][0], "model": "other", "modelName": "other"}
+    (two / "index.json").write_text(json.dumps({**doc, "models": [*doc["models"], other]}))
+    code, _, err = cli(capsys, "select", two / "index.json")
+    assert code == ExitStatus.USAGE
+    assert f"name the model too; {two / 'index.json'} lists other, tiny" in error_lines(err)[0], err
+
+
 def test_select_unknown_model(capsys, three):
     code, _, err = cli(capsys, "select", "--manifest", three / "index.json", "tiny2")
     assert code == ExitStatus.USAGE

@@ -40,6 +40,21 @@ def test_a_valid_name_is_kept(name):
     assert file_name(name) == name
 
 
+@given(st.text(alphabet=st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF) | st.characters(min_codepoint=0x430, max_codepoint=0x44F),
+               min_size=1, max_size=12), st.text(max_size=12))
+def test_names_in_other_scripts_stay_apart(name, other):
+    """A name in a script with no ASCII letters (Cyrillic, CJK, ...) would be all ``_``: two
+    models named 猫 and 狗 would be one file name, one manifest entry. Each keeps a tag of its own."""
+    assert valid_everywhere(file_name(name))
+    if other != name:
+        assert file_name(name) != file_name(other)
+
+
+def test_accents_are_dropped_not_replaced():
+    assert file_name("Mon modèle ü") == "Mon_modele_u"
+    assert file_name("naïve net:v2.onnx") == "naive_net_v2.onnx"
+
+
 def _run(args, cwd, env):
     proc = subprocess.run([sys.executable, "-m", "pteforge", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)

@@ -10,11 +10,13 @@ run them here (tests/test_portable.py).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import platform
 import re
 import sys
 import time
+import unicodedata
 from collections.abc import Iterator
 
 PORTABLE_ENV = "PTEFORGE_PORTABLE"
@@ -155,8 +157,18 @@ def file_name(name: str, limit: int = 100) -> str:
     """``name`` as a file-name part valid on Linux, macOS and Windows, and in a URL: every
     character but letters, digits, ``.``, ``-`` and ``_`` becomes ``_``; no leading dot
     (hidden) or trailing dot; Windows' device names (``con``, ``nul``, ``com1``...) get a
-    ``_`` suffix; at most ``limit`` characters. Names already valid are kept as they are."""
-    out = re.sub(r"[^\w.\-]", "_", name, flags=re.ASCII).lstrip(".").rstrip(".")[:limit].rstrip(".") or "model"
+    ``_`` suffix; at most ``limit`` characters. Names already valid are kept as they are.
+    Accents are dropped (``modèle`` is ``modele``); a name with letters no ASCII letter
+    stands for (``猫``, ``кот``) ends with 8 hex digits of its sha256, so that two such
+    names never become one file name."""
+    folded = unicodedata.normalize("NFKD", name)
+    folded = "".join(c for c in folded if not unicodedata.combining(c))
+    lost = any(ord(c) > 127 for c in folded)
+    out = re.sub(r"[^\w.\-]", "_", folded, flags=re.ASCII)
+    if lost:
+        tag = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        out = f"{out.strip('_.')[:limit - 9] or 'model'}_{tag}"
+    out = out.lstrip(".")[:limit].rstrip(".") or "model"
     first, dot, rest = out.partition(".")
     if first.lower() in _WINDOWS_DEVICES:  # Windows reserves them with any extension
         out = f"{first}_{dot}{rest}"
