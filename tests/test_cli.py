@@ -82,6 +82,8 @@ def test_only_unavailable_backends_prints_the_seed_lines(capsys, out):
         (["--model", "tiny_models:raises", "--input-shape", "1,3"], ExitStatus.MODEL, "raised RuntimeError: the checkpoint server is down"),
         (["--model", "no_such_module:f", "--input-shape", "1,3"], ExitStatus.MODEL, "cannot import 'no_such_module'"),
         (["--model", "tiny_models:tiny", "--input-shape", "1,3,16,16", "--weights", "/nonexistent.pt"], ExitStatus.USAGE, "no such file"),
+        (["--model", "tiny_models:two_inputs", "--input-shape", "x=2,5", "--input-shape", "ids=int64:2,3"], ExitStatus.USAGE,
+         "give the shapes in forward's order, without names: --input-shape 2,5 --input-shape int64:2,3"),
     ],
 )
 def test_bad_input_is_one_line_with_its_exit_code(capsys, out, args, status, needle):

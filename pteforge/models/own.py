@@ -63,8 +63,10 @@ def custom_spec(ref: str, inputs: tuple[InputSpec, ...], dtypes: tuple[str, ...]
     by_name = kind in ("torchscript", "checkpoint")  # a TorchScript forward's arguments have names too
     if kind != "onnx" and any((i.name and not by_name) or i.value is not None for i in inputs):
         named = next(i for i in inputs if (i.name and not by_name) or i.value is not None)
+        in_order = " ".join(f"--input-shape {_unnamed(i)}" for i in inputs if i.value is None)
         raise UsageError(f"--input-shape {named.name or ''}{'=' if named.name else ''}... names an input or gives a value: "
-                         f"that applies to ONNX files, whose inputs have names", fix="give the shapes in order, e.g. --input-shape 1,3,224,224")
+                         f"that applies to ONNX files and TorchScript programs, whose inputs the file names",
+                         fix=f"give the shapes in forward's order, without names: {in_order or '--input-shape 1,3,224,224'}")
     if kind == "pt2":
         return pt2_spec(ref, inputs, dtypes)
     if kind == "onnx":
@@ -78,3 +80,9 @@ def custom_spec(ref: str, inputs: tuple[InputSpec, ...], dtypes: tuple[str, ...]
                          "program, a torch.save checkpoint nor an ONNX graph)",
                          fix="give a .pt2, an ONNX file, a TorchScript file, or package.module:factory")
     return factory_spec(ref, inputs)
+
+
+def _unnamed(given: InputSpec) -> str:
+    """``given`` as ``--input-shape`` takes it without a name: ``int64:1,12``."""
+    dims = ",".join(map(str, given.shape))
+    return dims if given.dtype == "float32" else f"{given.dtype}:{dims}"
