@@ -507,7 +507,9 @@ def _cmd_bench(args, ui) -> int:
     results = bench_files(args.path, args.runs, args.warmup, args.compare == "eager")
     ui.bench_table(results)
     timed = sum(r.status is None for r in results)
-    ui.final(f"timed {timed} of {len(results)} file(s) on this host")
+    failed = [f"✗ {Path(r.file).name}: {r.status.value}: {r.reason}" for r in results
+              if r.status not in (None, Status.NOT_RUNNABLE_HERE)]
+    ui.final(f"timed {timed} of {len(results)} file(s) on this host", failed)
     ui.document({"files": [_bench_entry(r) for r in results]})
     return int(ExitStatus.OK if all(r.status in (None, Status.NOT_RUNNABLE_HERE) for r in results) else ExitStatus.TARGETS_FAILED)
 

@@ -64,3 +64,30 @@ def test_what_libraries_print_goes_to_the_runs_log(capsys, tmp_path):
     [log] = [line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("What libraries printed")]
     said = Path(log).read_text()
     assert "NOISE on stdout from the model" in said and "NOISE from native code" in said
+
+
+def test_a_program_no_runtime_loads_is_a_failure_not_a_device_row(capsys, tmp_path):
+    """A program calling an aten:: kernel that no ExecuTorch library has (rand_like) was
+    written, called "needs a device" and offered to the app, which cannot load it either."""
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:dithered", "--input-shape", "1,8",
+                            "--weights", "none", "--backends", "xnnpack", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED, stdout + err
+    said = " ".join((stdout + err).split())
+    assert "xnnpack: LOWER_FAILED: the program calls aten::rand_like.out, which no ExecuTorch kernel library has" in said
+    assert "nothing was written" in said and not list(tmp_path.rglob("*.pte"))
+
+    # such a file made elsewhere: validate and bench say it loads nowhere, not "needs a device"
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
+    from tiny_models import dithered
+
+    program = torch.export.export(dithered().eval(), (torch.rand(1, 8),))
+    pte = tmp_path / "made" / "dithered.pte"
+    pte.parent.mkdir()
+    pte.write_bytes(to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()],
+                                               compile_config=EdgeCompileConfig(_check_ir_validity=False)).to_executorch().buffer)
+    for command in ("validate", "bench"):
+        code, stdout, err = cli(capsys, command, pte.parent, "-q")
+        assert code == ExitStatus.TARGETS_FAILED, stdout + err
+        assert "LOAD_FAILED: the program calls aten::rand_like.out" in stdout + err, stdout + err

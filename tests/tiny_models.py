@@ -661,3 +661,19 @@ def worker_facts(name: str, on_stage=None) -> tuple:
     import os
 
     return os.environ.get(name), gc.get_threshold(), gc.get_freeze_count()
+
+
+class Dithered(torch.nn.Module):
+    """Adds noise with ``rand_like``: XNNPACK takes the linear layer, and the program calls
+    ``aten::rand_like.out``, a kernel no ExecuTorch library has."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.fc(x) + 0.01 * torch.rand_like(x)
+
+
+def dithered():
+    return Dithered()

@@ -148,7 +148,7 @@ def measure_artifact(child, pte: Path, here: Host, tmp: Path, runs: int, warmup:
         return Status.LOAD_FAILED, info["error"], {}, None
     check = program_check(here, info["delegates"], info["operators"])
     if not check.ok:
-        return Status.NOT_RUNNABLE_HERE, check.reason, {}, None
+        return check.not_here, check.reason, {}, None
     inputs = seeded_inputs(info["inputs"], 0)
     torch.save([inputs], tmp / "in.pt")
     reply = child.request("bench", path=str(pte), inputs=str(tmp / "in.pt"), runs=runs, warmup=warmup)

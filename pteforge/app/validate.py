@@ -255,7 +255,7 @@ def _validate_bundle(child, path, entry, here, res) -> None:
     res.delegates = delegates
     check = program_check(here, delegates, entry.delegation.get("kernels", []) if entry else [])
     if not check.ok:
-        res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
+        res.status, res.reason = check.not_here, check.reason
         return
     testsets = entry.bundle["testsets"] if entry and entry.bundle else 1
     # Tolerance from the export-time proof: 10x the worst error measured then.
@@ -279,8 +279,8 @@ def inspect_runnable(child, path, here, res, simulated: bool = False) -> dict | 
     res.delegates = info["delegates"]
     check = program_check(here, info["delegates"], info["operators"])
     if not check.ok:
-        res.status, res.reason = Status.NOT_RUNNABLE_HERE, check.reason
-        return info if simulated else None
+        res.status, res.reason = check.not_here, check.reason
+        return info if simulated and check.anywhere else None
     return info
 
 

@@ -62,6 +62,9 @@ def program_check(host, delegates, operators) -> Check:
             where = ", ".join(owner.platforms) if owner else "a device whose runtime has it"
             return Check(False, f"{delegate} is not registered in {host.where}", f"run it on a device: {where}")
     missing = [op for op in dict.fromkeys(operators) if op not in host.operators]
+    nowhere = in_no_kernel_library(missing)  # what the host has is not missing
+    if nowhere:
+        return Check(False, *nowhere, anywhere=False)
     # a backend's own kernels (cortex_m::, cadence::) are the cause a user knows: name them first
     owned = {b.ops_namespace for b in registry if b.ops_namespace}
     missing.sort(key=lambda op: op.split("::")[0] not in owned)
@@ -75,6 +78,40 @@ def program_check(host, delegates, operators) -> Check:
     return Check(True, f"every delegate and kernel it calls is in {host.where}")
 
 
+@lru_cache(maxsize=1)
+def _aten_kernels() -> frozenset[str]:
+    """The ``aten::`` kernels of ExecuTorch's portable library (``kernels/portable/*.yaml`` of
+    the installed package: what every runtime build can link, the app's included), or empty
+    when the package holds no such file."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    found = importlib.util.find_spec("executorch")
+    names: set[str] = set()
+    for root in (found.submodule_search_locations or []) if found else []:
+        for yaml in sorted((Path(root) / "kernels" / "portable").glob("*.yaml")):
+            for name in re.findall(r"^- (?:op|func): *([\w.]+)", yaml.read_text(), re.M):
+                names.add(name if "::" in name else f"aten::{name}")
+    return frozenset(names)
+
+
+def in_no_kernel_library(operators, runtime=()) -> tuple[str, str] | None:
+    """(why, fix) when the program calls an ``aten::`` kernel that neither ExecuTorch's
+    portable library nor ``runtime`` (a runtime's operators: its optimized kernels, its
+    prim ops) has: no runtime (the app's neither) loads it. None otherwise."""
+    known = _aten_kernels()
+    nowhere = [op for op in dict.fromkeys(operators)
+               if op.startswith("aten::") and known and op not in known and op not in runtime]
+    if not nowhere:
+        return None
+    ops = ", ".join(nowhere[:3]) + (f" and {len(nowhere) - 3} more" if len(nowhere) > 3 else "")
+    first = nowhere[0].split("::")[1].split(".")[0]
+    return (f"the program calls {ops}, which no ExecuTorch kernel library has ({len(known)} aten:: kernels in its "
+            "portable library): no runtime loads it, the app's neither",
+            f"compute {first} in the model with other operators, or build ExecuTorch with a kernel of your own for it")
+
+
 def source_transform_variants(targets) -> tuple:
     """(backend, precision) pairs whose backend transforms the eager model before capture."""
     registry = default_registry()
@@ -84,7 +121,7 @@ def source_transform_variants(targets) -> tuple:
 
 
 __all__ = ["Availability", "Backend", "Check", "backend_classes", "build_registry", "default_registry", "availability",
-           "program_check", "source_transform_variants"]
+           "in_no_kernel_library", "program_check", "source_transform_variants"]
 
 
 def lowering_key(target: Target) -> tuple:

@@ -25,6 +25,13 @@ class Check:
     ok: bool
     reason: str
     fix: str | None = None
+    anywhere: bool = True  # for a program that does not run here: whether any runtime could run it
+
+    @property
+    def not_here(self) -> "Status":
+        """How a row whose program does not run here ends: it needs a device, or (no runtime
+        has what it calls) it cannot load anywhere."""
+        return Status.NOT_RUNNABLE_HERE if self.anywhere else Status.LOAD_FAILED
 
     def one_line(self) -> str:
         return self.reason if self.ok or not self.fix else f"{self.reason} — {self.fix}"

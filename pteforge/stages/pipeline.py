@@ -16,7 +16,7 @@ from typing import Any
 from importlib.metadata import version
 from pathlib import Path
 
-from ..backends import default_registry, program_check
+from ..backends import default_registry, in_no_kernel_library, program_check
 from ..core.errors import one_line
 from ..core.result import Artifact, Record, Stage, Status, verdict
 from ..core.spec import ExportConfig, JobConfig, ModelSpec, Target, artifact_path
@@ -101,6 +101,9 @@ def _steps(job: "Steps", here) -> "Ending":
         return Ending(Status.LOWER_FAILED, missing, "try another backend for this model; nothing was written" if not job.half
                       else f"the model computes in {job.half}, which {job.primary.name} took no part of: export it in "
                            "fp32 (model.float(), --input-dtype float32), or try another backend; nothing was written")
+    nowhere = in_no_kernel_library(delegation.kernels, here.operators)
+    if nowhere:
+        return Ending(Status.LOWER_FAILED, nowhere[0], f"{nowhere[1]}; nothing was written")
     ending, reference = job.prove(program, data, delegation, here)
     job.write(program, data, delegation, reference, failed=ending.status is Status.MISMATCH)
     return ending
@@ -257,7 +260,7 @@ class Steps:
         """How the row ends when the program is not to be run: nothing here runs it (and no
         simulator does), or --no-verify."""
         if not runnable.ok and not simulated:
-            return Ending(Status.NOT_RUNNABLE_HERE, runnable.reason, runnable.fix)
+            return Ending(runnable.not_here, runnable.reason, runnable.fix)
         if not self.config.verify:
             return Ending(Status.NOT_VERIFIED, "verification skipped (--no-verify)")
         return None
