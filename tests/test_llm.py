@@ -100,6 +100,11 @@ def test_the_cpu_program_writes_its_cache_in_place_and_says_what_to_link(exporte
     assert not any(op.startswith(("aten_mean", "aten_index_put", "aten_bmm", "aten__softmax")) for op in portable), portable
     cmake = (out / "executorch_link.cmake").read_text()
     assert "-DEXECUTORCH_BUILD_KERNELS_LLM=ON" in cmake and "WHOLE_ARCHIVE,custom_ops>" in cmake
+    # the executorch_flutter app's builds do not link custom_ops: the file is not offered to it
+    manifest = json.loads((out / "index.json").read_text())
+    held = {e["target"]: e for e in manifest.get("notForApp", [])}
+    assert "xnnpack" in held and held["xnnpack"]["platforms"] == [], manifest
+    assert not any(e["target"] == "xnnpack" for e in manifest["models"])
 
 
 @pytest.mark.slow
@@ -211,7 +216,7 @@ def test_architectures_that_refuse_sdpa_or_route_to_experts_export_and_decode_as
     code, stdout, _ = cli(capsys, "export", "--llm", gemma2, "--llm", moe, "--weights", "none", "--max-seq-len", 32,
                           "--backends", "xnnpack", "--out", tmp_path / "out")
     assert code == ExitStatus.OK, stdout
-    entries = {m["model"]: m for m in json.loads((tmp_path / "out" / "index.json").read_text())["models"]}
+    entries = {m["model"]: m for m in written(tmp_path / "out" / "index.json")}
     for name in ("gemma2", "moe"):
         assert entries[name]["status"] == "VERIFIED", entries[name]
         assert entries[name]["generation"]["tokenAgreement"] == 1.0, entries[name]["generation"]
@@ -361,7 +366,7 @@ def test_gemma4_the_apps_chat_model_exports_decodes_as_eager_and_ships_a_tokeniz
     code = main(["export", "--llm", str(ckpt), "--weights", "none", "--max-seq-len", str(MAX_SEQ_LEN),
                  "--backends", "xnnpack", "xnnpack:8da4w", "mlx", "--out", str(out)])
     manifest = json.loads((out / "index.json").read_text())
-    entries = {e["target"]: e for e in manifest["models"] + manifest.get("failed", [])}
+    entries = {e["target"]: e for e in manifest["models"] + manifest.get("notForApp", []) + manifest.get("failed", [])}
     fp32 = entries["xnnpack"]
     mlx = entries["mlx"]  # the app's other chat backend: lowered here, run on a Mac
     assert mlx["status"] == "NOT_RUNNABLE_HERE" and mlx["delegation"]["nodes_per_backend"]["MLXBackend"] > 0
@@ -429,7 +434,7 @@ def test_a_text_generation_family_is_one_file_through_the_same_pipeline(tmp_path
                           "--max-seq-len", str(MAX_SEQ_LEN), "--backends", "xnnpack", "xnnpack:8da4w", "--out", str(out)],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
     assert run.returncode == 0, run.stdout + run.stderr
-    entries = {e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]}
+    entries = {e["target"]: e for e in written(out / "index.json")}
     assert set(entries) == {"xnnpack", "xnnpack:8da4w"}
     fp32 = entries["xnnpack"]
     assert (fp32["category"], fp32["task"], fp32["modelName"]) == ("story", "text-generation", "tiny-story")

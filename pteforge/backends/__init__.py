@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from ..core.kernels import in_no_kernel_library
 from ..core.registry import Registry, discover
 from ..core.spec import Target
 from .base import Availability, Backend, Check, chain_precisions
@@ -76,40 +77,6 @@ def program_check(host, delegates, operators) -> Check:
         return Check(False, f"the {namespace}:: kernels are not in {host.where} ({missing[0]}{more})",
                      f"run it on a device whose ExecuTorch links them ({where})")
     return Check(True, f"every delegate and kernel it calls is in {host.where}")
-
-
-@lru_cache(maxsize=1)
-def _aten_kernels() -> frozenset[str]:
-    """The ``aten::`` kernels of ExecuTorch's portable library (``kernels/portable/*.yaml`` of
-    the installed package: what every runtime build can link, the app's included), or empty
-    when the package holds no such file."""
-    import importlib.util
-    import re
-    from pathlib import Path
-
-    found = importlib.util.find_spec("executorch")
-    names: set[str] = set()
-    for root in (found.submodule_search_locations or []) if found else []:
-        for yaml in sorted((Path(root) / "kernels" / "portable").glob("*.yaml")):
-            for name in re.findall(r"^- (?:op|func): *([\w.]+)", yaml.read_text(), re.M):
-                names.add(name if "::" in name else f"aten::{name}")
-    return frozenset(names)
-
-
-def in_no_kernel_library(operators, runtime=()) -> tuple[str, str] | None:
-    """(why, fix) when the program calls an ``aten::`` kernel that neither ExecuTorch's
-    portable library nor ``runtime`` (a runtime's operators: its optimized kernels, its
-    prim ops) has: no runtime (the app's neither) loads it. None otherwise."""
-    known = _aten_kernels()
-    nowhere = [op for op in dict.fromkeys(operators)
-               if op.startswith("aten::") and known and op not in known and op not in runtime]
-    if not nowhere:
-        return None
-    ops = ", ".join(nowhere[:3]) + (f" and {len(nowhere) - 3} more" if len(nowhere) > 3 else "")
-    first = nowhere[0].split("::")[1].split(".")[0]
-    return (f"the program calls {ops}, which no ExecuTorch kernel library has ({len(known)} aten:: kernels in its "
-            "portable library): no runtime loads it, the app's neither",
-            f"compute {first} in the model with other operators, or build ExecuTorch with a kernel of your own for it")
 
 
 def source_transform_variants(targets) -> tuple:

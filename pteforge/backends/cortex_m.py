@@ -63,6 +63,7 @@ edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).tra
         # ExecuTorch's own Cortex-M flow applies its pass manager to an edge program.
         edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).transform()
         floats_on_quantized_values(edge.exported_program())
+        in_elementary_operators(edge.exported_program())
         return edge
 
 
@@ -109,3 +110,39 @@ def floats_on_quantized_values(program) -> int:
         graph.lint()
         program.graph_module.recompile()
     return mended
+
+
+def in_elementary_operators(program) -> int:
+    """Write out the operators Cortex-M's edge configuration keeps whole for its passes to
+    fuse, where they were left on floats: ``hardswish``, ``hardsigmoid`` and ``silu`` have no
+    kernel in ExecuTorch 1.5.1's portable library (nor in any other), so a program calling
+    them loads on no device. ``x * clamp(x + 3, 0, 6) / 6`` and ``x * sigmoid(x)``: kernels
+    every runtime links. Returns how many it wrote out."""
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    aten = exir_ops.edge.aten
+    graph, written = program.graph_module.graph, 0
+    for node in list(graph.nodes):
+        name = getattr(getattr(node.target, "_schema", None), "name", "").split("::")[-1]
+        if node.op != "call_function" or name not in ("hardswish", "hardsigmoid", "silu") or not node.args:
+            continue
+        x, val = node.args[0], node.meta.get("val")
+
+        def made(op, *args, _node=node, _val=val):
+            new = graph.call_function(op, args)
+            new.meta = {**_node.meta, "val": _val}
+            return new
+
+        with graph.inserting_before(node):
+            if name == "silu":
+                out = made(aten.mul.Tensor, x, made(aten.sigmoid.default, x))
+            else:
+                gate = made(aten.div.Scalar, made(aten.clamp.default, made(aten.add.Scalar, x, 3.0), 0.0, 6.0), 6.0)
+                out = gate if name == "hardsigmoid" else made(aten.mul.Tensor, x, gate)
+        node.replace_all_uses_with(out)
+        graph.erase_node(node)
+        written += 1
+    if written:
+        graph.lint()
+        program.graph_module.recompile()
+    return written

@@ -189,6 +189,9 @@ class ModelSpec:
     # the targets a config file's [[model]] table gives it (requests, then target names once
     # the run's plan is made: run.plan.own_targets); None: the run's
     targets: tuple[str, ...] | None = None
+    # the precision a model file's own quantization computes at (a QDQ ONNX file: int8): what
+    # its programs are judged at, whatever the target's precision
+    quantized: str | None = None
 
     def __post_init__(self) -> None:
         # the name becomes file and directory names (<name>_<target>.pte, <name>.pt2) and URLs:

@@ -11,6 +11,7 @@ from typing import cast
 from dataclasses import dataclass
 
 from ..core.io import write_atomic
+from ..core.kernels import app_unlinked
 from ..core.result import Record
 from ..core.spec import ExportConfig, ModelSpec, target_slug
 from ..core.units import size_mb
@@ -112,7 +113,7 @@ def _entry(rec: Record, spec: ModelSpec, out: Path, config: ExportConfig, label:
         sizeMB=size_mb(artifact.size),
         inputSize=spec.input_size,
         remoteUrl=_url(config.base_url, rel),
-        platforms=primary.app_platforms,
+        platforms=[] if app_unlinked(artifact.delegation.kernels, spec.task) else primary.app_platforms,
         devices=primary.devices,
         labelsFile=label.file if label else None,
         labelsRemoteUrl=label.remoteUrl if label else None,

@@ -16,8 +16,9 @@ from typing import Any
 from importlib.metadata import version
 from pathlib import Path
 
-from ..backends import default_registry, in_no_kernel_library, program_check
+from ..backends import default_registry, program_check
 from ..core.errors import one_line
+from ..core.kernels import in_no_kernel_library
 from ..core.result import Artifact, Record, Stage, Status, verdict
 from ..core.spec import ExportConfig, JobConfig, ModelSpec, Target, artifact_path
 from ..runtime.host import host, load_runtime
@@ -292,7 +293,7 @@ class Steps:
         actual, on_images = actual[:n], actual[n:]
         computed = next((b.runtime_precision(self.target.precision) for b in self.chain
                          if b.expected_delegate() in delegation.delegates_in_program
-                         and b.runtime_precision(self.target.precision)), None)
+                         and b.runtime_precision(self.target.precision)), None) or self.spec.quantized
         v = verify_outputs(reference, actual, self.target.precision, computed, self.spec.task, self.config.tolerance)
         if on_images:
             v.images = image_agreement(reference, on_images, self.spec)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from rich.status import Status as RichStatus
 
 from ..backends import default_registry
+from ..core.kernels import app_unlinked
 from ..core.result import Record, Stage, Status, accuracy_text, estimate_text, proof_counts
 from ..core.spec import WEIGHTS_PRETRAINED
 from ..families import family
@@ -156,6 +157,9 @@ def _held_back(r: Record) -> str:
     registry = default_registry()
     if r.status.ok and r.backends[0] in registry and not registry.get(r.backends[0]).app_platforms():
         return "; not offered to the app (no build of it links this backend: manifest notForApp)"
+    unlinked = app_unlinked(r.artifact.delegation.kernels, r.task) if r.status.ok and r.artifact else None
+    if unlinked:
+        return f"; not offered to the app: {unlinked} (manifest notForApp)"
     if r.status is Status.OUT_OF_BUDGET:
         return "; not offered to the app (below its budget: manifest outOfBudget; --offer-out-of-budget offers it)"
     return ""

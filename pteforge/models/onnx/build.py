@@ -14,6 +14,7 @@ from ..signature import forward_signature
 from .constants import register_newer_converters, with_constant_arguments
 from .converters import register
 from .graph import checked, fixed, folded, outputs_by_identity, plain_names, seeded_feeds
+from .qdq import fake_quantized
 
 
 def build_onnx(spec: ModelSpec, weights: str, seed: int):
@@ -22,12 +23,14 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
     onnx2torch converts each operator at the versions it knows, with pteforge's converters
     (``converters``: what it lacks, and each newer version read as the older one whose
     meaning it keeps); a file an operator of which is still left is converted down with
-    ONNX's own version converter, to opset 17 then 13, and imported again. What the graph computes from its constants alone is computed
+    ONNX's own version converter, to opset 17 then 13, and imported again. A QDQ file's
+    quantization is computed in float operators first (``qdq``). What the graph computes from its constants alone is computed
     first (``_folded``), and the file as it is imported when that fails. The reference
     stays ONNX Runtime on the original file."""
     register_newer_converters()
     register()
     original = plain_names(fixed(onnx.load(spec.path), spec.inputs))
+    original = fake_quantized(original) or original  # a QDQ file's quantization, in float operators
     candidates = [(m, how) for m, how in ((checked(folded(original), original, seeded_feeds(original)), "folded"),
                                           (original, "as given")) if m is not None]
     errors = []

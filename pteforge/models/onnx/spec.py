@@ -64,8 +64,10 @@ def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = (), dtypes: tuple[str, 
     for name, said, dtype in wrong:
         raise UsageError(f"--input-shape {name}={said}:... for '{path}', whose input {name} is {dtype}",
                          fix=f"give {name}={dtype}:... or leave the dtype out: the file says it")
+    quantized = "int8" if any(n.op_type == "QuantizeLinear" and n.domain in ("", "ai.onnx") for n in graph.node) else None
     return ModelSpec(name=p.stem, family="custom", task="custom", inputs=tuple(found),
-                     factory="pteforge.models.onnx.build:build_onnx_named", source="onnx", path=str(p.resolve()))
+                     factory="pteforge.models.onnx.build:build_onnx_named", source="onnx", path=str(p.resolve()),
+                     quantized=quantized)
 
 
 def _onnx_graph(path: str):
