@@ -1,0 +1,86 @@
+"""Quantized ONNX files: the QDQ format (QuantizeLinear/DequantizeLinear around float
+operators, as ONNX Runtime's quantization tool writes them) imports as float operators that
+compute ONNX Runtime's values; the QOperator format is refused in one line naming its operator."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from test_cli import cli, error_lines
+
+from pteforge.core.errors import ExitStatus
+from pteforge.models.onnx.qdq import fake_quantized
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        return self.fc((y + y.sigmoid()).mean((2, 3)))
+
+
+def _quantized(tmp_path, **options):
+    """_Net as ONNX, quantized by ONNX Runtime's tool with ``options``."""
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
+
+    torch.manual_seed(0)
+    fp = tmp_path / "net.onnx"
+    torch.onnx.export(_Net().eval(), (torch.rand(1, 3, 16, 16),), str(fp), dynamo=False, input_names=["x"],
+                      opset_version=17)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.left = [np.random.default_rng(i).random((1, 3, 16, 16), dtype=np.float32) for i in range(4)]
+
+        def get_next(self):
+            return {"x": self.left.pop()} if self.left else None
+
+    out = tmp_path / f"net_{len(list(tmp_path.glob('net_*.onnx')))}.onnx"
+    quantize_static(str(fp), str(out), Reader(), **options)
+    return out
+
+
+@pytest.mark.parametrize("options", [
+    {"per_channel": True},  # int8 activations and weights, weights per output channel
+    {"per_channel": False, "activation_type": "QUInt8", "weight_type": "QUInt8"},
+], ids=["int8-per-channel", "uint8"])
+def test_a_qdq_file_becomes_float_operators_with_onnx_runtimes_values(tmp_path, options):
+    import onnx
+    import onnxruntime
+    from onnxruntime.quantization import QuantFormat, QuantType
+
+    options = {k: getattr(QuantType, v) if k.endswith("_type") else v for k, v in options.items()}
+    path = _quantized(tmp_path, quant_format=QuantFormat.QDQ, **options)
+    model = onnx.load(str(path))
+    rewritten = fake_quantized(model)
+    assert rewritten is not None
+    kinds = {n.op_type for n in rewritten.graph.node}
+    assert not kinds & {"QuantizeLinear", "DequantizeLinear", "Round"} and "Clip" in kinds
+    x = np.random.default_rng(7).random((1, 3, 16, 16), dtype=np.float32)
+    expected, = onnxruntime.InferenceSession(str(path)).run(None, {"x": x})
+    actual, = onnxruntime.InferenceSession(rewritten.SerializeToString()).run(None, {"x": x})
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-6)
+
+
+def test_a_qdq_file_exports_and_is_judged_at_int8_and_a_qoperator_file_is_one_line(capsys, tmp_path):
+    from onnxruntime.quantization import QuantFormat
+
+    qdq = _quantized(tmp_path, quant_format=QuantFormat.QDQ, per_channel=True)
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", qdq, "--backends", "xnnpack", "--out", out, "--bench-runs", "0")
+    assert code == ExitStatus.OK, stdout + err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    v = e["verification"]
+    assert e["status"] == "VERIFIED" and v["runtime_precision"] == "int8" and v["threshold_sqnr_db"] == 10.0, v
+    assert set(e["delegation"]["delegates_in_program"]) == {"XnnpackBackend"} and e["delegation"]["percent"] > 50
+
+    qop = _quantized(tmp_path, quant_format=QuantFormat.QOperator, per_channel=False)
+    code, _, err = cli(capsys, "export", "--model", qop, "--backends", "xnnpack", "--out", tmp_path / "qop")
+    assert code == ExitStatus.MODEL
+    [line] = error_lines(err)
+    assert "no converter to PyTorch for" in line and "QLinearConv" in line, line
