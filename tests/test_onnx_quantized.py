@@ -84,3 +84,35 @@ def test_a_qdq_file_exports_and_is_judged_at_int8_and_a_qoperator_file_is_one_li
     assert code == ExitStatus.MODEL
     [line] = error_lines(err)
     assert "no converter to PyTorch for" in line and "QLinearConv" in line, line
+
+
+def test_weights_quantized_in_the_graph_per_channel_are_computed_as_onnx_runtime_does():
+    """TensorRT's tools quantize float weights inside the graph (QuantizeLinear of the float
+    weight, per output channel, then DequantizeLinear), and one activation's QuantizeLinear
+    is read by two DequantizeLinears."""
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    c = lambda name, value: numpy_helper.from_array(np.asarray(value), name)  # noqa: E731
+    constants = [c("w", rng.standard_normal((4, 3, 3, 3)).astype(np.float32)),
+                 c("ws", (np.abs(rng.standard_normal(4)) / 50 + 1e-3).astype(np.float32)), c("wz", np.zeros(4, np.int8)),
+                 c("xs", np.float32(0.02)), c("xz", np.int8(3))]
+    nodes = [helper.make_node("QuantizeLinear", ["w", "ws", "wz"], ["wq"], axis=0),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0),
+             helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd2"]),
+             helper.make_node("Conv", ["xd", "wd"], ["y"]),
+             helper.make_node("ReduceSum", ["xd2"], ["s"], keepdims=0)]
+    graph = helper.make_graph(nodes, "trt", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("s", TensorProto.FLOAT, None)], constants)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    rewritten = fake_quantized(model)
+    assert rewritten is not None and not {n.op_type for n in rewritten.graph.node} & {"QuantizeLinear", "DequantizeLinear"}
+    x = (rng.standard_normal((1, 3, 8, 8)) * 2).astype(np.float32)
+    expected = onnxruntime.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    actual = onnxruntime.InferenceSession(rewritten.SerializeToString()).run(None, {"x": x})
+    for a, e in zip(actual, expected):
+        np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-6)

@@ -2,8 +2,10 @@
 Qualcomm's exporters): ``QuantizeLinear``/``DequantizeLinear`` around float operators,
 rewritten as float operators that compute the same values, which onnx2torch converts.
 
-- A ``DequantizeLinear`` of constants (the int8 weights, the int32 biases) is computed here:
-  the float constant it gives, per tensor or per axis.
+- A ``DequantizeLinear`` of constants (the int8 weights, the int32 biases), and a
+  ``QuantizeLinear`` of a float weight with the ``DequantizeLinear`` that reads it (how
+  TensorRT's quantization tools write weights), are computed here: the float constant they
+  give, per tensor or per axis.
 - A ``QuantizeLinear`` read only by ``DequantizeLinear``s (an activation's fake
   quantization) becomes ``Div``, ``Add``, ``Sub``, ``Clip``, ``Mul``: rounded half to even
   and saturated, as ONNX defines them, so the values are ONNX Runtime's, in operators
@@ -54,7 +56,11 @@ def fake_quantized(model):
         if not users or node.output[0] in outputs or any(u.op_type != "DequantizeLinear" for u in users):
             return None
         for k, user in enumerate(users):
-            rewritten = _fake_quantization(node, user, constants, f"{node.output[0]}__fq{k}")
+            if node.input[0] in constants:  # a float weight quantized in the graph: computed here
+                value = _quantized_constant(node, user, constants)
+                rewritten = None if value is None else ([], [numpy_helper.from_array(value, user.output[0])])
+            else:
+                rewritten = _fake_quantization(node, user, constants, f"{node.output[0]}__fq{k}")
             if rewritten is None:
                 return None
             instead[id(user)] = rewritten[0]
@@ -79,21 +85,45 @@ def _array(constants, names, i, like=None):
     return None if like is None else np.zeros((), dtype=like)
 
 
-def _dequantized(node, constants):
-    """A ``DequantizeLinear`` of constants, computed: ``(x - zero_point) * scale`` on its axis."""
+def _parameters(node, constants, ndim: int, zero_type):
+    """(scale, zero point) of a QuantizeLinear or DequantizeLinear with constant ones, laid
+    along its axis of an ``ndim``-dimensional input; None for blocked or non-float scales."""
     attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    if attributes.get("block_size"):
-        return None
-    x = numpy_helper.to_array(constants[node.input[0]])
     scale = _array(constants, node.input, 1)
-    zero = _array(constants, node.input, 2, like=x.dtype)
-    if x.dtype.kind not in "iu" or scale is None or scale.dtype.kind != "f":
+    zero = _array(constants, node.input, 2, like=zero_type)
+    if attributes.get("block_size") or scale is None or scale.dtype.kind != "f":
         return None
-    if scale.size > 1:  # per axis: the scale's values along ``axis`` of x
-        shape = [1] * x.ndim
-        shape[attributes.get("axis", 1) % x.ndim] = scale.size
+    if scale.size > 1:  # per axis: the scale's values along ``axis``
+        shape = [1] * ndim
+        shape[attributes.get("axis", 1) % ndim] = scale.size
         scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return scale, zero
+
+
+def _dequantized(node, constants, x=None):
+    """A ``DequantizeLinear`` of constants (or of ``x``), computed: ``(x - zero) * scale``."""
+    x = numpy_helper.to_array(constants[node.input[0]]) if x is None else x
+    given = _parameters(node, constants, x.ndim, x.dtype)
+    if given is None or x.dtype.kind not in "iuf":
+        return None
+    scale, zero = given
     return ((x.astype(np.float64) - zero.astype(np.float64)) * scale.astype(np.float64)).astype(scale.dtype)
+
+
+def _quantized_constant(quantize, dequantize, constants):
+    """``dequantize(quantize(w))`` of a constant ``w``, computed: rounded half to even and
+    saturated in the zero point's type, as ONNX Runtime computes it."""
+    w = numpy_helper.to_array(constants[quantize.input[0]])
+    given = _parameters(quantize, constants, w.ndim, np.uint8)
+    if given is None or w.dtype.kind != "f":
+        return None
+    scale, zero = given
+    kind = constants[quantize.input[2]].data_type if len(quantize.input) > 2 and quantize.input[2] else onnx.TensorProto.UINT8
+    if kind not in _RANGE:
+        return None
+    low, high = _RANGE[kind]
+    q = np.clip(np.round(w.astype(np.float32) / scale.astype(np.float32)) + zero, low, high)
+    return _dequantized(dequantize, constants, q.astype(np.float32))
 
 
 def _fake_quantization(quantize, dequantize, constants, prefix: str):
