@@ -74,9 +74,13 @@ def test_a_backends_own_kernels_are_named_first():
     from pteforge.runtime.host import Host
 
     here = Host(frozenset(), frozenset())
-    check = program_check(here, [], ["aten::hardswish.out", "cortex_m::quantize_per_tensor.out"])
+    check = program_check(here, [], ["aten::add.out", "cortex_m::quantize_per_tensor.out"])
     assert check.reason == "the cortex_m:: kernels are not in this runtime (cortex_m::quantize_per_tensor.out and 1 more)"
-    assert "Cortex-M" in check.fix
+    assert "Cortex-M" in check.fix and check.anywhere
+    # a kernel no ExecuTorch library has comes first: no device runs that program
+    check = program_check(here, [], ["cortex_m::quantize_per_tensor.out", "aten::hardswish.out"])
+    assert check.reason.startswith("the program calls aten::hardswish.out, which no ExecuTorch kernel library has")
+    assert not check.anywhere and check.not_here.value == "LOAD_FAILED"
 
 
 def test_outputs_read_in_place_are_the_programs_own_memory_until_its_next_call():
