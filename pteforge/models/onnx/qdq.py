@@ -56,6 +56,7 @@ def fake_quantized(model):
         if not users or node.output[0] in outputs or any(u.op_type != "DequantizeLinear" for u in users):
             return None
         for k, user in enumerate(users):
+            rewritten: tuple[list, list] | None
             if node.input[0] in constants:  # a float weight quantized in the graph: computed here
                 value = _quantized_constant(node, user, constants)
                 rewritten = None if value is None else ([], [numpy_helper.from_array(value, user.output[0])])
