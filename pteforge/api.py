@@ -84,7 +84,8 @@ def _select_models(request: ExportRequest) -> list:
     own = {"task": request.task, "name": request.name, "labels_file": request.labels_file, "fit": request.fit,
            "mean": request.mean, "std": request.std}
     return select_models(**chosen, every=request.all, refs=request.model or [], llms=request.llm or [],
-                         max_seq_len=request.max_seq_len, input_shapes=request.input_shape or [],
+                         max_seq_len=request.max_seq_len, llm_cache=request.llm_cache,
+                         input_shapes=request.input_shape or [],
                          input_dtypes=request.input_dtype or [], labels_only=request.labels, own=own)
 
 

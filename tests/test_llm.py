@@ -538,3 +538,21 @@ def test_the_cpu_program_reads_its_cache_through_views_not_copies(tmp_path, monk
     assert views - copied_views == 4 * layers, "keys and values, two reshapes each, outside XNNPACK"
     assert "aten::view_copy.out" not in kernels, "outside XNNPACK, every reshape is a view of its buffer"
     torch.testing.assert_close(logits, copied_logits, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.slow  # one language model exported and decoded (~40 s)
+def test_a_static_cache_calls_only_kernels_the_app_links_and_is_offered_to_it(tmp_path):
+    """The executorch_flutter app's builds do not link custom_ops: the in-place cache's
+    llama::update_cache goes to notForApp (test above), and --llm-cache static makes a
+    program of Hugging Face's static cache, in kernels its builds link, offered to it."""
+    from pteforge.cli import main
+    from pteforge.core.kernels import app_unlinked
+
+    ckpt, out = tiny_checkpoint(tmp_path / "tiny-gemma"), tmp_path / "out"
+    code = main(["export", "--llm", str(ckpt), "--weights", "none", "--max-seq-len", str(MAX_SEQ_LEN),
+                 "--llm-cache", "static", "--backends", "xnnpack", "--out", str(out), "--bench-runs", "0"])
+    manifest = json.loads((out / "index.json").read_text())
+    [e] = manifest["models"]
+    assert code == 0 and e["status"] == "VERIFIED" and e["generation"]["tokenAgreement"] == 1.0, e
+    assert not any(k.startswith("llama::") for k in e["delegation"]["kernels"]), e["delegation"]["kernels"]
+    assert app_unlinked(e["delegation"]["kernels"], e["task"]) is None and e["platforms"]

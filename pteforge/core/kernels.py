@@ -65,5 +65,6 @@ def app_unlinked(kernels, task: str | None = None) -> str | None:
         return None
     more = f" and {len(unlinked) - 1} more" if len(unlinked) > 1 else ""
     which = ("only its language-model builds link the quantized kernels" if unlinked[0].startswith(_LLM_ONLY)
-             else "they link ExecuTorch's portable kernels only")
+             else "they do not link custom_ops (export with --llm-cache static for the app)"
+             if unlinked[0].startswith("llama::") else "they link ExecuTorch's portable kernels only")
     return f"it calls {unlinked[0]}{more}, which no build of the app links: {which}"

@@ -93,6 +93,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_seq_len", ("--max-seq-len",), "models",
            "language models: the KV cache's length, prompt and generated tokens together (default 128)", REQUEST,
            type=int, metavar="N"),
+    Option("llm_cache", ("--llm-cache",), "models",
+           "language models on XNNPACK: in-place (the KV cache written by ExecuTorch's llama::update_cache: faster, "
+           "and the app's runtime must link custom_ops, which the executorch_flutter app's builds do not) or static "
+           "(Hugging Face's static cache, in kernels every runtime links: the executorch_flutter app loads it) "
+           "(default in-place)", REQUEST, choices=("in-place", "static")),
     Option("input_shape", ("--input-shape",), "models",
            "input shape of a --model (repeat for several inputs; an ONNX file's or a TorchScript forward's by name, e.g. images=1,3,640,640, and "
            "a scalar's value, e.g. sr=int64:16000), or 1,3,S,S for the catalog models named", REQUEST, kind="append",

@@ -32,6 +32,7 @@ class ExportRequest:
     model: list[Any] = field(default_factory=list)  # --model refs, or a config file's [[model]] tables
     llm: list[str] = field(default_factory=list)
     max_seq_len: int | None = None
+    llm_cache: str | None = None
     input_shape: list[Any] = field(default_factory=list)
     input_dtype: list[str] = field(default_factory=list)
     labels: bool = False

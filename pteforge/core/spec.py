@@ -192,6 +192,9 @@ class ModelSpec:
     # the precision a model file's own quantization computes at (a QDQ ONNX file: int8): what
     # its programs are judged at, whatever the target's precision
     quantized: str | None = None
+    # a language model's KV cache written in place by ExecuTorch's llama::update_cache (False:
+    # Hugging Face's static cache, kernels every runtime links: --llm-cache static)
+    cache_in_place: bool = True
 
     def __post_init__(self) -> None:
         # the name becomes file and directory names (<name>_<target>.pte, <name>.pt2) and URLs:

@@ -46,8 +46,9 @@ class TextGenerationFamily(Family):
 
 
 # -- the model ---------------------------------------------------------------------------
-def llm_spec(ref: str, max_seq_len: int | None = None) -> ModelSpec:
-    """A catalog name (gemma-3-270m), a Hugging Face id or a local checkpoint directory."""
+def llm_spec(ref: str, max_seq_len: int | None = None, cache: str | None = None) -> ModelSpec:
+    """A catalog name (gemma-3-270m), a Hugging Face id or a local checkpoint directory;
+    ``cache``: ``--llm-cache`` (None: in-place)."""
     length = DEFAULT_MAX_SEQ_LEN if max_seq_len is None else max_seq_len  # 0 is refused, not the default
     if length < PROMPT_TOKENS + NEW_TOKENS + 2:
         raise UsageError(f"--max-seq-len {length} is too short for the proof ({PROMPT_TOKENS + 1}-token prompt, "
@@ -69,7 +70,7 @@ def llm_spec(ref: str, max_seq_len: int | None = None) -> ModelSpec:
                          fix=f"give one of {', '.join(owners)}, an id like google/gemma-3-270m, or a checkpoint dir")
     inputs = (InputSpec((1, length), "int64"), InputSpec((length,), "int64"))
     return ModelSpec(name=name, family=category, task=TASK, inputs=inputs, factory="pteforge.families.text:build",
-                     source=source, path=path)
+                     source=source, path=path, cache_in_place=cache in (None, "in-place"))
 
 
 def _checkpoints() -> dict[str, tuple[str, str]]:

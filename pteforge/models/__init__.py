@@ -10,14 +10,15 @@ from .catalog import build_catalog
 
 
 def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=(), labels_only: bool = False,
-                  llms=(), max_seq_len: int | None = None, own: dict | None = None, **chosen) -> list:
+                  llms=(), max_seq_len: int | None = None, own: dict | None = None, llm_cache: str | None = None,
+                  **chosen) -> list:
     """The models a command line names, as ``ModelSpec``s (the CLI and ``pteforge.export``
     callers refuse the same things). ``chosen`` holds one list of catalog names per family
     word, as its flag (``mobilenet=[...]``, ``yolo_pose=[...]``; empty: the family's default
     model; None: not asked); ``refs`` are custom models (``package.module:factory``,
     ``file.pt2``, ``file.onnx`` or a TorchScript file) with their ``input_shapes``/``input_dtypes``; ``llms`` are
-    language models (a Hugging Face id or checkpoint directory) and ``max_seq_len`` their KV
-    cache's length; ``own`` (``task``, ``name``, ``labels_file``, ``mean``, ``std``, ``fit``)
+    language models (a Hugging Face id or checkpoint directory), ``max_seq_len`` their KV
+    cache's length and ``llm_cache`` how it is written (``--llm-cache``); ``own`` (``task``, ``name``, ``labels_file``, ``mean``, ``std``, ``fit``)
     says what the custom models are for the app (``task.as_task``). Nothing named (and not
     ``labels_only``) means every everyday catalog model, as the seed does (language models
     only when named)."""
@@ -47,10 +48,11 @@ def select_models(every: bool = False, refs=(), input_shapes=(), input_dtypes=()
     )
     specs += _own_models(refs, inputs, dtypes, own)
 
-    if max_seq_len is not None and not llms and not any(s.task == TASK for s in specs):
-        raise UsageError("--max-seq-len applies to language models", fix="add --gemma or --llm ID_OR_DIR")
-    specs = [llm_spec(s.name, max_seq_len) if s.task == TASK else s for s in specs]
-    specs += [llm_spec(ref, max_seq_len) for ref in llms]
+    for flag, given in (("--max-seq-len", max_seq_len), ("--llm-cache", llm_cache)):
+        if given is not None and not llms and not any(s.task == TASK for s in specs):
+            raise UsageError(f"{flag} applies to language models", fix="add --gemma or --llm ID_OR_DIR")
+    specs = [llm_spec(s.name, max_seq_len, llm_cache) if s.task == TASK else s for s in specs]
+    specs += [llm_spec(ref, max_seq_len, llm_cache) for ref in llms]
     if (input_shapes or input_dtypes) and not refs:  # a catalog model at another size (YOLO at 320)
         refused = ("--input-dtype applies to --model: catalog models take their own dtype" if input_dtypes else
                    "a catalog model takes one image: give one --input-shape" if len(inputs) != 1 else

@@ -256,7 +256,7 @@ def capture(spec: ModelSpec, config: ExportConfig, work_dir: Path, model=None, o
     reference = _reference(model, spec, config, work_dir, timings) if main else None
     try:
         with check_writable_tmp(work_dir):
-            fusable = fused_attention(model, spec)
+            fusable = fused_attention(model, spec) and spec.cache_in_place
             if main:
                 t0 = time.perf_counter()
                 torch.export.save(exportable(model, spec, fused=fusable), str(pt2))
