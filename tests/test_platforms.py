@@ -108,6 +108,18 @@ def test_select_with_the_manifest_alone_takes_its_one_model(capsys, three, tmp_p
     assert f"name the model too; {two / 'index.json'} lists other, tiny" in error_lines(err)[0], err
 
 
+def test_manifest_check_says_which_listed_files_call_kernels_the_app_does_not_link(capsys, three, tmp_path):
+    """A manifest written before pteforge held these files back (or edited by hand) lists a
+    program whose kernels no build of the app links: check says it fails to load there."""
+    doc = json.loads((three / "index.json").read_text())
+    doc["models"][0]["delegation"]["kernels"] = ["aten::add.out", "llama::update_cache.out"]
+    (tmp_path / "index.json").write_text(json.dumps(doc))
+    code, stdout, _ = cli(capsys, "manifest", "check", tmp_path / "index.json")
+    assert code == ExitStatus.OK, stdout
+    note = next(line for line in stdout.splitlines() if "fail to load in the app" in line)
+    assert doc["models"][0]["name"] in note and "they call llama::update_cache.out, which no build of the app links" in note
+
+
 def test_select_unknown_model(capsys, three):
     code, _, err = cli(capsys, "select", "--manifest", three / "index.json", "tiny2")
     assert code == ExitStatus.USAGE

@@ -10,6 +10,8 @@ every model without ``platforms``. The tables below are those casts;
 
 from __future__ import annotations
 
+from ..core.kernels import app_unlinked
+
 # field -> (Dart type, required by the current app, required by the older app)
 TOP = {
     "version": ("String", True, True),
@@ -108,6 +110,10 @@ def notes(manifest: dict) -> list[str]:
                      if m.get("backend") == "portable" else "they load only where its runtime has their delegate")
             found.setdefault(f"have backend {m.get('backend')!r}, not one the app knows: it lists them without "
                              f"checking, and {where}", []).append(i)
+        kernels = (m.get("delegation") or {}).get("kernels") if isinstance(m.get("delegation"), dict) else None
+        unlinked = app_unlinked(kernels, m.get("task")) if isinstance(kernels, list) else None
+        if unlinked:
+            found.setdefault(f"fail to load in the app: {unlinked.replace('it calls', 'they call', 1)}", []).append(i)
         url = m.get("remoteUrl")
         if isinstance(url, str) and "://" not in url:
             found.setdefault("have a relative remoteUrl: the app downloads remoteUrl as it is "
