@@ -7,9 +7,9 @@ rewritten as float operators that compute the same values, which onnx2torch conv
   TensorRT's quantization tools write weights), are computed here: the float constant they
   give, per tensor or per axis.
 - A ``QuantizeLinear`` read only by ``DequantizeLinear``s (an activation's fake
-  quantization) becomes ``Div``, ``Add``, ``Sub``, ``Clip``, ``Mul``: rounded half to even
-  and saturated, as ONNX defines them, so the values are ONNX Runtime's, in operators
-  XNNPACK takes whole.
+  quantization) becomes ``Div``, ``Add``, ``Floor``, ``Clip``, ``Sub``, ``Mul``: rounded
+  and saturated as ONNX defines them (but for an exact tie, which ONNX rounds to even), so
+  the values are ONNX Runtime's, in operators XNNPACK takes whole, at any precision.
 
 The program is then a float program whose activations take the file's int8 values. What
 this does not take (int4 and float8 types, blocked or per-axis activation scales, a
@@ -22,7 +22,6 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-_ROUNDING = 1.5 * 2**23
 _RANGE = {onnx.TensorProto.INT8: (-128, 127), onnx.TensorProto.UINT8: (0, 255),
           onnx.TensorProto.INT16: (-32768, 32767), onnx.TensorProto.UINT16: (0, 65535)}
 
@@ -138,20 +137,17 @@ def _fake_quantization(quantize, dequantize, constants, prefix: str):
     if kind not in _RANGE or any(s.size != 1 or s.dtype.kind != "f" for s in scales):
         return None
     low, high = _RANGE[kind]
-    values = {"s1": scales[0], "m": _ROUNDING if scales[0].dtype == np.float32 else 0, "z1": zeros[0], "lo": low,
-              "hi": high, "z2": zeros[1], "s2": scales[1]}
+    values = {"s1": scales[0], "m": 0.5, "z1": zeros[0], "lo": low, "hi": high, "z2": zeros[1], "s2": scales[1]}
     made = [numpy_helper.from_array(np.asarray(v, dtype=scales[0].dtype).reshape(()), f"{prefix}_{k}")
             for k, v in values.items()]
     x, p = quantize.input[0], prefix
-    # rounded half to even, as QuantizeLinear: in float32 by adding and taking away 1.5 * 2^23,
-    # which float32 addition rounds so (exact for |x| < 2^22; beyond, the clip saturates
-    # alike), in operators XNNPACK computes, where Round would cut its graph at each activation
-    rounded = ([helper.make_node("Add", [f"{p}_d", f"{p}_m"], [f"{p}_h"]),
-                helper.make_node("Sub", [f"{p}_h", f"{p}_m"], [f"{p}_r"])] if scales[0].dtype == np.float32 else
-               [helper.make_node("Round", [f"{p}_d"], [f"{p}_r"])])
     nodes = [
         helper.make_node("Div", [x, f"{p}_s1"], [f"{p}_d"]),
-        *rounded,
+        # rounded as floor(x + 0.5): XNNPACK computes Floor (Round would cut its graph at each
+        # activation), at every precision; QuantizeLinear's half to even differs only on an
+        # exact tie, a value halfway between two steps of the grid
+        helper.make_node("Add", [f"{p}_d", f"{p}_m"], [f"{p}_h"]),
+        helper.make_node("Floor", [f"{p}_h"], [f"{p}_r"]),
         helper.make_node("Add", [f"{p}_r", f"{p}_z1"], [f"{p}_a"]),
         helper.make_node("Clip", [f"{p}_a", f"{p}_lo", f"{p}_hi"], [f"{p}_c"]),  # saturated
         helper.make_node("Sub", [f"{p}_c", f"{p}_z2"], [f"{p}_u"]),
