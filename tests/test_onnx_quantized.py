@@ -72,9 +72,12 @@ def test_a_qdq_file_exports_and_is_judged_at_int8_and_a_qoperator_file_is_one_li
 
     qdq = _quantized(tmp_path, quant_format=QuantFormat.QDQ, per_channel=True)
     out = tmp_path / "out"
-    code, stdout, err = cli(capsys, "export", "--model", qdq, "--backends", "xnnpack", "--out", out, "--bench-runs", "0")
+    code, stdout, err = cli(capsys, "export", "--model", qdq, "--backends", "xnnpack", "xnnpack:fp16", "--out", out,
+                            "--bench-runs", "0")
     assert code == ExitStatus.OK, stdout + err
-    [e] = json.loads((out / "index.json").read_text())["models"]
+    entries = {e["target"]: e for e in json.loads((out / "index.json").read_text())["models"]}
+    assert entries["xnnpack:fp16"]["status"] == "VERIFIED", "the rounding holds at fp16 (1.5 * 2^23 did not)"
+    e = entries["xnnpack"]
     v = e["verification"]
     assert e["status"] == "VERIFIED" and v["runtime_precision"] == "int8" and v["threshold_sqnr_db"] == 10.0, v
     assert set(e["delegation"]["delegates_in_program"]) == {"XnnpackBackend"} and e["delegation"]["percent"] > 50
