@@ -29,5 +29,20 @@ def half_program(exported, example: tuple):
     for node in list(module.graph.nodes):
         if node.target is torch.ops.aten._assert_tensor_metadata.default:
             module.graph.erase_node(node)
+        elif _made_in_float32(node):  # an LSTM's zero initial state: its float32 output met half weights
+            node.kwargs = {**node.kwargs, "dtype": torch.float16}
     module.recompile()
     return torch.export.export(Half(module), example)
+
+
+# tensors made from nothing, whose dtype the capture wrote down (torch.zeros(..., dtype=x.dtype)
+# in fp32 is dtype=float32): in the fp16 program, in fp16 (not arange: fp16 counts exactly to 2048 only)
+_FACTORIES = frozenset({"zeros", "ones", "full", "empty", "scalar_tensor", "zeros_like", "ones_like", "full_like",
+                        "empty_like", "new_zeros", "new_ones", "new_full", "new_empty"})
+
+
+def _made_in_float32(node) -> bool:
+    import torch
+
+    name = getattr(getattr(node.target, "_schema", None), "name", "").split("::")[-1]
+    return node.op == "call_function" and name in _FACTORIES and node.kwargs.get("dtype") == torch.float32
