@@ -144,7 +144,8 @@ def _add_inspection_commands(sub, common) -> None:
     se = sub.add_parser("select", parents=[common], help="which artifact a device of PLATFORM loads first (its fallback "
                         "order), or without --platform which one this host loads, with the fallbacks skipped")
     se.add_argument("names", nargs="+", metavar="[MANIFEST] MODEL",
-                    help="the manifest (an index.json or its directory; default: models/index.json) and the model (left out: the one model the manifest lists)")
+                    help="the manifest (an index.json or its directory; default: models/index.json) and the model "
+                         "(left out: the one model the manifest lists)")
     se.add_argument("--platform", default=None, choices=[*PLATFORMS, "all"],
                     help="a device's platform: its order and its own delegates, nothing loaded here (default: "
                          "this host, its platform's order, each file loaded; all: every platform's artifacts, here)")

@@ -88,7 +88,7 @@ def source_transform_variants(targets) -> tuple:
 
 
 __all__ = ["Availability", "Backend", "Check", "backend_classes", "build_registry", "default_registry", "availability",
-           "in_no_kernel_library", "program_check", "source_transform_variants"]
+           "program_check", "source_transform_variants"]
 
 
 def lowering_key(target: Target) -> tuple:
