@@ -149,3 +149,26 @@ def test_a_factorys_scripted_module_keeps_its_defaults(capsys, tmp_path):
     assert code == 0, said
     [e] = entries(out).values()
     assert e["status"] == "VERIFIED", e
+
+
+class LastStep(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(16, 8)
+
+    def forward(self, x):
+        return self.lstm(x)[0][-1]
+
+
+def test_a_scripted_model_given_the_wrong_shape_says_so_in_its_own_words(capsys, tmp_path):
+    """A scripted LSTM at an input size it does not take: torch.export said "INTERNAL ASSERT
+    FAILED ... expected int"; the model's own sentence says what is wrong."""
+    path = tmp_path / "lstm.pt"
+    torch.jit.script(LastStep().eval()).save(str(path))
+    code, stdout, err = cli(capsys, "export", "--model", path, "--input-shape", "5,1,10", "--backends", "xnnpack",
+                            "--out", tmp_path / "out")
+    assert code == ExitStatus.TARGETS_FAILED, stdout + err
+    said = " ".join((stdout + err).split())
+    assert ("CAPTURE_FAILED: the model itself fails on inputs of shape (5, 1, 10): RuntimeError: "
+            "input.size(-1) must be equal to input_size. Expected 16, got 10") in said, said
+    assert "INTERNAL ASSERT" not in said

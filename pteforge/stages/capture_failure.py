@@ -315,6 +315,26 @@ def capture_failure(exc: BaseException, model, spec: ModelSpec, example: tuple) 
     fix = capture_fix(model, example)
     if fix is None and (mismatch := shape_mismatch(model, example)):
         return CaptureError(mismatch[0], fix=mismatch[1])
-    fix = fix or FILE_FIX.get(spec.source, "see https://pytorch.org/docs/stable/export.html")
     given = ", ".join(f"{tuple(x.shape)}" for x in example if hasattr(x, "shape"))
-    return CaptureError(f"{summarize_export_error(exc, spec.source)} (inputs of shape {given})", fix=fix)
+    said = summarize_export_error(exc, spec.source)
+    # where torch.export's words say nothing of the cause (an internal assert), the model's own
+    if fix is None and " — " not in said and (own := _eager_failure(model, example)):
+        return CaptureError(f"the model itself fails on inputs of shape {given}: {own}",
+                            fix="give the input shapes and dtypes the model was built for (--input-shape, --input-dtype)")
+    fix = fix or FILE_FIX.get(spec.source, "see https://pytorch.org/docs/stable/export.html")
+    return CaptureError(f"{said} (inputs of shape {given})", fix=fix)
+
+
+def _eager_failure(model, example: tuple) -> str | None:
+    """What ``model`` raises when it runs eagerly on ``example``, as its last line (a
+    TorchScript program's error ends with the model's own sentence), or None when it runs."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            model(*example)
+    except Exception as exc:  # noqa: BLE001 - any error of the model's own code
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        said = lines[-1] if lines else type(exc).__name__
+        return said.removeprefix("builtins.") if ":" in said else f"{type(exc).__name__}: {said}"
+    return None
