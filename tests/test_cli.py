@@ -650,3 +650,13 @@ def test_validate_and_bench_refuse_a_folder_without_a_program(capsys, tmp_path):
         [line] = error_lines(err)
         assert f"{tmp_path} holds no ExecuTorch program (.pte, .bpte) at any depth" in line and "(fix: export" in line
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["notes.txt", "sub"]
+
+
+def test_every_precision_names_the_inputs_as_the_model_does(capsys, out):
+    """Quantizing and fp16 export the program again, whose inputs torch then calls args_0:
+    the manifest told the app ``args_0`` for int8 and fp16 and ``x`` for fp32."""
+    code, _, err = cli(capsys, *TINY, "--backends", "xnnpack", "xnnpack:int8", "xnnpack:fp16", "--out", out,
+                       "--bench-runs", "0")
+    assert code == ExitStatus.OK, err
+    names = {e["target"]: [i["name"] for i in e["inputs"]] for e in json.loads((out / "index.json").read_text())["models"]}
+    assert names == {"xnnpack": ["x"], "xnnpack:int8": ["x"], "xnnpack:fp16": ["x"]}, names

@@ -127,3 +127,26 @@ def test_fp16_makes_the_zero_initial_state_in_fp16(proj):
     assert made and all(n.kwargs.get("dtype") == torch.float16 for n in made)
     torch.testing.assert_close(half.module()(x), model(x), rtol=2e-2, atol=2e-2)
 
+
+
+def test_fp16_takes_an_image_of_integers_made_float_in_fp16():
+    """``x.float() / 255`` of a uint8 image met half weights ("Input type (float) and bias
+    type (c10::Half) should be the same"): a cast of integers is to fp16 in the fp16 program;
+    a cast of floats to float32 (a softmax's upcast) stays."""
+    from pteforge.backends.toolkit.fp16 import half_program
+
+    class Image(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            y = self.conv(x.permute(0, 3, 1, 2).float() / 255.0)
+            return torch.softmax(y.float(), dim=1)
+
+    torch.manual_seed(0)
+    model, x = Image().eval(), torch.randint(0, 255, (1, 8, 8, 3), dtype=torch.uint8)
+    half = half_program(torch.export.export(model, (x,)), (x,))
+    casts = [n.args[1] for n in half.graph.nodes if n.target == torch.ops.aten.to.dtype]
+    assert torch.float16 in casts and torch.float32 in casts, casts  # the image's to fp16; the upcast kept
+    torch.testing.assert_close(half.module()(x), model(x), rtol=2e-2, atol=2e-2)

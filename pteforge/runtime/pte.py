@@ -50,7 +50,7 @@ def program_operators(program) -> list[str]:
     return ops
 
 
-def program_io(program, exported=None, method: str = "forward") -> dict | None:
+def program_io(program, exported=None, method: str = "forward", inputs_from=None) -> dict | None:
     """``{"inputs": [...], "outputs": [...]}`` of ``method`` in a (de)serialized program,
     in the order the runtime takes and returns them: a tensor as ``{"name", "shape",
     "dtype"}`` (``"dynamic": true`` when its shape may be smaller than ``shape``, which
@@ -58,12 +58,15 @@ def program_io(program, exported=None, method: str = "forward") -> dict | None:
     ``bool``). Names come from ``exported``, the ExportedProgram the program was made
     from: its inputs' argument names, and each output's place in what the model returns
     (a dict's key, a tuple's index, joined with dots: ``boxes``, ``1.0``; ``output`` for
-    a lone tensor); without it, or when they do not line up, their positions. None when
-    the program has no such method."""
+    a lone tensor); without it, or when they do not line up, their positions.
+    ``inputs_from``: the program the inputs are named from instead (the capture, whose names
+    are the model's: quantizing and fp16 export it again as ``args_0``). None when the
+    program has no such method."""
     plan = next((p for p in program.execution_plan if p.name == method), None)
     if plan is None:
         return None
-    inputs, outputs = (_names(exported, "inputs", len(plan.inputs)), _names(exported, "outputs", len(plan.outputs)))
+    inputs = _names(inputs_from if inputs_from is not None else exported, "inputs", len(plan.inputs))
+    outputs = _names(exported, "outputs", len(plan.outputs))
     return {"inputs": [_value(plan.values[i].val, name) for i, name in zip(plan.inputs, inputs)],
             "outputs": [_value(plan.values[i].val, name) for i, name in zip(plan.outputs, outputs)]}
 

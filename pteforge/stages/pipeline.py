@@ -151,6 +151,7 @@ class Steps:
         self.chain = [registry.get(name) for name in target.backends]
         self.half: str | None = None  # the captured program's float dtype, when all of it is float16 or bfloat16
         self.quantized: Any = None  # the quantized program (torch's ExportedProgram), when the target quantizes
+        self.fp32: Any = None  # the captured program as loaded (load): its inputs' names are the model's
         self.primary = self.chain[0]
         self.staged: Path | None = None  # where the program was written to be proven, until it takes its name
         self.record = Record(
@@ -386,7 +387,7 @@ class Steps:
             bpte = path.with_suffix(".bpte")
             self.timed(Stage.BUNDLE, lambda: write_atomic(bpte, bundled_program(program, reference)))
             record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}
-        io = program_io(program.executorch_program, program.exported_program())
+        io = program_io(program.executorch_program, program.exported_program(), inputs_from=self.fp32)
         record.artifact = Artifact(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
                                    delegation=delegation, io=io)
 

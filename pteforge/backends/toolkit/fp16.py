@@ -31,6 +31,9 @@ def half_program(exported, example: tuple):
             module.graph.erase_node(node)
         elif _made_in_float32(node):  # an LSTM's zero initial state: its float32 output met half weights
             node.kwargs = {**node.kwargs, "dtype": torch.float16}
+        elif _integers_to_float32(node):  # an image of uint8 made float (x.float() / 255): for half weights
+            node.args = (node.args[0], torch.float16, *node.args[2:]) if len(node.args) > 1 else node.args
+            node.kwargs = {**node.kwargs, "dtype": torch.float16} if "dtype" in node.kwargs else node.kwargs
     module.recompile()
     return torch.export.export(Half(module), example)
 
@@ -46,3 +49,15 @@ def _made_in_float32(node) -> bool:
 
     name = getattr(getattr(node.target, "_schema", None), "name", "").split("::")[-1]
     return node.op == "call_function" and name in _FACTORIES and node.kwargs.get("dtype") == torch.float32
+
+
+def _integers_to_float32(node) -> bool:
+    """A cast of integers (or booleans) to float32: in the fp16 program, to fp16. A cast of
+    floats to float32 (an upcast for a softmax) stays."""
+    import torch
+
+    if node.op != "call_function" or node.target not in (torch.ops.aten.to.dtype, torch.ops.aten._to_copy.default):
+        return False
+    dtype = node.kwargs.get("dtype", node.args[1] if len(node.args) > 1 else None)
+    source = getattr(node.args[0], "meta", {}).get("val") if node.args else None
+    return dtype == torch.float32 and isinstance(source, torch.Tensor) and not source.is_floating_point()
