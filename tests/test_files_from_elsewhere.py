@@ -146,8 +146,9 @@ def test_named_inputs_and_an_int64_scalar_held_at_its_value(capsys, tmp_path):
     for e in entries(out).values():
         assert e["status"] == "VERIFIED", e
         assert e["heldInputs"] == {"sr": 16000}
-        # sr is held in the program, not fed ("input", a Python builtin's name, is torch.export's input_1)
-        assert [i["name"] for i in e["inputs"]] == ["input_1", "state"]
+        # sr is held in the program, not fed; "input" is the file's name (torch.export's placeholder for a
+        # Python builtin's name is input_1: the names come from the capture's signature)
+        assert [i["name"] for i in e["inputs"]] == ["input", "state"]
         assert [o["name"] for o in e["outputs"]] == ["output", "stateN"]
     proc_code, stdout, err = cli(capsys, "validate", "--models-dir", out)
     assert proc_code == 0, stdout + err
