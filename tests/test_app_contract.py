@@ -40,13 +40,14 @@ def test_both_parsers_read_it_and_keys_are_unique(run):
 
 def test_references_nobody_asked_for_stay_out_of_models(run):
     """A device-only reduced program (coreml fp16, tosa int8 on the simulator) brings no fp32
-    program: its size is measured against the model's weights at fp32. xnnpack:int8 is timed
-    against xnnpack, asked for here: no reference to add either."""
+    program: its size would be measured against the model's weights at fp32, but tiny's are
+    1.3 kB, less than the program around them: no ratio (test_reports sizes a weightier one).
+    xnnpack:int8 is timed against xnnpack, asked for here: no reference to add either."""
     manifest = json.loads((run / "index.json").read_text())
     assert manifest["references"] == []
     entries = {e["target"]: e for e in [*manifest["models"], *manifest["notForApp"], *manifest["outOfBudget"]]}
     for target in ("coreml", "tosa"):
-        assert entries[target]["relative"]["fp32_weights_bytes"] > 0, target
+        assert entries[target].get("relative") is None, target
     assert entries["xnnpack:int8"]["relative"]["fp32"] == "tiny_xnnpack.pte"
 
 

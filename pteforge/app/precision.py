@@ -82,11 +82,17 @@ def with_references(targets: list[Target], runs_here) -> tuple[list[Target], lis
     return out, added
 
 
+# Below this many bytes of fp32 weights, a file's size is mostly the program around them (its
+# graph, its delegate's headers): a ratio against the weights alone would say "23x" of a
+# 448-byte convolution's fp16 Core ML file, and nothing about its precision.
+WEIGHTS_SIZE_THEIR_FILE = 1 << 20
+
+
 def reference_pairs(records: list[Record], fp32_bytes: dict[str, int] | None = None) -> list[tuple[Record, Record]]:
     """(reduced-precision row, its fp32 reference row) for every pair with both artifacts;
     sets each reduced row's ``relative`` size ratio: against its fp32 reference program, or
     where none was lowered, against the model's weights at fp32 (``fp32_bytes``: model ->
-    bytes, from its capture)."""
+    bytes, from its capture) where they are most of a file (``WEIGHTS_SIZE_THEIR_FILE``)."""
     by_key = {(r.model, r.target_spec): r for r in records}
     pairs = []
     for rec in records:
@@ -95,8 +101,8 @@ def reference_pairs(records: list[Record], fp32_bytes: dict[str, int] | None = N
             continue
         ref = by_key.get((rec.model, ref_target))
         if ref is None or ref.artifact is None:
-            weights = (fp32_bytes or {}).get(rec.model)
-            if weights:
+            weights = (fp32_bytes or {}).get(rec.model, 0)
+            if weights >= WEIGHTS_SIZE_THEIR_FILE:
                 rec.relative = {"fp32_weights_bytes": weights, "size": round(rec.artifact.size / weights, 3)}
             continue
         rec.relative = {"fp32": Path(ref.artifact.path).name, "size": round(rec.artifact.size / ref.artifact.size, 3)}
