@@ -220,6 +220,24 @@ def test_cortex_m_hardswish_computes_on_floats_not_int8(capsys, tmp_path):
     assert all(k in portable_kernels() or k.startswith("cortex_m::") for k in kernels), kernels
 
 
+def test_an_attention_block_is_proven_on_every_arm_simulator(capsys, tmp_path):
+    """A small vision transformer (layer norm, attention, GELU, a softmax head) on the Arm
+    targets. It failed two ways: the TOSA ones on a value a re-trace reused from the capture's
+    fake mode (``full``, a call reading no tensor: patch ``retraces_reuse_values``), and
+    Cortex-M on a dequantize put before ``cortex_m::softmax``, which takes int8
+    (``floats_on_quantized_values`` took it for ATen's softmax)."""
+    out = tmp_path / "out"
+    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:attention_block",
+                    "--input-shape", "1,3,32,32", "--backends", "tosa", "ethos-u85", "cortex-m", "--out", out,
+                    "--bench-runs", "0", "--no-cache")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    e = entries(out)
+    for target in ("tosa", "ethos-u85", "cortex-m"):
+        assert e[target]["status"] == "SIMULATED", (target, e[target].get("reason"))
+        assert e[target]["verification"]["sqnr_db"] > 25, (target, e[target]["verification"])
+    assert "cortex_m::softmax.out" in e["cortex-m"]["delegation"]["kernels"], "the int8 softmax CMSIS-NN has"
+
+
 def test_the_cortex_m_mend_leaves_other_graphs_alone():
     from pteforge.backends.cortex_m import FLOAT_MATH, floats_on_quantized_values
 

@@ -601,6 +601,30 @@ def hardswish_net():
     return HardswishNet().eval()
 
 
+class AttentionBlock(torch.nn.Module):
+    """Patches, a pre-norm attention and MLP block, a softmax head: a small vision transformer."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.patch = torch.nn.Conv2d(3, 16, 8, stride=8)
+        self.norm = torch.nn.LayerNorm(16)
+        self.attention = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 16))
+        self.head = torch.nn.Linear(16, 5)
+
+    def forward(self, x):
+        t = self.patch(x).flatten(2).transpose(1, 2)
+        h = self.norm(t)
+        t = t + self.attention(h, h, h, need_weights=False)[0]
+        t = t + self.mlp(self.norm(t))
+        return self.head(t.mean(1)).softmax(-1)
+
+
+def attention_block():
+    return AttentionBlock().eval()
+
+
 class Splits(torch.nn.Module):
     """Splits a convolution's output in two and joins the halves again: operators whose out
     arguments are lists of tensors."""

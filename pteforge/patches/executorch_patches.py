@@ -169,8 +169,14 @@ class _Remembered:
         self.made: dict = {}  # id(value) -> (its key in memo, the value): its id not reused while here
         self.handed: list[set] = []  # for each graph being re-traced: the values its nodes were given
 
-    def call_function(self, interpreter, target, args, kwargs):
+    def call_function(self, interpreter, target, args, kwargs, mode):
+        """``mode``: the fake mode the pass runs in. It is part of the key: a call reading
+        no tensor (``full([1, 4, 4], -inf)``) would otherwise get a value made in another
+        program's fake mode, which torch then refuses to mix with this one's."""
         key, held = _call_key(target, args, kwargs)
+        if key is not None:
+            key = (id(mode), key)
+            held.append(mode)
         here = self.handed[-1] if self.handed else set()
         if key is not None and key in self.memo and id(self.memo[key][0]) not in here:
             values["reused"] += 1
@@ -206,17 +212,18 @@ class _Remembered:
         remembered = self
 
         class Interpreter:
-            def __init__(self, interpreter):
-                self.interpreter = interpreter
+            def __init__(self, interpreter, mode):
+                self.interpreter, self.mode = interpreter, mode
 
             def call_function(self, target, args, kwargs):
-                return remembered.call_function(self.interpreter, target, args, kwargs)
+                return remembered.call_function(self.interpreter, target, args, kwargs, self.mode)
 
         @functools.wraps(fx)
         def remembering(self, kind, target, args, kwargs, meta):
             if kind != "call_function":
                 return fx(self, kind, target, args, kwargs, meta)
-            interpreter, self.interpreter = self.interpreter, Interpreter(self.interpreter)
+            interpreter = self.interpreter
+            self.interpreter = Interpreter(interpreter, getattr(self, "fake_tensor_mode", None))
             try:
                 return fx(self, kind, target, args, kwargs, meta)
             finally:
