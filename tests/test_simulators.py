@@ -13,6 +13,8 @@ import struct
 
 import pytest
 from conftest import TESTS, run_cli, run_here, written
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pteforge.core.result import Status
 
@@ -260,3 +262,51 @@ def test_lists_of_tensors_are_carried_out(capsys, tmp_path):
     for target in ("cortex-m", "tosa:fp32"):
         assert e[target]["status"] == "SIMULATED", (target, e[target].get("reason"))
         assert e[target]["verification"]["sqnr_db"] > 20
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_the_simulations_cmsis_convolutions_are_executorchs_reference_value_for_value(data):
+    """pteforge's convolutions for the Cortex-M simulation (all channels requantized at once)
+    give ExecuTorch's reference implementations' integers, whatever the shapes, strides,
+    offsets and shifts (left and right)."""
+    import torch
+
+    from pteforge.backends.toolkit import cmsis
+    from pteforge.backends.toolkit.simulate import _reference_kernels
+
+    _reference_kernels()
+    draw = data.draw
+    seed = draw(st.integers(0, 2**31 - 1))
+    g = torch.Generator().manual_seed(seed)
+    depthwise = draw(st.booleans())
+    cin = draw(st.integers(1, 6))
+    cout = cin * draw(st.integers(1, 2)) if depthwise else draw(st.integers(1, 6))
+    k, stride, pad, dil = draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.integers(0, 2)), draw(st.integers(1, 2))
+    size = draw(st.integers(max(dil * (k - 1) + 1 - 2 * pad, 1), 9))
+    x = torch.randint(-128, 128, (1, cin, size, size), generator=g, dtype=torch.int8).to(memory_format=torch.channels_last)
+    weight_shape = (1, k, k, cout) if depthwise else (cout, k, k, cin)
+    weight = torch.randint(-127, 128, weight_shape, generator=g, dtype=torch.int8)
+    bias = draw(st.sampled_from([None, torch.randint(-5000, 5000, (cout,), generator=g, dtype=torch.int32)]))
+    multipliers = torch.randint(2**29, 2**31 - 1, (cout,), generator=g, dtype=torch.int32)
+    shifts = torch.randint(-12, 3, (cout,), generator=g, dtype=torch.int32)
+    offsets = (draw(st.integers(-127, 128)), draw(st.integers(-128, 127)))
+    clamp = sorted((draw(st.integers(-128, 127)), draw(st.integers(-128, 127))))
+    geometry = ([stride, stride], [pad, pad], [dil, dil])
+    if depthwise:
+        args = (x, weight, bias, *geometry, cout // cin, *offsets, multipliers, shifts, *clamp, torch.empty(0))
+        ours, reference = cmsis.quantized_depthwise_conv2d, torch.ops.cortex_m.quantized_depthwise_conv2d
+    else:
+        args = (x, weight, bias, *geometry, *offsets, multipliers, shifts, *clamp, torch.empty(0))
+        ours, reference = cmsis.quantized_conv2d, torch.ops.cortex_m.quantized_conv2d
+    got = ours(*args)
+    if dil > 1:  # PyTorch has no dilated convolution of int32 tensors, which the reference convolves:
+        with pytest.raises(NotImplementedError, match="slow_conv_dilated"):
+            reference(*args)
+        # the same convolution with the kernel's taps spread apart by zeros, undilated
+        spread = torch.zeros(weight.shape[0], dil * (k - 1) + 1, dil * (k - 1) + 1, weight.shape[3], dtype=torch.int8)
+        spread[:, ::dil, ::dil, :] = weight
+        args = (x, spread, bias, [stride, stride], [pad, pad], [1, 1], *args[6:])
+    expected = reference(*args)
+    assert got.dtype == expected.dtype == torch.int8 and got.stride() == expected.stride()
+    assert torch.equal(got, expected)

@@ -114,6 +114,9 @@ class Plan:
     # quantize(module, batches) -> module: a backend's own PTQ flow instead of
     # prepare_pt2e/convert_pt2e with ``quantizer``
     quantize: Any | None = None
+    # for_quantizer(module, example) -> module: the program the quantizer annotates, where a
+    # backend needs it otherwise than captured (Cortex-M: activations laid out NHWC)
+    for_quantizer: Any | None = None
 
     @classmethod
     def from_recipe(cls, recipe) -> "Plan":

@@ -98,6 +98,8 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
         # model's int8 program added the same count on every call. In functional form
         # the update is a ``copy_`` into the buffer, which it leaves alone.
         module = exported.run_decompositions({}).module(check_guards=False)
+    if plan.for_quantizer is not None:
+        module = plan.for_quantizer(module, example)
     state = own_buffers(module)  # the model's own, before the observers' join them
     prepared = prepare_pt2e(module, plan.quantizer)
     key = fingerprint(prepared, batches) if shared is not None else None

@@ -74,6 +74,20 @@ def _usage(backend: Backend) -> list[str]:
         "```python",
         "import torch",
         "import torchvision.models as models",
+    ]
+    if "edge = " in backend.code_sample:  # its own flow from the model, to an edge program
+        return lines + [
+            "",
+            "model = models.mobilenet_v3_small(weights=\"DEFAULT\").eval()",
+            "example_inputs = (torch.randn(1, 3, 224, 224),)",
+            backend.code_sample,
+            "program = edge.to_executorch()",
+            f'with open("mobilenet_v3_small_{backend.name}.pte", "wb") as f:',
+            "    program.write_to_file(f)",
+            "```",
+            "",
+        ]
+    lines += [
         "from executorch.exir import to_edge_transform_and_lower",
         backend.code_sample,
         "",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...runtime.host import Host, load_runtime
+from .cmsis import FASTER
 
 # ExecuTorch's ScalarType numbering is c10's.
 _DTYPES = None
@@ -288,7 +289,7 @@ class _Interpreter:
                 if "with arguments from the" not in str(exc):
                     raise
                 # an out variant with no kernel of its own (cortex_m::): the functional one, copied out
-                functional = _overload(name, "default")
+                functional = FASTER.get(name) or _overload(name, "default")
                 names = {o[0] for o in outs}
                 result = functional(*[v for v, i in zip(positional, given) if i not in names],
                                     **{k: v for k, v in keywords.items() if not any(v is o[1] for o in outs)})
@@ -346,6 +347,10 @@ class _Interpreter:
         written += [i for i in step.args[len(schema.arguments):] if type(self.plan.values[i].val).__name__ == "Tensor"]
         remap: dict[int, int] = {}
         values: list = []
+        name, overload = self.ops[step.op_index]
+        # a copy into another dim order writes the order its program says (the kernel checks
+        # it); every other tensor is in its plain one
+        relaid = set(written) if name.startswith("dim_order_ops::") else set()
         buffers, inputs, cursor = [et.Buffer(storage=b"")], [], 0
 
         def visit(i: int) -> int:
@@ -368,7 +373,8 @@ class _Interpreter:
             elif kind == "Tensor":
                 size = -(-_nbytes(val) // 16) * 16
                 val = dataclasses.replace(val, allocation_info=et.AllocationDetails(
-                    memory_id=1, memory_offset_low=cursor, memory_offset_high=0), dim_order=list(range(len(val.sizes))))
+                    memory_id=1, memory_offset_low=cursor, memory_offset_high=0),
+                    dim_order=list(val.dim_order) if i in relaid else list(range(len(val.sizes))))
                 cursor += size
             remap[i] = len(values)
             values.append(et.EValue(val=val))
@@ -378,7 +384,6 @@ class _Interpreter:
 
         args = [visit(i) for i in step.args]
         outputs = list(dict.fromkeys(written))
-        name, overload = self.ops[step.op_index]
         plan = et.ExecutionPlan(
             name="forward", container_meta_type=et.ContainerMetadata("", ""), values=values,
             inputs=[remap[i] for i in inputs], outputs=[remap[i] for i in outputs],
