@@ -296,6 +296,7 @@ BAD_INPUTS = [
     ([*M, *S, "--backends", "vulkan", "--precision", "int4-weight"], ExitStatus.USAGE, "vulkan does not take precision int4-weight"),
     ([*M, *S, "--precision", "fp99"], ExitStatus.USAGE, "unknown precision 'fp99'"),
     ([*M, *S, "--precision", "auto", "--accuracy-budget", "top1=2"], ExitStatus.USAGE, "malformed --accuracy-budget 'top1=2'"),
+    ([*M, *S, "--accuracy-budget", "sqnr=nan"], ExitStatus.USAGE, "malformed --accuracy-budget 'sqnr=nan'"),
     ([*M, *S, "--precision", "auto", "--bench-runs", "0"], ExitStatus.USAGE, "--bench-runs 0 times none"),
     ([*M, *S, "--backends", "xnnpack:int8", "--calibration", "/no/such/photos"], ExitStatus.USAGE,
      "--calibration /no/such/photos is not a directory"),

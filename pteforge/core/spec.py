@@ -6,6 +6,7 @@ Everything here is picklable so that stages can run in worker processes.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -403,7 +404,8 @@ class AccuracyBudget:
                 number = float(value)
             except ValueError:
                 number = None
-            if key not in ("top1", "sqnr", "boxes") or number is None or (key != "sqnr" and not 0 <= number <= 1):
+            if key not in ("top1", "sqnr", "boxes") or number is None or not math.isfinite(number) \
+                    or (key != "sqnr" and not 0 <= number <= 1):
                 raise UsageError(
                     f"malformed --accuracy-budget '{text}'",
                     fix="write top1=FRACTION, boxes=FRACTION and/or sqnr=DB, e.g. --accuracy-budget top1=0.99 or sqnr=20",
