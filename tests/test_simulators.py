@@ -222,6 +222,26 @@ def test_cortex_m_hardswish_computes_on_floats_not_int8(capsys, tmp_path):
     assert all(k in portable_kernels() or k.startswith("cortex_m::") for k in kernels), kernels
 
 
+def test_every_cortex_m_convolution_is_int8_and_the_caller_keeps_nchw(capsys, tmp_path):
+    """The Cortex-M quantizer takes only channels-last convolutions: pteforge lays the
+    activations out NHWC inside the program, weights too (a model's own .contiguous() gave the
+    next convolution NCHW input), so none stays on fp32 ``aten::convolution``. The file's
+    inputs and outputs keep the capture's NCHW order."""
+    out = tmp_path / "out"
+    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:shuffled", "--input-shape", "1,3,16,16",
+                    "--backends", "cortex-m", "--out", out, "--bench-runs", "0", "--no-cache")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [e] = written(out / "index.json")
+    assert e["status"] == "SIMULATED", e.get("reason")
+    kernels = e["delegation"]["kernels"]
+    assert "cortex_m::quantized_conv2d.out" in kernels and "aten::convolution.out" not in kernels, kernels
+    from pteforge.backends.toolkit.simulate import deserialize
+
+    plan = deserialize((out / e["file"]).read_bytes()).execution_plan[0]
+    [x] = [plan.values[i].val for i in plan.inputs]
+    assert list(x.sizes) == [1, 3, 16, 16] and list(x.dim_order) == [0, 1, 2, 3], "the caller's NCHW tensor"
+
+
 def test_an_attention_block_is_proven_on_every_arm_simulator(capsys, tmp_path):
     """A small vision transformer (layer norm, attention, GELU, a softmax head) on the Arm
     targets. It failed two ways: the TOSA ones on a value a re-trace reused from the capture's

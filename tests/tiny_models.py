@@ -603,6 +603,28 @@ def hardswish_net():
     return HardswishNet().eval()
 
 
+class Shuffled(torch.nn.Module):
+    """Convolutions around ShuffleNet's channel shuffle, whose ``.contiguous()`` lays the
+    activations out NCHW again, and a residual path: every convolution should be int8."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.first = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.second = torch.nn.Conv2d(8, 8, 3, padding=1, groups=2)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = torch.relu(self.first(x))
+        b, c, h, w = y.shape
+        shuffled = y.view(b, 2, c // 2, h, w).transpose(1, 2).contiguous().view(b, c, h, w)
+        return self.fc((torch.relu(self.second(shuffled)) + y).mean((2, 3)))
+
+
+def shuffled():
+    return Shuffled().eval()
+
+
 class AttentionBlock(torch.nn.Module):
     """Patches, a pre-norm attention and MLP block, a softmax head: a small vision transformer."""
 

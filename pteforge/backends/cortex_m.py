@@ -91,8 +91,9 @@ def channels_last_inside(module, example: tuple):
     channels-last, which changes what the program's caller must hand it. Here each 4-D
     floating-point input is made channels-last inside the program (a
     ``_clone_dim_order``, a portable kernel), and each 4-D output contiguous again on its
-    way out: the caller's tensors are the capture's. Then the module is exported again, so
-    that every value's fake tensor has the strides the quantizer's checks read."""
+    way out: the caller's tensors are the capture's. Its 4-D weights are made channels-last
+    as ExecuTorch's compiler makes them. Then the module is exported again, so that every
+    value's fake tensor has the strides the quantizer's checks read."""
     import torch
     from torch.utils import _pytree as pytree
 
@@ -117,6 +118,9 @@ def channels_last_inside(module, example: tuple):
 
     output.args = (pytree.tree_map(contiguous, output.args[0]),)
     module.recompile()
+    # 4-D weights too: a convolution's output is channels-last where its input or its weight
+    # is, and a model's own .contiguous() (ShuffleNet's channel shuffle) gives NCHW inputs
+    module = module.to(memory_format=torch.channels_last)
     return torch.export.export(module, example).module(check_guards=False)
 
 
