@@ -242,6 +242,19 @@ def test_every_cortex_m_convolution_is_int8_and_the_caller_keeps_nchw(capsys, tm
     assert list(x.sizes) == [1, 3, 16, 16] and list(x.dim_order) == [0, 1, 2, 3], "the caller's NCHW tensor"
 
 
+def test_a_one_channel_nhwc_tensor_gets_a_dim_order_its_kernels_take(capsys, tmp_path):
+    """A pixel shuffle to one channel in NHWC: strides (4096, 1, 64, 1) fit several dim orders,
+    and ExecuTorch read (0, 2, 1, 3), which the ``_clone_dim_order`` that made the tensor
+    refused (the simulation runs dim-order copies with the orders the file gives them)."""
+    out = tmp_path / "out"
+    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:one_channel_upsampler",
+                    "--input-shape", "1,3,32,32", "--backends", "cortex-m", "--out", out, "--bench-runs", "0",
+                    "--no-cache")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [e] = written(out / "index.json")
+    assert e["status"] == "SIMULATED" and e["verification"]["sqnr_db"] > 30, (e.get("reason"), e.get("verification"))
+
+
 def test_an_attention_block_is_proven_on_every_arm_simulator(capsys, tmp_path):
     """A small vision transformer (layer norm, attention, GELU, a softmax head) on the Arm
     targets. It failed two ways: the TOSA ones on a value a re-trace reused from the capture's

@@ -625,6 +625,24 @@ def shuffled():
     return Shuffled().eval()
 
 
+class OneChannelUpsampler(torch.nn.Module):
+    """Down, up with a transposed convolution and a pixel shuffle to one channel: a mask. In
+    NHWC its last tensors have strides that fit several dim orders."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.down = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.up = torch.nn.ConvTranspose2d(8, 4, 2, stride=2)
+
+    def forward(self, x):
+        return torch.sigmoid(torch.nn.functional.pixel_shuffle(self.up(torch.relu(self.down(x))), 2))
+
+
+def one_channel_upsampler():
+    return OneChannelUpsampler().eval()
+
+
 class AttentionBlock(torch.nn.Module):
     """Patches, a pre-norm attention and MLP block, a softmax head: a small vision transformer."""
 

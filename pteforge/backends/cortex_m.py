@@ -77,7 +77,7 @@ edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).tra
         floats_on_quantized_values(edge.exported_program())
         in_elementary_operators(edge.exported_program())
         contiguous_before_views(edge.exported_program())
-        return edge
+        return _serialized_with_torchs_dim_orders(edge)
 
 
 def channels_last_inside(module, example: tuple):
@@ -122,6 +122,25 @@ def channels_last_inside(module, example: tuple):
     # is, and a model's own .contiguous() (ShuffleNet's channel shuffle) gives NCHW inputs
     module = module.to(memory_format=torch.channels_last)
     return torch.export.export(module, example).module(check_guards=False)
+
+
+def _serialized_with_torchs_dim_orders(edge):
+    """``edge``, whose ``to_executorch`` gives each tensor of one channel (or one pixel) the
+    dim order torch reads from it (patch ``ambiguous_strides_read_as_torch_does``): NHWC
+    inside the program makes such tensors, whose strides fit several orders."""
+    import functools
+
+    from ..patches.executorch_patches import ambiguous_strides_read_as_torch_does
+
+    serialize = edge.to_executorch
+
+    @functools.wraps(serialize)
+    def to_executorch(*args, **kwargs):
+        with ambiguous_strides_read_as_torch_does():
+            return serialize(*args, **kwargs)
+
+    edge.to_executorch = to_executorch
+    return edge
 
 
 def contiguous_before_views(program) -> int:

@@ -620,3 +620,36 @@ def views_of_written_buffers_outside():
     with replaced(ViewCopyConfig, "check_constraints", check_constraints):
         yield
 
+
+
+@contextlib.contextmanager
+def ambiguous_strides_read_as_torch_does():
+    """Inside, a tensor spec's dim order is the one torch reads from its tensor where the
+    strides alone leave it open.
+
+    A tensor with a dimension of size 1 has strides that fit more than one dim order:
+    ``[1, 1, 64, 64]`` laid out channels-last has strides ``(4096, 1, 64, 1)``. ExecuTorch
+    1.5.1's ``dim_order_from_stride`` sorts the strides alone and calls that ``(0, 2, 1, 3)``,
+    an order no kernel takes; the ``_clone_dim_order`` that made the tensor, asked for
+    ``(0, 2, 3, 1)``, then refuses its own output (a Cortex-M program whose pixel shuffle
+    ends in one channel). ``Tensor.dim_order()`` reads sizes and strides together and says
+    ``(0, 2, 3, 1)``. Where the two differ, the spec takes torch's; both describe the same
+    memory."""
+    from executorch.exir.tensor import TensorSpec
+
+    check("ambiguous_strides_read_as_torch_does", (TensorSpec, "from_tensor"))
+    made = TensorSpec.__dict__["from_tensor"].__func__
+
+    def from_tensor(cls, tensor, const: bool = False):
+        spec = made(cls, tensor, const)
+        if not const and tensor.dim() > 1:
+            try:
+                order = tuple(tensor.dim_order())
+            except (RuntimeError, TypeError, ValueError):  # symbolic strides: as ExecuTorch reads them
+                return spec
+            if order != tuple(spec.dim_order):
+                spec.dim_order = order
+        return spec
+
+    with replaced(TensorSpec, "from_tensor", classmethod(from_tensor)):
+        yield
