@@ -36,6 +36,16 @@ def entries(out) -> dict:
     return {e["target"]: e for e in written(man) + man["references"]}
 
 
+def exported_alone(capsys, tmp_path, factory: str, shape: str, *targets: str) -> tuple:
+    """tiny_models.py's ``factory`` exported for ``targets`` (default: cortex-m) in this
+    process: (its output folder, its rows by target)."""
+    out = tmp_path / "out"
+    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:{factory}", "--input-shape", shape,
+                    "--backends", *(targets or ("cortex-m",)), "--out", out, "--bench-runs", "0", "--no-cache")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out, entries(out)
+
+
 def test_arm_programs_are_proven_on_reference_simulators_and_said_apart(exported):
     out, stdout = exported
     e = entries(out)
@@ -208,11 +218,8 @@ def test_cortex_m_hardswish_computes_on_floats_not_int8(capsys, tmp_path):
     """The reference simulation found ExecuTorch's Cortex-M passes leaving hardswish on int8
     values after a batch-normed convolution; pteforge gives it floats (dequantize, quantize),
     written out in operators a device's runtime has kernels for."""
-    out = tmp_path / "out"
-    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:hardswish_net", "--input-shape", "1,3,16,16",
-                            "--backends", "cortex-m", "--out", out, "--bench-runs", "0", "--no-cache")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    [e] = written(out / "index.json")
+    _, found = exported_alone(capsys, tmp_path, "hardswish_net", "1,3,16,16")
+    e = found["cortex-m"]
     assert e["status"] == "SIMULATED", e.get("reason")
     # on floats, in operators every runtime has a kernel for: ExecuTorch 1.5.1 has no aten::hardswish.out
     from pteforge.core.kernels import portable_kernels
@@ -227,11 +234,8 @@ def test_every_cortex_m_convolution_is_int8_and_the_caller_keeps_nchw(capsys, tm
     activations out NHWC inside the program, weights too (a model's own .contiguous() gave the
     next convolution NCHW input), so none stays on fp32 ``aten::convolution``. The file's
     inputs and outputs keep the capture's NCHW order."""
-    out = tmp_path / "out"
-    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:shuffled", "--input-shape", "1,3,16,16",
-                    "--backends", "cortex-m", "--out", out, "--bench-runs", "0", "--no-cache")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    [e] = written(out / "index.json")
+    out, found = exported_alone(capsys, tmp_path, "shuffled", "1,3,16,16")
+    e = found["cortex-m"]
     assert e["status"] == "SIMULATED", e.get("reason")
     kernels = e["delegation"]["kernels"]
     assert "cortex_m::quantized_conv2d.out" in kernels and "aten::convolution.out" not in kernels, kernels
@@ -246,12 +250,7 @@ def test_a_one_channel_nhwc_tensor_gets_a_dim_order_its_kernels_take(capsys, tmp
     """A pixel shuffle to one channel in NHWC: strides (4096, 1, 64, 1) fit several dim orders,
     and ExecuTorch read (0, 2, 1, 3), which the ``_clone_dim_order`` that made the tensor
     refused (the simulation runs dim-order copies with the orders the file gives them)."""
-    out = tmp_path / "out"
-    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:one_channel_upsampler",
-                    "--input-shape", "1,3,32,32", "--backends", "cortex-m", "--out", out, "--bench-runs", "0",
-                    "--no-cache")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    [e] = written(out / "index.json")
+    e = exported_alone(capsys, tmp_path, "one_channel_upsampler", "1,3,32,32")[1]["cortex-m"]
     assert e["status"] == "SIMULATED" and e["verification"]["sqnr_db"] > 30, (e.get("reason"), e.get("verification"))
 
 
@@ -261,12 +260,7 @@ def test_an_attention_block_is_proven_on_every_arm_simulator(capsys, tmp_path):
     fake mode (``full``, a call reading no tensor: patch ``retraces_reuse_values``), and
     Cortex-M on a dequantize put before ``cortex_m::softmax``, which takes int8
     (``floats_on_quantized_values`` took it for ATen's softmax)."""
-    out = tmp_path / "out"
-    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:attention_block",
-                    "--input-shape", "1,3,32,32", "--backends", "tosa", "ethos-u85", "cortex-m", "--out", out,
-                    "--bench-runs", "0", "--no-cache")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    e = entries(out)
+    e = exported_alone(capsys, tmp_path, "attention_block", "1,3,32,32", "tosa", "ethos-u85", "cortex-m")[1]
     for target in ("tosa", "ethos-u85", "cortex-m"):
         assert e[target]["status"] == "SIMULATED", (target, e[target].get("reason"))
         assert e[target]["verification"]["sqnr_db"] > 25, (target, e[target]["verification"])
@@ -287,11 +281,7 @@ def test_the_cortex_m_mend_leaves_other_graphs_alone():
 def test_lists_of_tensors_are_carried_out(capsys, tmp_path):
     """split's out argument is a list of tensors: the simulation writes each of them, on this
     host's kernels (Cortex-M) and around a TOSA payload alike."""
-    out = tmp_path / "out"
-    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:splits", "--input-shape", "1,3,16,16",
-                            "--backends", "cortex-m", "tosa:fp32", "--out", out, "--bench-runs", "0", "--no-cache")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    e = entries(out)
+    e = exported_alone(capsys, tmp_path, "splits", "1,3,16,16", "cortex-m", "tosa:fp32")[1]
     for target in ("cortex-m", "tosa:fp32"):
         assert e[target]["status"] == "SIMULATED", (target, e[target].get("reason"))
         assert e[target]["verification"]["sqnr_db"] > 20

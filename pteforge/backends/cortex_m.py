@@ -99,8 +99,8 @@ def channels_last_inside(module, example: tuple):
 
     graph = module.graph
     inputs = [n for n in graph.nodes if n.op == "placeholder"]
-    if not any(_nchw(n) for n in inputs):
-        return module
+    if not any(_nchw(n) for n in inputs) and not any(w.dim() == 4 for w in module.state_dict().values()):
+        return module  # nothing 4-D comes in, and nothing 4-D is convolved
     for node in inputs:
         if _nchw(node):
             with graph.inserting_after(node):
