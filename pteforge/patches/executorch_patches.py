@@ -621,7 +621,6 @@ def views_of_written_buffers_outside():
         yield
 
 
-
 @contextlib.contextmanager
 def ambiguous_strides_read_as_torch_does():
     """Inside, a tensor spec's dim order is the one torch reads from its tensor where the
