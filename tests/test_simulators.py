@@ -333,3 +333,28 @@ def test_the_simulations_cmsis_convolutions_are_executorchs_reference_value_for_
     expected = reference(*args)
     assert got.dtype == expected.dtype == torch.int8 and got.stride() == expected.stride()
     assert torch.equal(got, expected)
+
+
+def test_channels_last_inside_lays_out_4d_weights_and_leaves_5d_ones():
+    """Cortex-M's NHWC preparation makes 4-D weights channels-last; a 5-D one (a 3-D
+    convolution's) has no such layout, and Module.to(memory_format=...) raised on it."""
+    import torch
+
+    from pteforge.backends.cortex_m import channels_last_inside
+
+    class Mixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+            self.video = torch.nn.Conv3d(1, 1, 1)
+
+        def forward(self, x):
+            return self.conv(x) + self.video(x[:, :1].unsqueeze(1)).squeeze(1)
+
+    x = (torch.randn(1, 3, 8, 8),)
+    model = Mixed().eval()
+    prepared = channels_last_inside(torch.export.export(model, x).module(check_guards=False), x)
+    weights = {k: v for k, v in prepared.state_dict().items() if v.dim() >= 4}
+    assert weights["conv.weight"].is_contiguous(memory_format=torch.channels_last)
+    assert weights["video.weight"].dim() == 5
+    assert torch.allclose(prepared(*x), model(*x), atol=1e-6), "the same function"

@@ -119,8 +119,11 @@ def channels_last_inside(module, example: tuple):
     output.args = (pytree.tree_map(contiguous, output.args[0]),)
     module.recompile()
     # 4-D weights too: a convolution's output is channels-last where its input or its weight
-    # is, and a model's own .contiguous() (ShuffleNet's channel shuffle) gives NCHW inputs
-    module = module.to(memory_format=torch.channels_last)
+    # is, and a model's own .contiguous() (ShuffleNet's channel shuffle) gives NCHW inputs.
+    # Only those: Module.to(memory_format=...) also takes 5-D ones, which have no such layout.
+    for tensor in (*module.parameters(), *module.buffers()):
+        if tensor.dim() == 4:
+            tensor.data = tensor.data.contiguous(memory_format=torch.channels_last)
     return torch.export.export(module, example).module(check_guards=False)
 
 
