@@ -172,10 +172,15 @@ def contiguous_before_views(program) -> int:
         plain.meta = {**base.meta, "val": val.contiguous()}
         node.replace_input_with(base, plain)
         put += 1
-    if put:
-        graph.lint()
+    return _recompiled(program, put)
+
+
+def _recompiled(program, changes: int) -> int:
+    """``changes``, after checking and recompiling ``program``'s graph where there were any."""
+    if changes:
+        program.graph_module.graph.lint()
         program.graph_module.recompile()
-    return put
+    return changes
 
 
 def _nchw(node) -> bool:
@@ -225,10 +230,7 @@ def floats_on_quantized_values(program) -> int:
         node.replace_all_uses_with(q, delete_user_cb=lambda user: user is not q)
         node.meta = {**node.meta, "val": val.to(torch.float32)}
         mended += 1
-    if mended:
-        graph.lint()
-        program.graph_module.recompile()
-    return mended
+    return _recompiled(program, mended)
 
 
 def in_elementary_operators(program) -> int:
@@ -261,7 +263,4 @@ def in_elementary_operators(program) -> int:
         node.replace_all_uses_with(out)
         graph.erase_node(node)
         written += 1
-    if written:
-        graph.lint()
-        program.graph_module.recompile()
-    return written
+    return _recompiled(program, written)
