@@ -30,6 +30,8 @@ conformance = _bench()
     "test_attention_4d_gqa_causal",  # Attention-23: grouped key/value heads, causal
     "test_layer_normalization_3d_axis1_epsilon",  # an axis other than the last
     "test_resize_downsample_sizes_linear_pytorch_half_pixel",  # Resize by sizes
+    "test_ai_onnx_ml_array_feature_extractor",  # domain ai.onnx.ml: an MLP's class label (scikit-learn)
+    "test_ai_onnx_ml_binarizer",
 ])
 def test_a_conformance_case_through_pteforge_gives_its_expected_outputs(case, tmp_path):
     model, feeds, expected = conformance.prepared(str(conformance.node_tests() / case))

@@ -11,10 +11,10 @@ import pytest
 
 from pteforge import patches
 from pteforge.core.errors import ExitStatus, UpstreamChangedError
-from pteforge.patches import coremltools_patches, executorch_patches, torch_patches, torchao_patches
+from pteforge.patches import coremltools_patches, executorch_patches, onnx2torch_patches, torch_patches, torchao_patches
 
 ROOT = Path(__file__).resolve().parent.parent
-MODULES = [torch_patches, executorch_patches, torchao_patches, coremltools_patches]
+MODULES = [torch_patches, executorch_patches, torchao_patches, coremltools_patches, onnx2torch_patches]
 
 
 def _same(value):
@@ -44,6 +44,7 @@ def _targets() -> dict:
 
     coremltools()
     from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipelineManager
+    from onnx2torch.onnx_graph import OnnxGraph
 
     t, e = torch_patches, executorch_patches
     return {
@@ -76,6 +77,8 @@ def _targets() -> dict:
         "pipeline_validated_where_scopes_are_checked": (
             coremltools_patches, coremltools_patches.pipeline_validated_where_scopes_are_checked,
             (PassPipelineManager, "apply_pipeline")),
+        "domains_in_module_names": (onnx2torch_patches, onnx2torch_patches.domains_in_module_names,
+                                    (OnnxGraph, "generate_node_name")),
     }
 
 
@@ -84,7 +87,8 @@ PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde"
            "retrace_only_what_changed", "retraces_reuse_values", "partitions_without_debug_text",
            "partitions_merged_by_set_checks", "partitions_sorted_in_place", "softmax_reads_nchw",
            "one_value_constants_take_any_layout", "views_of_written_buffers_outside", "edge_program_wrapped",
-           "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced", "pipeline_validated_where_scopes_are_checked"]
+           "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced", "pipeline_validated_where_scopes_are_checked",
+           "domains_in_module_names"]
 
 
 def _gone_custom_class_base():

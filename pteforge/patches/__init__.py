@@ -1,7 +1,7 @@
 """Every patch pteforge makes to an upstream library, one module per library.
 
 ``torch_patches`` patches torch, ``executorch_patches`` ExecuTorch, ``torchao_patches``
-torchao, ``coremltools_patches`` coremltools (named so that none shadows the library inside a relative import). Each module names the version
+torchao, ``coremltools_patches`` coremltools, ``onnx2torch_patches`` onnx2torch (named so that none shadows the library inside a relative import). Each module names the version
 it was written against (``LIBRARY``, ``VERSION``); each patch, when it is applied, checks
 that the installed library is that version and still has what the patch replaces
 (:func:`require`), and raises :class:`~pteforge.core.errors.UpstreamChangedError` naming

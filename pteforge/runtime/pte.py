@@ -88,7 +88,9 @@ def _names(exported, side: str, count: int) -> list[str]:
     names = None
     try:
         if exported is not None and side == "inputs":
-            names = list(exported.graph_signature.user_inputs)
+            names = list(exported.graph_signature.user_inputs)  # torch.export's: lower case ("X" is "x")
+            given = exported.module_call_graph[0].signature.forward_arg_names
+            names = list(given) if len(given) == len(names) else names  # forward's own, as the author wrote them
         elif exported is not None:
             names = output_names(exported)
     except Exception:  # noqa: BLE001 - a program without a signature or spec: positions

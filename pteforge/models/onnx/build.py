@@ -10,9 +10,10 @@ from onnx2torch.node_converters.registry import get_converter
 
 from ...core.errors import ModelError, one_line
 from ...core.spec import WEIGHTS_PRETRAINED, ModelSpec
+from ...patches.onnx2torch_patches import domains_in_module_names
 from ..signature import forward_signature
 from .constants import register_newer_converters, with_constant_arguments
-from .converters import register
+from .converters import UNCONVERTIBLE, register
 from .graph import checked, fixed, folded, outputs_by_identity, plain_names, seeded_feeds
 from .qdq import fake_quantized
 
@@ -38,8 +39,9 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
         for target in [opset, *(v for v in ONNX2TORCH_OPSETS if v < opset)]:
             try:
-                converted = convert(outputs_by_identity(
-                    model if target == opset else onnx.version_converter.convert_version(model, target)))
+                with domains_in_module_names():
+                    converted = convert(outputs_by_identity(
+                        model if target == opset else onnx.version_converter.convert_version(model, target)))
                 return _own_storage(with_constant_arguments(converted)).eval()
             except Exception as exc:  # noqa: BLE001 - onnx2torch raises what its converters raise
                 errors.append(f"the graph {how} at opset {target}: {one_line(exc, 160)}")
@@ -47,6 +49,10 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
     if missing:
         (node, op, domain, version), more = missing[0], len(missing) - 1
         ops = sorted({f"{o}-{v}" for _, o, _, v in missing})
+        known = next((o for _, o, _, _ in missing if o in UNCONVERTIBLE), None)
+        if known is not None:
+            why, fix = UNCONVERTIBLE[known]
+            raise ModelError(f"'{spec.path}': no PyTorch form for {known}: {why}", fix=fix) from None
         raise ModelError(f"'{spec.path}': no converter to PyTorch for {op} (opset {version}{', domain ' + domain if domain else ''})"
                          f" at node {node}" + (f", and {more} more node(s) of {', '.join(ops)}" if more else ""),
                          fix=f"pteforge would need an onnx2torch converter for {', '.join(ops)} "

@@ -4,7 +4,8 @@ and ``GRU`` as ``torch.nn.LSTM``/``GRU``; ``Attention`` and ``RMSNormalization``
 23); ``LayerNormalization`` on any axis; ``Resize`` in all its modes; pools and convolutions
 ONNX pads differently from torch; ``Pad`` and the reductions of opset 18 on; ``Gelu``,
 ``Size``, ``CumSum``, ``ConvInteger``, ``Clip``, ``Flatten``, ``Pow``; ``GlobalMaxPool``
-(Magika). Then each operator version onnx2torch lacks that means what an older one means
+(Magika); the classic machine-learning operators scikit-learn's converter writes around a
+network or a linear model (``ml.py``). Then each operator version onnx2torch lacks that means what an older one means
 (``register_same_meaning``). Each converter takes what ONNX allows that PyTorch computes
 the same way, and raises ``NotImplementedError`` naming what it does not take (peepholes, clipping,
 custom activations, per-batch sequence lengths, an attribute a newer version added), which
@@ -16,13 +17,14 @@ from __future__ import annotations
 import functools
 
 from .elementwise import _register_elementwise
+from .ml import UNCONVERTIBLE, _register_ml
 from .layers import _register_attention, _register_global_max_pool, _register_norms, _register_small
 from .recurrent import _register_gru, _register_lstm
 from .resize import _register_resize
 from .shapes import _register_pools, _register_same_padding, _register_shapes
 from .versions import _refile_misfiled_versions, added, register_same_meaning
 
-__all__ = ["added", "register", "register_same_meaning"]
+__all__ = ["UNCONVERTIBLE", "added", "register", "register_same_meaning"]
 
 
 @functools.cache
@@ -40,5 +42,6 @@ def register() -> None:
     _register_same_padding()
     _register_resize()
     _register_elementwise()
+    _register_ml()
     _refile_misfiled_versions()
     register_same_meaning()
