@@ -108,14 +108,21 @@ def test_a_pipeline_file_exports_and_is_verified_against_onnx_runtime(capsys, tm
     assert [i["name"] for i in e["inputs"]] == ["X"], "the file's name, not torch.export's lower-cased one"
 
 
-@pytest.mark.parametrize("op, fix", [("ZipMap", "'zipmap': False"), ("TreeEnsembleClassifier", "MLPClassifier")])
+@pytest.mark.parametrize("op, fix", [("ZipMap", "'zipmap': False"), ("TreeEnsembleClassifier", "MLPClassifier"),
+                                     ("text labels", "LabelEncoder")])
 def test_what_no_program_returns_fails_in_one_line_naming_what_to_do(op, fix, capsys, tmp_path):
+    """Before any work: ZipMap's output (a list of dictionaries) is refused with the spec's
+    outputs, a tree ensemble by its operator, text labels by their output's type."""
     if op == "ZipMap":
         nodes = [_classifier(3, 3, "SOFTMAX"),
                  helper.make_node("ZipMap", ["scores"], ["probabilities"], domain=ML, classlabels_int64s=[1, 4, 7])]
         outputs = [helper.make_tensor_value_info("label", TensorProto.INT64, [N]),
                    helper.make_value_info("probabilities", helper.make_sequence_type_proto(
                        helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, []))))]
+    elif op == "text labels":
+        nodes = [_classifier(3, 3, "SOFTMAX", labels=False)]
+        nodes[0].attribute.extend([helper.make_attribute("classlabels_strings", ["cat", "dog", "bird"])])
+        outputs = _outputs(3, label=TensorProto.STRING)
     else:
         nodes = [helper.make_node("TreeEnsembleClassifier", ["X"], ["label", "scores"], domain=ML,
                                   classlabels_int64s=[0, 1], nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2],
@@ -128,5 +135,6 @@ def test_what_no_program_returns_fails_in_one_line_naming_what_to_do(op, fix, ca
     code, _, err = cli(capsys, "export", "--model", path, "--backends", "portable", "--out", tmp_path / "out")
     assert code == ExitStatus.MODEL
     [line] = error_lines(err)
-    assert f"no PyTorch form for {op}" in line and fix in line, line
+    said = {"ZipMap": "is a list of dictionaries", "text labels": "output label is text"}.get(op, f"no PyTorch form for {op}")
+    assert said in line and fix in line, line
     assert not (tmp_path / "out" / "index.json").exists()

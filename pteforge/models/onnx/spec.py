@@ -61,6 +61,7 @@ def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = (), dtypes: tuple[str, 
         raise UsageError(f"'{path}' has dynamic dims its program needs fixed: {said}",
                          fix=f"give them, e.g. {example} (numbers for the upper-case names)")
     check_dtypes(path, names, found, dtypes)
+    _numeric_outputs(path, graph)
     for name, said, dtype in wrong:
         raise UsageError(f"--input-shape {name}={said}:... for '{path}', whose input {name} is {dtype}",
                          fix=f"give {name}={dtype}:... or leave the dtype out: the file says it")
@@ -68,6 +69,27 @@ def onnx_spec(path: str, inputs: tuple[InputSpec, ...] = (), dtypes: tuple[str, 
     return ModelSpec(name=p.stem, family="custom", task="custom", inputs=tuple(found),
                      factory="pteforge.models.onnx.build:build_onnx_named", source="onnx", path=str(p.resolve()),
                      quantized=quantized)
+
+
+def _numeric_outputs(path: str, graph) -> None:
+    """Refuse, before any work, an output a program cannot return: text (scikit-learn's
+    class labels when it was trained on names), or a sequence or map (its ZipMap)."""
+    import onnx
+
+    for value in graph.output:
+        kind = value.type.WhichOneof("value")
+        if kind == "tensor_type" and value.type.tensor_type.elem_type != onnx.TensorProto.STRING:
+            continue
+        if kind == "tensor_type":
+            raise ModelError(f"'{path}': output {value.name} is text (tensor(string)), which no program returns",
+                             fix="export the model with numeric outputs: a scikit-learn classifier trained on class "
+                                 "numbers (sklearn.preprocessing.LabelEncoder), their names kept in the app "
+                                 "(--labels-file)")
+        what = "a list of dictionaries" if kind == "sequence_type" and \
+            value.type.sequence_type.elem_type.WhichOneof("value") == "map_type" else f"a {kind.replace('_type', '')}"
+        raise ModelError(f"'{path}': output {value.name} is {what}, which no program returns",
+                         fix="export the model with tensor outputs; scikit-learn's probabilities as one tensor: "
+                             "convert without ZipMap, skl2onnx's to_onnx(model, X, options={'zipmap': False})")
 
 
 def _onnx_graph(path: str):

@@ -2,9 +2,11 @@
 converter (skl2onnx) and onnxmltools write around a network or a linear model:
 ``ArrayFeatureExtractor`` (an MLP's class label), ``Scaler`` and ``Normalizer`` (a
 pipeline's preprocessing), ``Binarizer``, ``LinearRegressor`` and ``LinearClassifier``.
-Each computes what ONNX's reference (``onnx.reference.ops.aionnxml``) and ONNX Runtime
-compute, which the export then checks on the file itself. What no program can return is
-named in ``UNCONVERTIBLE`` with how to convert the model without it."""
+Each computes what ONNX Runtime 1.31 computes, against which the export then checks it on
+the file itself (ONNX's reference, ``onnx.reference.ops.aionnxml``, differs on a binary
+classifier's scores and the normalizers' zero rows). What has no tensor form is named
+in ``UNCONVERTIBLE`` with what to do instead (ZipMap's list of dictionaries and text labels
+are refused with the file's outputs: ``spec.py``)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,6 @@ _TREES = ("a tree ensemble walks tables, which is no tensor operator a backend l
           "pteforge exports networks and linear models: train a small network (MLPClassifier, MLPRegressor) or "
           "a linear model for the app")
 UNCONVERTIBLE = {
-    "ZipMap": ("its output is a list of dictionaries (class: probability), which no program returns",
-               "convert the model again without it: skl2onnx's to_onnx(model, X, options={'zipmap': False})"),
     "TreeEnsembleClassifier": _TREES,
     "TreeEnsembleRegressor": _TREES,
     "TreeEnsemble": _TREES,
