@@ -30,6 +30,7 @@ conformance = _bench()
     "test_attention_4d_gqa_causal",  # Attention-23: grouped key/value heads, causal
     "test_layer_normalization_3d_axis1_epsilon",  # an axis other than the last
     "test_resize_downsample_sizes_linear_pytorch_half_pixel",  # Resize by sizes
+    "test_convtranspose_autopad_same",  # ConvTranspose with auto_pad SAME_UPPER
     "test_ai_onnx_ml_array_feature_extractor",  # domain ai.onnx.ml: an MLP's class label (scikit-learn)
     "test_ai_onnx_ml_binarizer",
 ])
@@ -100,3 +101,31 @@ def test_a_gather_by_constant_indices_is_captured_without_reading_them_when_it_r
     expected = [x[:, -1], np.take(x, [[0, -1], [2, 1]], axis=0)]
     assert conformance.pteforge_outcome(onnx.shape_inference.infer_shapes(model), {"x": x}, expected, "all",
                                         tmp_path) is None
+
+
+@pytest.mark.parametrize("pads, auto", [([0, 0, 1, 1], "NOTSET"), ([1, 0, 0, 2], "NOTSET"), (None, "SAME_LOWER")])
+def test_a_transposed_convolution_padded_unevenly_computes_what_onnx_runtime_does(pads, auto, tmp_path):
+    """Keras's ``Conv2DTranspose(strides=2, padding="same")`` through tf2onnx pads 0 before
+    and 1 after: onnx2torch refused it ("non symmetrical padding")."""
+    import onnx
+    import onnxruntime
+    import torch
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pteforge.models.onnx.build import build_onnx_named
+    from pteforge.models.onnx.spec import onnx_spec
+
+    rng = np.random.default_rng(3)
+    attrs = {"strides": [2, 2], "kernel_shape": [3, 3], "auto_pad": auto, **({"pads": pads} if pads else {})}
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
+    graph = helper.make_graph([node], "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(rng.normal(size=(2, 3, 3, 3)).astype(np.float32), "w"),
+                                           numpy_helper.from_array(rng.normal(size=3).astype(np.float32), "b")])
+    path = tmp_path / "t.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    x = rng.normal(size=(1, 2, 5, 4)).astype(np.float32)
+    expected, = onnxruntime.InferenceSession(str(path)).run(None, {"x": x})
+    actual = build_onnx_named(onnx_spec(str(path)), "pretrained", 0)(torch.from_numpy(x))["y"].detach().numpy()
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)

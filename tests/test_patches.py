@@ -44,6 +44,7 @@ def _targets() -> dict:
 
     coremltools()
     from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipelineManager
+    from executorch.backends.cortex_m.passes.matmul_to_bmm_pass import MatmulToBmmPass
     from onnx2torch.onnx_graph import OnnxGraph
 
     t, e = torch_patches, executorch_patches
@@ -77,6 +78,7 @@ def _targets() -> dict:
         "pipeline_validated_where_scopes_are_checked": (
             coremltools_patches, coremltools_patches.pipeline_validated_where_scopes_are_checked,
             (PassPipelineManager, "apply_pipeline")),
+        "matmuls_of_constants_left_alone": (e, e.matmuls_of_constants_left_alone, (MatmulToBmmPass, "call_operator")),
         "domains_in_module_names": (onnx2torch_patches, onnx2torch_patches.domains_in_module_names,
                                     (OnnxGraph, "generate_node_name")),
     }
@@ -88,7 +90,7 @@ PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde"
            "partitions_merged_by_set_checks", "partitions_sorted_in_place", "softmax_reads_nchw",
            "one_value_constants_take_any_layout", "views_of_written_buffers_outside", "edge_program_wrapped",
            "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced", "pipeline_validated_where_scopes_are_checked",
-           "domains_in_module_names"]
+           "domains_in_module_names", "matmuls_of_constants_left_alone"]
 
 
 def _gone_custom_class_base():

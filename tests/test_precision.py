@@ -5,7 +5,7 @@ import re
 import shutil
 
 import pytest
-from conftest import run_cli, written
+from conftest import TESTS, run_cli, written
 
 from pteforge.core.spec import AccuracyBudget, Precision
 
@@ -352,3 +352,20 @@ def test_precision_auto_says_apart_what_it_did_not_compare():
             {"precision": "fp16", "within_budget": True, "judged": True, "note": "within budget"}]
     assert _left_out(rows) == "; outside the budget: int8 (top-1 agreement 60% < 99%); not compared: fp32 (not timed)"
     assert _left_out(rows[2:]) == ""
+
+
+def test_an_int8_target_whose_quantizer_takes_no_operator_fails_and_writes_nothing(capsys, tmp_path):
+    """An LSTM alone: XNNPACK's int8 quantizer annotates none of it, so its "int8" program
+    would be the fp32 one under an int8 name (a Keras LSTM's file was byte for byte its fp32
+    row's, and VERIFIED at int8's 10 dB). The row fails and says what to export instead."""
+    from test_cli import cli
+
+    out = tmp_path / "out"
+    cli(capsys, "export", "--model", f"{TESTS}/tiny_models.py:only_recurrent", "--input-shape",
+        "1,5,8", "--backends", "xnnpack:int8", "xnnpack", "--out", out, "--bench-runs", "0", "--weights", "none")
+    [int8] = json.loads((out / "report.json").read_text())["last_run_failures"]
+    assert int8["target"] == "xnnpack:int8" and int8["status"] == "QUANTIZE_FAILED", int8
+    assert int8["reason"].startswith("ComposableQuantizer quantized none of this model's operators"), int8
+    assert "export xnnpack at fp32" in int8["fix"]
+    assert [e["status"] for e in written(out / "index.json")] == ["VERIFIED"]
+    assert not list(out.rglob("*int8*.pte")), "nothing written under an int8 name"

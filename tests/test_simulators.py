@@ -358,3 +358,12 @@ def test_channels_last_inside_lays_out_4d_weights_and_leaves_5d_ones():
     assert weights["conv.weight"].is_contiguous(memory_format=torch.channels_last)
     assert weights["video.weight"].dim() == 5
     assert torch.allclose(prepared(*x), model(*x), atol=1e-6), "the same function"
+
+
+def test_a_weight_applied_with_matmul_quantizes_for_cortex_m(capsys, tmp_path):
+    """ExecuTorch 1.5.1's Cortex-M ``MatmulToBmmPass`` asked a constant for a fake value it
+    has not: every model with ``x @ self.w`` failed to quantize (patch
+    ``matmuls_of_constants_left_alone``)."""
+    _, e = exported_alone(capsys, tmp_path, "own_matmul", "1,8")
+    row = e["cortex-m"]
+    assert row["status"] == "SIMULATED" and row["verification"]["runtime_precision"] == "int8", row.get("reason")

@@ -743,3 +743,34 @@ class Dithered(torch.nn.Module):
 
 def dithered():
     return Dithered()
+
+
+class OwnMatmul(torch.nn.Module):
+    """A weight applied with ``@``, not by a Linear (``x @ self.w``: an attention projection,
+    an ONNX file's MatMul by an initializer)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(8, 4))
+
+    def forward(self, x):
+        return (x @ self.w).relu()
+
+
+def own_matmul():
+    return OwnMatmul()
+
+
+class OnlyRecurrent(torch.nn.Module):
+    """An LSTM and nothing else: no operator XNNPACK's int8 quantizer takes."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(8, 6, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0][:, -1]
+
+
+def only_recurrent():
+    return OnlyRecurrent()

@@ -53,7 +53,17 @@ edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).tra
     def quantizer(self, precision):
         from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
 
-        return CortexMQuantizer()
+        from ..patches.executorch_patches import matmuls_of_constants_left_alone
+
+        quantizer = CortexMQuantizer()
+        transform = quantizer.transform_for_annotation
+
+        def transform_for_annotation(model):
+            with matmuls_of_constants_left_alone():
+                return transform(model)
+
+        quantizer.transform_for_annotation = transform_for_annotation
+        return quantizer
 
     def plan(self, precision):
         plan = super().plan(precision)

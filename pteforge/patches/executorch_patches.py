@@ -622,6 +622,32 @@ def views_of_written_buffers_outside():
 
 
 @contextlib.contextmanager
+def matmuls_of_constants_left_alone():
+    """Inside, ExecuTorch's Cortex-M ``MatmulToBmmPass`` leaves a matmul that reads a constant
+    (a model's own weight, ``x @ self.w``; an ONNX file's MatMul by an initializer) as it is.
+
+    The pass asked both arguments for their fake values (``to_tensor``), which a constant,
+    a real tensor in the module the quantizer annotates, has not: every such model failed to
+    quantize ("'Parameter' object has no attribute 'to_tensor'"). The pass rewrites only a
+    matmul of two 3-D or 4-D values (to ``bmm``, which the quantizer takes); a matmul of a
+    constant stays one, as a 2-D one always did."""
+    import torch
+    from executorch.backends.cortex_m.passes.matmul_to_bmm_pass import MatmulToBmmPass
+    from executorch.exir.pass_base import ExportPass, ProxyValue
+
+    check("matmuls_of_constants_left_alone", (MatmulToBmmPass, "call_operator"))
+    original = MatmulToBmmPass.call_operator
+
+    def call_operator(self, op, args, kwargs, meta):
+        if op == torch.ops.aten.matmul.default and not all(isinstance(a, ProxyValue) for a in args[:2]):
+            return ExportPass.call_operator(self, op, args, kwargs, meta)
+        return original(self, op, args, kwargs, meta)
+
+    with replaced(MatmulToBmmPass, "call_operator", call_operator):
+        yield
+
+
+@contextlib.contextmanager
 def ambiguous_strides_read_as_torch_does():
     """Inside, a tensor spec's dim order is the one torch reads from its tensor where the
     strides alone leave it open.

@@ -17,7 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..backends import default_registry, program_check
-from ..core.errors import one_line
+from ..core.errors import ModelError, one_line
 from ..core.kernels import in_no_kernel_library
 from ..core.result import Artifact, Record, Stage, Status, verdict
 from ..core.spec import ExportConfig, JobConfig, ModelSpec, Target, artifact_path
@@ -112,6 +112,8 @@ def _steps(job: "Steps", here) -> "Ending":
 
 def _fix_for(job: "Steps", failed: "StageFailed") -> str | None:
     """What to do about a failed stage, when pteforge can tell from what failed."""
+    if isinstance(failed.cause, ModelError) and failed.cause.fix:  # pteforge's own account of the failure
+        return failed.cause.fix
     if failed.status is Status.RUN_FAILED and getattr(failed.cause, "plain", False):  # backends/toolkit/simulate.py
         return (f"the program fails on {job.primary.simulated_on} as it stands: try another backend or precision; "
                 "nothing was written")
@@ -130,6 +132,10 @@ def _fix_for(job: "Steps", failed: "StageFailed") -> str | None:
         return (f"{said.delegate} refused, when loading it, the program ExecuTorch lowered for it (a "
                 f"lowering defect, not the model's): try {job.primary.name} at another precision, or "
                 "another backend; nothing was written")
+    if failed.status is Status.QUANTIZE_FAILED:
+        precision = job.target.precision.value
+        return (f"{job.primary.name}'s {precision} quantizer failed on this model: export {job.primary.name} at fp32, "
+                f"or another backend at {precision}; --debug shows where it failed")
     if job.half and failed.status is Status.LOWER_FAILED:
         return (f"the model computes in {job.half}, which {job.primary.name} failed to lower: export it in "
                 "fp32 (model.float(), --input-dtype float32), or try another backend")
@@ -199,7 +205,7 @@ class Steps:
         return exported, plan, example
 
     def quantize(self, exported, plan, example):
-        from .quantize import calibration_set, quantize_shared
+        from .quantize import NothingQuantized, calibration_set, quantize_shared, quantizes_nothing
 
         if plan.quantizer is None and plan.quantize is None:
             return exported
@@ -209,8 +215,14 @@ class Steps:
             exported, key = self.timed(Stage.QUANTIZE, lambda: quantize_shared(exported, plan, batches, example, shared))
         except Exception as exc:
             raise StageFailed(Status.QUANTIZE_FAILED, exc) from exc
-        self.quantized = exported
         how = "NNCF quantize_pt2e" if plan.quantize else type(plan.quantizer).__name__
+        if quantizes_nothing(exported):
+            precision = self.target.precision.value
+            raise StageFailed(Status.QUANTIZE_FAILED, NothingQuantized(
+                f"{how} quantized none of this model's operators: its {precision} program would compute in fp32",
+                fix=f"export {self.primary.name} at fp32 (the same program, under its true name), or a backend "
+                    f"whose {precision} quantizer takes this model's operators; nothing was written"))
+        self.quantized = exported
         self.record.quantization = {"scheme": f"{self.primary.name} PT2E {self.target.precision.value} ({how})",
                                     "recipe": plan.recipe, "calibration": facts}
         if key:  # the prepared program's fingerprint: targets with the same one share its quantization

@@ -6,6 +6,7 @@ import hashlib
 import io
 from pathlib import Path
 
+from ..core.errors import ModelError
 from ..core.spec import ExportConfig, JobConfig, ModelSpec, Precision
 from ..core.system import one_thread
 from ..families import model_input
@@ -135,6 +136,22 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
         except Timeout:
             pass
     return quantized, key
+
+
+class NothingQuantized(ModelError):
+    """A quantizer that took none of the model's operators: the row fails rather than ship
+    an fp32 program under an integer precision's name."""
+
+    plain = True  # its message names the cause itself (core.errors.one_line)
+
+
+def quantizes_nothing(exported) -> bool:
+    """Whether a quantized program has no quantize operator at all: the quantizer took none
+    of the model's operators (an LSTM and an embedding for XNNPACK's), so the program
+    computes in fp32 whatever its precision says."""
+    return not any(node.op == "call_function" and "quantize" in str(node.target)
+                   for module in exported.graph_module.modules() if hasattr(module, "graph")
+                   for node in module.graph.nodes)
 
 
 def _updates_buffers(exported) -> bool:

@@ -21,7 +21,7 @@ from .ml import UNCONVERTIBLE, _register_ml
 from .layers import _register_attention, _register_global_max_pool, _register_norms, _register_small
 from .recurrent import _register_gru, _register_lstm
 from .resize import _register_resize
-from .shapes import _register_pools, _register_same_padding, _register_shapes
+from .shapes import _register_pools, _register_same_padding, _register_shapes, _register_transposed_padding
 from .versions import _refile_misfiled_versions, added, register_same_meaning
 
 __all__ = ["UNCONVERTIBLE", "added", "register", "register_same_meaning"]
@@ -40,6 +40,7 @@ def register() -> None:
     _register_shapes()
     _register_pools()
     _register_same_padding()
+    _register_transposed_padding()
     _register_resize()
     _register_elementwise()
     _register_ml()

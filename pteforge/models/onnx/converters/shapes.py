@@ -258,3 +258,61 @@ def _register_same_padding() -> None:
     for version in (1, 11):
         description = OperationDescription("", "Conv", version)
         _CONVERTER_REGISTRY[description] = wrapped(_CONVERTER_REGISTRY[description])
+
+
+class _Cropped(torch.nn.Module):
+    """A transposed convolution computed without padding, then cropped as ONNX pads it:
+    ``pads`` (begins, then ends: uneven ones, Keras's ``Conv2DTranspose(padding="same")``
+    through tf2onnx), or what ``auto_pad`` SAME_* or ``output_shape`` ask, split by ONNX's
+    rule (SAME_UPPER puts the odd one at the end, otherwise at the start)."""
+
+    def __init__(self, conv, pads, upper: bool, output_shape, strides):
+        super().__init__()
+        self.conv, self.pads, self.upper, self.output_shape, self.strides = conv, pads, upper, output_shape, strides
+
+    def forward(self, x):
+        y = self.conv(x)
+        n = y.dim() - 2
+        for i in range(n):
+            full = y.shape[2 + i]
+            if self.pads is not None:
+                begin, end = self.pads[i], self.pads[n + i]
+            else:
+                wanted = self.output_shape[i] if self.output_shape else x.shape[2 + i] * self.strides[i]
+                total = full - wanted
+                if total < 0:
+                    raise NotImplementedError(f"ConvTranspose to an output_shape of {wanted} past its {full}")
+                begin = total // 2 if self.upper else total - total // 2
+                end = total - begin
+            y = y.narrow(2 + i, begin, full - begin - end)
+        return y
+
+
+def _register_transposed_padding() -> None:
+    """onnx2torch's ``ConvTranspose`` (1, 11) takes only even pads and no ``auto_pad`` or
+    ``output_shape``: the rest convolve unpadded and crop (``_Cropped``)."""
+    def wrapped(convert):
+        def converter(node, graph):
+            a = node.attributes
+            auto, output_shape = _text(a.get("auto_pad", "NOTSET")), a.get("output_shape")
+            pads = list(a.get("pads", []))
+            n = len(pads) // 2
+            if auto not in ("SAME_UPPER", "SAME_LOWER") and not output_shape and pads[:n] == pads[n:]:
+                return convert(node, graph)
+            if auto == "VALID":
+                pads = []
+            unpadded = copy.copy(node)
+            unpadded._proto_attributes = {k: v for k, v in a.items()  # noqa: SLF001 - the converter reads it there
+                                          if k not in ("pads", "auto_pad", "output_shape")}
+            result = convert(unpadded, graph)
+            kernel = a.get("kernel_shape") or list(_constant(graph, node.input_values[1]).shape[2:])
+            strides = list(a.get("strides", [1] * len(kernel)))
+            given = list(output_shape)[-len(kernel):] if output_shape else None
+            module = _Cropped(result.torch_module, pads if pads and not given and auto == "NOTSET" else None,
+                              auto == "SAME_UPPER", given, strides)
+            return type(result)(torch_module=module, onnx_mapping=result.onnx_mapping)
+        return converter
+
+    for version in (1, 11):
+        description = OperationDescription("", "ConvTranspose", version)
+        _CONVERTER_REGISTRY[description] = wrapped(_CONVERTER_REGISTRY[description])
