@@ -129,3 +129,23 @@ def test_a_transposed_convolution_padded_unevenly_computes_what_onnx_runtime_doe
     actual = build_onnx_named(onnx_spec(str(path)), "pretrained", 0)(torch.from_numpy(x))["y"].detach().numpy()
     assert actual.shape == expected.shape
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_an_operator_onnx_does_not_define_is_said_to_make_the_file_invalid(capsys, tmp_path):
+    """tf2onnx wrote Keras's exact GELU with ``Erfc``, which ONNX does not define (ONNX
+    Runtime refuses the file): not a converter pteforge lacks, but a file to export again."""
+    import onnx
+    from onnx import TensorProto, helper
+    from test_cli import cli, error_lines
+
+    from pteforge.core.errors import ExitStatus
+
+    node = helper.make_node("Erfc", ["x"], ["y"], name="gelu/Erfc")
+    graph = helper.make_graph([node], "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    path = tmp_path / "erfc.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    code, _, err = cli(capsys, "export", "--model", path, "--backends", "portable", "--out", tmp_path / "out")
+    assert code == ExitStatus.MODEL
+    [line] = error_lines(err)
+    assert "Erfc at node gelu/Erfc is no ONNX operator" in line and "export the model again" in line, line

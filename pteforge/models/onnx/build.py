@@ -49,6 +49,12 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
     if missing:
         (node, op, domain, version), more = missing[0], len(missing) - 1
         ops = sorted({f"{o}-{v}" for _, o, _, v in missing})
+        unknown = next(((n, o) for n, o, d, _ in missing if not d and not onnx.defs.has(o)), None)
+        if unknown is not None:
+            raise ModelError(f"'{spec.path}': {unknown[1]} at node {unknown[0]} is no ONNX operator: the file is not "
+                             "valid ONNX, and ONNX Runtime refuses it too",
+                             fix="export the model again (another exporter version or opset, or what it offers "
+                                 "instead of that operator), or export it with --model from its PyTorch code") from None
         known = next((o for _, o, _, _ in missing if o in UNCONVERTIBLE), None)
         if known is not None:
             why, fix = UNCONVERTIBLE[known]
