@@ -369,3 +369,16 @@ def test_an_int8_target_whose_quantizer_takes_no_operator_fails_and_writes_nothi
     assert "export xnnpack at fp32" in int8["fix"]
     assert [e["status"] for e in written(out / "index.json")] == ["VERIFIED"]
     assert not list(out.rglob("*int8*.pte")), "nothing written under an int8 name"
+
+
+def test_a_row_says_how_many_of_its_weighted_operators_its_precision_is(capsys, tmp_path):
+    """XNNPACK's int8 quantizer takes the Linear, not the matmul after the LSTM: the row says
+    int8 on 1 of its 2 such operators, the rest fp32 (in the record and the summary)."""
+    from test_cli import cli
+
+    out = tmp_path / "out"
+    code, stdout, _ = cli(capsys, "export", "--model", f"{TESTS}/tiny_models.py:linear_recurrent_matmul",
+                          "--input-shape", "1,5,8", "--backends", "xnnpack:int8", "--out", out, "--bench-runs", "0", "--weights", "none")
+    [row] = written(out / "index.json")
+    assert row["quantization"]["operators"] == {"quantized": 1, "weighted": 2}, row["quantization"]
+    assert "int8 on 1 of its 2 convolutions, linears and matmuls (the rest fp32)" in stdout

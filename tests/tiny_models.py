@@ -774,3 +774,21 @@ class OnlyRecurrent(torch.nn.Module):
 
 def only_recurrent():
     return OnlyRecurrent()
+
+
+class LinearRecurrentMatmul(torch.nn.Module):
+    """A Linear, which XNNPACK's int8 quantizer takes, an LSTM, which it does not, then a
+    weight applied with ``@`` to the LSTM's float output, which it then does not either."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.lstm = torch.nn.LSTM(8, 8, batch_first=True)
+        self.register_buffer("w", torch.randn(8, 4))
+
+    def forward(self, x):
+        return self.lstm(self.fc(x).relu())[0][:, -1] @ self.w
+
+
+def linear_recurrent_matmul():
+    return LinearRecurrentMatmul()

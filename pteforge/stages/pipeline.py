@@ -205,7 +205,7 @@ class Steps:
         return exported, plan, example
 
     def quantize(self, exported, plan, example):
-        from .quantize import NothingQuantized, calibration_set, quantize_shared, quantizes_nothing
+        from .quantize import NothingQuantized, calibration_set, quantize_shared, quantized_share, quantizes_nothing
 
         if plan.quantizer is None and plan.quantize is None:
             return exported
@@ -225,6 +225,7 @@ class Steps:
         self.quantized = exported
         self.record.quantization = {"scheme": f"{self.primary.name} PT2E {self.target.precision.value} ({how})",
                                     "recipe": plan.recipe, "calibration": facts}
+        self.record.quantization["operators"] = quantized_share(exported)
         if key:  # the prepared program's fingerprint: targets with the same one share its quantization
             self.record.quantization["prepared_program"] = key
         return exported

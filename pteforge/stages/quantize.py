@@ -145,13 +145,33 @@ class NothingQuantized(ModelError):
     plain = True  # its message names the cause itself (core.errors.one_line)
 
 
+def _calls(exported):
+    """Every operator call of the program, its branches' too."""
+    return (node for module in exported.graph_module.modules() if hasattr(module, "graph")
+            for node in module.graph.nodes if node.op == "call_function")
+
+
 def quantizes_nothing(exported) -> bool:
     """Whether a quantized program has no quantize operator at all: the quantizer took none
     of the model's operators (an LSTM and an embedding for XNNPACK's), so the program
     computes in fp32 whatever its precision says."""
-    return not any(node.op == "call_function" and "quantize" in str(node.target)
-                   for module in exported.graph_module.modules() if hasattr(module, "graph")
-                   for node in module.graph.nodes)
+    return not any("quantize" in str(node.target) for node in _calls(exported))
+
+
+# the operators that carry a model's weights and most of its work: what quantizing is for
+_WEIGHTED = ("aten.conv", "aten.convolution", "aten._convolution", "aten.linear", "aten.matmul", "aten.mm.",
+             "aten.bmm", "aten.addmm")
+
+
+def quantized_share(exported) -> dict:
+    """How many of the program's weighted operators (convolutions, linears, matmuls) a
+    quantizer took, reading values a dequantize makes, of how many: a quantizer that leaves
+    most of them in fp32 (an operator it has no pattern for, a layout it does not take)
+    makes a program whose precision is mostly not the one it is named by."""
+    weighted = [node for node in _calls(exported) if any(w in str(node.target) for w in _WEIGHTED)]
+    taken = sum(any(a.op == "call_function" and "dequantize" in str(a.target) for a in node.all_input_nodes)
+                for node in weighted)
+    return {"quantized": taken, "weighted": len(weighted)}
 
 
 def _updates_buffers(exported) -> bool:
