@@ -86,7 +86,7 @@ def test_a_qdq_file_exports_and_is_judged_at_int8_and_a_qoperator_file_is_one_li
     code, _, err = cli(capsys, "export", "--model", qop, "--backends", "xnnpack", "--out", tmp_path / "qop")
     assert code == ExitStatus.MODEL
     [line] = error_lines(err)
-    assert "no converter to PyTorch for" in line and "QLinearConv" in line, line
+    assert "ONNX Runtime's quantized-operator format (QOperator" in line and "QuantFormat.QDQ" in line, line
 
 
 def test_weights_quantized_in_the_graph_per_channel_are_computed_as_onnx_runtime_does():

@@ -47,27 +47,53 @@ def build_onnx(spec: ModelSpec, weights: str, seed: int):
                 errors.append(f"the graph {how} at opset {target}: {one_line(exc, 160)}")
     missing = _unconverted(candidates[0][0])  # the folded graph's, when there is one: what is left to convert
     if missing:
-        (node, op, domain, version), more = missing[0], len(missing) - 1
-        ops = sorted({f"{o}-{v}" for _, o, _, v in missing})
-        unknown = next(((n, o) for n, o, d, _ in missing if not d and not onnx.defs.has(o)), None)
-        if unknown is not None:
-            raise ModelError(f"'{spec.path}': {unknown[1]} at node {unknown[0]} is no ONNX operator: the file is not "
-                             "valid ONNX, and ONNX Runtime refuses it too",
-                             fix="export the model again (another exporter version or opset, or what it offers "
-                                 "instead of that operator), or export it with --model from its PyTorch code") from None
-        known = next((o for _, o, _, _ in missing if o in UNCONVERTIBLE), None)
-        if known is not None:
-            why, fix = UNCONVERTIBLE[known]
-            raise ModelError(f"'{spec.path}': no PyTorch form for {known}: {why}", fix=fix) from None
-        raise ModelError(f"'{spec.path}': no converter to PyTorch for {op} (opset {version}{', domain ' + domain if domain else ''})"
-                         f" at node {node}" + (f", and {more} more node(s) of {', '.join(ops)}" if more else ""),
-                         fix=f"pteforge would need an onnx2torch converter for {', '.join(ops)} "
-                             "(onnx2torch.node_converters.registry.add_converter); where it is a branch or a shape "
-                             "computed from an input, give that input's shape or value with --input-shape NAME=... so it "
-                             "folds away; or export the model with --model from its PyTorch code") from None
+        raise _unconverted_error(str(spec.path), missing) from None
     raise ModelError(f"onnx2torch cannot import '{spec.path}': {'; '.join(errors)}",
                      fix="export the PyTorch model directly with --model, or re-export the ONNX file with the "
                          "operators onnx2torch converts") from None
+
+
+# quantized operators of ONNX Runtime's other formats than QDQ (besides the QLinear ones)
+_QUANTIZED_FORMATS = ("QGemm", "QAttention", "DynamicQuantizeLinear", "MatMulInteger", "DynamicQuantizeMatMul")
+
+# what a node left unconverted can say about its file: (whether it is such a node, why, what to do)
+_FILES = (
+    (lambda op, domain: not domain and not onnx.defs.has(op),
+     "is no ONNX operator: the file is not valid ONNX, and ONNX Runtime refuses it too",
+     "export the model again (another exporter version or opset, or what it offers instead of that operator), or "
+     "export it with --model from its PyTorch code"),
+    (lambda op, domain: op.startswith("QLinear") or op in _QUANTIZED_FORMATS,
+     "is ONNX Runtime's quantized-operator format (QOperator, or dynamic quantization), which pteforge does not import",
+     "quantize the float model again in the QDQ format (onnxruntime.quantization's quantize_static(..., "
+     "quant_format=QuantFormat.QDQ)), or give its float file"),
+    (lambda op, domain: domain == "com.microsoft",
+     "is ONNX Runtime's own operator (domain com.microsoft), not ONNX's: ONNX Runtime's graph optimizer and tools "
+     "write them for its own kernels",
+     "export the ONNX file as its exporter wrote it, before ONNX Runtime rewrote it (optimized_model_filepath, "
+     "onnxruntime.transformers' optimizer), or export the model with --model from its PyTorch code"),
+)
+
+
+def _unconverted_error(path: str, missing: list[tuple[str, str, str, int]]) -> ModelError:
+    """Why the nodes ``missing`` (``_unconverted``) stop the import, in one line: what the
+    file is (not valid ONNX, quantized in another format, rewritten by ONNX Runtime), an
+    operator with no tensor form (``UNCONVERTIBLE``), or the converters pteforge lacks."""
+    for is_it, why, fix in _FILES:
+        hit = next(((n, o) for n, o, d, _ in missing if is_it(o, d)), None)
+        if hit is not None:
+            return ModelError(f"'{path}': {hit[1]} at node {hit[0]} {why}", fix=fix)
+    known = next((o for _, o, _, _ in missing if o in UNCONVERTIBLE), None)
+    if known is not None:
+        why, fix = UNCONVERTIBLE[known]
+        return ModelError(f"'{path}': no PyTorch form for {known}: {why}", fix=fix)
+    (node, op, domain, version), more = missing[0], len(missing) - 1
+    ops = sorted({f"{o}-{v}" for _, o, _, v in missing})
+    return ModelError(f"'{path}': no converter to PyTorch for {op} (opset {version}{', domain ' + domain if domain else ''})"
+                      f" at node {node}" + (f", and {more} more node(s) of {', '.join(ops)}" if more else ""),
+                      fix=f"pteforge would need an onnx2torch converter for {', '.join(ops)} "
+                          "(onnx2torch.node_converters.registry.add_converter); where it is a branch or a shape "
+                          "computed from an input, give that input's shape or value with --input-shape NAME=... so it "
+                          "folds away; or export the model with --model from its PyTorch code")
 
 
 def _own_storage(module):
