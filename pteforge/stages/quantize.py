@@ -159,7 +159,7 @@ def quantizes_nothing(exported) -> bool:
 
 
 # the operators that carry a model's weights and most of its work: what quantizing is for
-_WEIGHTED = ("aten.conv", "aten.convolution", "aten._convolution", "aten.linear", "aten.matmul", "aten.mm.",
+_WEIGHTED = ("aten.conv", "aten._convolution", "aten.linear", "aten.matmul", "aten.mm.",
              "aten.bmm", "aten.addmm")
 
 

@@ -297,10 +297,8 @@ def _register_transposed_padding() -> None:
             auto, output_shape = _text(a.get("auto_pad", "NOTSET")), a.get("output_shape")
             pads = list(a.get("pads", []))
             n = len(pads) // 2
-            if auto not in ("SAME_UPPER", "SAME_LOWER") and not output_shape and pads[:n] == pads[n:]:
-                return convert(node, graph)
-            if auto == "VALID":
-                pads = []
+            if auto not in ("SAME_UPPER", "SAME_LOWER") and not output_shape and (auto == "VALID" or pads[:n] == pads[n:]):
+                return convert(node, graph)  # onnx2torch's own: even pads, or none
             unpadded = copy.copy(node)
             unpadded._proto_attributes = {k: v for k, v in a.items()  # noqa: SLF001 - the converter reads it there
                                           if k not in ("pads", "auto_pad", "output_shape")}
