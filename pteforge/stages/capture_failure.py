@@ -51,7 +51,7 @@ def summarize_export_error(exc: BaseException, source: str | None = None) -> str
         hint = DATA_DEPENDENT.get(source, " — the model branches on tensor values; rewrite with torch.cond/torch.where "
                                           "or move the branch out of forward()")
     elif isinstance(exc, TypeError) and re.search(r"missing .*required .*argument|positional argument", text):
-        hint = " — forward() takes another number of inputs: give one --input-shape (and --input-dtype) per input"
+        hint = " — forward() takes another number of inputs than were given"
     return f"torch.export failed ({name}): {key[:240]}{hint}"
 
 
@@ -68,7 +68,37 @@ def capture_fix(model, example: tuple) -> str | None:
         return ("the model is already quantized by torch.ao's eager mode, whose packed weights torch.export cannot "
                 "capture: give the float model, and a quantized target (e.g. xnnpack:int8), which pteforge quantizes "
                 "with PT2E and calibrates")
-    return _dtype_fix(model, example) or _rank_fix(model, example) or _ids_fix(model, example)
+    return (_arity_fix(model, example) or _dtype_fix(model, example) or _rank_fix(model, example)
+            or _ids_fix(model, example))
+
+
+def _arity_fix(model, example: tuple) -> str | None:
+    """When forward() takes more or fewer tensors than there are inputs: its parameters
+    by name, and one ``--input-shape NAME=...`` per input it needs."""
+    import inspect
+
+    import torch
+
+    if not isinstance(model, torch.nn.Module) or isinstance(model, torch.jit.ScriptModule):
+        return None
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    needed = [p.name for p in positional if p.default is p.empty]
+    if len(needed) <= len(example) <= len(positional):
+        return None
+    given = [("" if x.dtype == torch.float32 else f"{str(x.dtype).removeprefix('torch.')}:") + ",".join(map(str, x.shape))
+             for x in example if isinstance(x, torch.Tensor)]
+    names = needed if len(example) < len(needed) else [p.name for p in positional]
+    flags = " ".join(f"--input-shape {given[i] if i < len(given) else 'SHAPE'}" for i in range(len(names)))
+    takes = f"{len(needed)}" if len(needed) == len(positional) else f"{len(needed)} to {len(positional)}"
+    return (f"forward({', '.join(p.name for p in positional)}) takes {takes} input(s) and {len(example)} "
+            f"{'was' if len(example) == 1 else 'were'} given: give one --input-shape per input, in forward's order "
+            f"({', '.join(names)}): {flags}")
 
 
 def _rank_fix(model, example: tuple) -> str | None:
