@@ -172,6 +172,27 @@ def test_the_worst_layer_from_exact_inputs_is_said_in_words_not_as_a_200_db_drop
     assert "173" not in text and "−" not in text
 
 
+def test_an_operator_of_forward_itself_is_named_by_its_op_and_told_no_module_name_to_give():
+    """A loss in forward() itself (no submodule) names the operator and the model's class,
+    and its tip is not a set_module_name("(top level)") that would leave nothing out; the
+    module tip names PT2E's None only where the backend's quantizer takes it (XNNPACK's
+    asserts a config)."""
+    from pteforge.core.result import accuracy_text
+    from pteforge.stages.accuracy import what_to_try
+
+    row = {"module": "(top level)", "type": "Grid", "op": "grid_sampler.default", "sqnr_db": 18.0,
+           "low_channels_db": 17.8, "drop_db": 18.8, "from_exact": False}
+    tips = what_to_try([row], None, "xnnpack", [])
+    text = accuracy_text({"worst": [row], "try": tips})
+    assert text.startswith("loses most at grid_sampler in Grid.forward (loses 18.8 dB there, 18.0 dB after it); try: "
+                           "leave the grid_sampler in Grid.forward in fp32"), text
+    assert "(top level)" not in text and "set_module_name" not in text
+    conv = dict(row, module="features.0", type="Conv2d", op="conv2d.default")
+    assert "set_module_name" not in what_to_try([conv], None, "xnnpack", [])[0]
+    assert 'quantizer.set_module_name("features.0", None)' in what_to_try([conv], None, "ethos-u55", [])[0]
+    assert accuracy_text({"worst": [conv]}).startswith("loses most at features.0 (Conv2d: loses 18.8 dB there")
+
+
 # -- the app is offered what it loads --------------------------------------------------
 
 def test_the_manifest_lists_a_backend_only_where_the_apps_builds_link_it():

@@ -371,6 +371,17 @@ def estimate_text(estimates: dict) -> str:
             f"flash {e.get('flash_kib') or 0:.1f} KiB ({e.get('system', 'its default system')}; not measured)")
 
 
+TOP_LEVEL = "(top level)"  # a row's module when its operator is in forward() itself, not in a submodule
+
+def layer_name(row: dict, detail: str = "") -> str:
+    """A row of ``per_layer`` as the user knows it, with ``detail`` in its parentheses:
+    ``features.0.0 (Conv2d: detail)``, or for an operator of forward() itself,
+    ``grid_sampler in Grid.forward (detail)``."""
+    if row["module"] == TOP_LEVEL:
+        return f"{row['op'].split('.')[0]} in {row['type'] or 'the model'}.forward" + (f" ({detail})" if detail else "")
+    return f"{row['module']} ({row['type'] or row['op']}{': ' + detail if detail else ''})"
+
+
 ONE_LAYER_DB = 3.0  # a layer's drop below this is no one layer's: the loss is spread over the network
 
 
@@ -388,9 +399,9 @@ def accuracy_text(accuracy: dict) -> str:
         return "no layer could be matched to fp32"
     w, tip = worst[0], f"; try: {accuracy['try'][0]}" if accuracy.get("try") else ""
     if w.get("from_exact"):
-        return (f"loses most at {w['module']} ({w['type'] or w['op']}: its inputs exact, {w['sqnr_db']:.1f} dB after "
-                f"it){tip}")
+        return f"loses most at {layer_name(w, 'its inputs exact, %.1f dB after it' % w['sqnr_db'])}{tip}"
     if w["drop_db"] < ONE_LAYER_DB:
-        return f"no one layer loses it (the most, {w['module']}, {w['drop_db']:.1f} dB): it is spread over the network{tip}"
-    return (f"loses most at {w['module']} ({w['type'] or w['op']}: loses {w['drop_db']:.1f} dB there, "
-            f"{w['sqnr_db']:.1f} dB after it){tip}")
+        most = w["module"] if w["module"] != TOP_LEVEL else layer_name(w)
+        return f"no one layer loses it (the most, {most}, {w['drop_db']:.1f} dB): it is spread over the network{tip}"
+    detail = "loses %.1f dB there, %.1f dB after it" % (w["drop_db"], w["sqnr_db"])
+    return f"loses most at {layer_name(w, detail)}{tip}"

@@ -14,7 +14,7 @@ import copy
 import math
 from collections import OrderedDict
 
-from ..core.result import ONE_LAYER_DB
+from ..core.result import ONE_LAYER_DB, TOP_LEVEL, layer_name
 
 # quantize/dequantize and shape-only operators: not layers, and matched by nothing
 _SKIP = ("quantize_per", "dequantize_per", "choose_qparams", "view", "reshape", "permute", "t.default", "transpose",
@@ -161,7 +161,7 @@ def per_layer(fp32_program, quantized_program, inputs_list: list[tuple]) -> list
         before = [worst_of[k] for k in got.sources.get(key, []) if k in worst_of]
         exact = bool(before) and min(before) >= EXACT_DB and worst_of[key] < EXACT_DB
         drop = layer_loss(min(before), worst_of[key]) if before else 0.0  # fed by nothing matched: nothing to measure from
-        rows.append({"module": key[0] or "(top level)", "type": got.types.get(key, ""), "op": key[1],
+        rows.append({"module": key[0] or TOP_LEVEL, "type": got.types.get(key, ""), "op": key[1],
                      "sqnr_db": round(whole, 2), "low_channels_db": round(worst_of[key], 2),
                      "drop_db": drop if drop is not None else 0.0, "from_exact": exact})
     return rows
@@ -203,6 +203,11 @@ def where_it_breaks(rows: list[dict], top: int = 5) -> list[dict]:
     return sorted(rows, key=lambda r: -loss(r))[:top]
 
 
+# the backends whose quantizer leaves a module in fp32 when given None for its name (Arm's
+# TOSAQuantizer); XNNPACK's asserts that a config is given
+_NONE_BY_NAME = frozenset({"tosa", "ethos-u55", "ethos-u85", "vgf"})
+
+
 def what_to_try(worst: list[dict], calibration: dict | None, backend: str, floats: list[str]) -> list[str]:
     """Remedies for the layers that break, in the order to try them."""
     tips = []
@@ -210,8 +215,12 @@ def what_to_try(worst: list[dict], calibration: dict | None, backend: str, float
         w = worst[0]
         took = (f"it alone brings exact inputs to {w['sqnr_db']:.1f} dB" if w.get("from_exact")
                 else f"it alone takes {w['drop_db']:.1f} dB")
-        tips.append(f"leave {w['module']} ({w['type'] or w['op']}) in fp32: {took} "
-                    f"(PT2E: quantizer.set_module_name(\"{w['module']}\", None))")
+        if w["module"] == TOP_LEVEL:  # an operator of forward() itself: no module name to leave out
+            tips.append(f"leave the {layer_name(w)} in fp32: {took} (move it into a submodule of its own, "
+                        f"which a quantizer can leave out by name)")
+        else:
+            how = f" (PT2E: quantizer.set_module_name(\"{w['module']}\", None))" if backend in _NONE_BY_NAME else ""
+            tips.append(f"leave {layer_name(w)} in fp32: {took}{how}")
     if calibration and not calibration.get("images") and not calibration.get("files"):
         tips.append("calibrate on real inputs (--calibration DIR, more --calibration-samples): it saw synthetic ones only")
     elif calibration and calibration.get("samples", 0) < 32:
