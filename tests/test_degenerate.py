@@ -91,3 +91,38 @@ def test_a_program_no_runtime_loads_is_a_failure_not_a_device_row(capsys, tmp_pa
         code, stdout, err = cli(capsys, command, pte.parent, "-q")
         assert code == ExitStatus.TARGETS_FAILED, stdout + err
         assert "LOAD_FAILED: the program calls aten::rand_like.out" in stdout + err, stdout + err
+
+
+def test_a_constant_the_model_returns_is_no_warning_and_identical_outputs_are_said_in_words():
+    """An output no input reaches (``torch.ones(3)`` returned beside the logits) is the
+    same on every input by design: no warning that the inputs do not exercise the model.
+    Outputs with no noise are "identical", not a 200 dB figure, and all-zero ones that
+    match have a cosine of 1, not torch's 0."""
+    from pteforge.core.units import EXACT_DB, db_text, sqnr_text
+    from pteforge.stages.capture import input_free_outputs
+    from pteforge.stages.verify import compare
+
+    class Const(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 2)
+            self.register_buffer("table", torch.arange(3.0))
+
+        def forward(self, x):
+            return self.fc(x), torch.ones(3), self.table * 2, x * 0
+
+    exported = torch.export.export(Const(), (torch.randn(1, 4),))
+    assert input_free_outputs(exported) == [1, 2], "x * 0 is reached by the input: its sameness is worth a warning"
+    zeros = torch.zeros(5)
+    assert compare([zeros], [zeros.clone()])["cosine"] == 1.0 and compare([zeros], [zeros])["sqnr"] == float("inf")
+    assert sqnr_text(EXACT_DB) == "identical outputs" and sqnr_text(37.84) == "SQNR 37.8 dB"
+    assert db_text(EXACT_DB) == "identical" and db_text(12.0) == "12.0 dB"
+
+
+def test_a_model_returning_a_constant_beside_its_output_is_verified_without_warning(capsys, tmp_path):
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:degenerate(how='with_constant')", "--input-shape",
+                            "1,3,8,8", "--weights", "none", "--backends", "xnnpack", "--bench-runs", "0", "--out", out)
+    assert code == ExitStatus.OK, stdout + err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and not e["verification"].get("warning"), e["verification"]

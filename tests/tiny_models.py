@@ -412,7 +412,8 @@ class Calls:
 
 class Degenerate(torch.nn.Module):
     """``nan``: NaN wherever the input is above 0.5 (the model's own fault); ``constant``: the
-    same output whatever the input (inputs that cannot exercise it)."""
+    same output whatever the input (inputs that cannot exercise it); ``with_constant``: its
+    output and a constant beside it."""
 
     def __init__(self, how: str):
         super().__init__()
@@ -423,6 +424,8 @@ class Degenerate(torch.nn.Module):
         y = self.conv(x).mean((2, 3))
         if self.how == "nan":
             return y + torch.log(0.5 - x.amax((1, 2, 3))).unsqueeze(1)  # log of a negative: NaN
+        if self.how == "with_constant":
+            return y, torch.ones(2)
         return y * 0 + 1.0
 
 

@@ -31,6 +31,7 @@ from ..core.spec import (
     Precision,
     Preprocessing,
 )
+from ..core.units import EXACT_DB
 from ..families import family
 from ..families.text import build, llm_spec
 from ..models.catalog import build_catalog
@@ -397,7 +398,7 @@ def _evidence(entry, outputs, reference, whose: str | None) -> dict:
 
 def _finite_db(value: float) -> float | None:
     """An SQNR to print: capped at 200 dB (identical), None where undefined (NaN)."""
-    return round(min(value, 200.0), 2) if not math.isnan(value) else None
+    return round(min(value, EXACT_DB), 2) if not math.isnan(value) else None
 
 
 def _photo_spec(entry):

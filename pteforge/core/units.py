@@ -26,3 +26,17 @@ def pct(fraction: float) -> str:
     if whole == "0" and value > 0:
         return f"{math.floor(value * 10) / 10:.1f}" if value >= 0.1 else "<0.1"
     return whole
+
+
+EXACT_DB = 200.0  # an SQNR stored for outputs identical to the reference's: no noise, no finite SQNR
+
+
+def db_text(value: float) -> str:
+    """An SQNR as read: ``37.8 dB``, or ``identical`` where the outputs had no noise at all
+    (stored as EXACT_DB, which is a cap, not a measurement)."""
+    return "identical" if value >= EXACT_DB else f"{value:.1f} dB"
+
+
+def sqnr_text(value: float) -> str:
+    """``SQNR 37.8 dB``, or ``identical outputs`` where there was no noise to measure."""
+    return "identical outputs" if value >= EXACT_DB else f"SQNR {value:.1f} dB"

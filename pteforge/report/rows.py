@@ -8,6 +8,7 @@ from typing import Any
 from ..core.errors import message_line
 from ..core.fallback import host_platform
 from ..core.result import Stage, estimate_text
+from ..core.units import db_text
 from ..core.units import pct as pct_digits
 from ..core.units import size_text  # noqa: F401 - the reports' size format
 from .manifest import Manifest
@@ -63,7 +64,7 @@ def pct(v) -> str:
 
 
 def _db(v) -> str:
-    return f"{v:.1f} dB" if isinstance(v, (int, float)) else ""
+    return db_text(v) if isinstance(v, (int, float)) else ""
 
 
 def export_seconds(e) -> float:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.native_log import captured
 from ..core.result import Artifact, Record, Status, Verification, budget_missed, verdict
 from ..core.spec import Precision
+from ..core.units import EXACT_DB
 from ..stages.verify import compare, image_agreement, run_program, verify_outputs
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def prove(records: list[Record], references: dict[str, str], specs: dict[str, Mo
         for rec in todo:  # the host's own proof is on Arm64 already
             v = _host_proof(rec)
             rec.arm64 = {"status": rec.status.value, "method": f"{v.method} on this Arm64 host (native)",
-                         "sqnr_db": v.sqnr_db, "top1_agreement": v.top1_agreement, "vs_host_sqnr_db": 200.0}
+                         "sqnr_db": v.sqnr_db, "top1_agreement": v.top1_agreement, "vs_host_sqnr_db": EXACT_DB}
         return 0.0
     check = availability()
     if not check.ok:
@@ -180,4 +181,4 @@ def _rounded(x: float | None) -> float | None:
     """dB as the records hold them: identical is 200, undefined (NaN, -inf) is None."""
     if x is None or math.isnan(x) or x == -math.inf:
         return None
-    return round(min(x, 200.0), 2)
+    return round(min(x, EXACT_DB), 2)

@@ -15,6 +15,7 @@ import math
 from collections import OrderedDict
 
 from ..core.result import ONE_LAYER_DB, TOP_LEVEL, layer_name
+from ..core.units import EXACT_DB
 
 # quantize/dequantize and shape-only operators: not layers, and matched by nothing
 _SKIP = ("quantize_per", "dequantize_per", "choose_qparams", "view", "reshape", "permute", "t.default", "transpose",
@@ -91,7 +92,6 @@ class _Recorded:
         return outputs
 
 
-EXACT_DB = 200.0  # what an output identical to fp32's is said to be (no noise: no finite SQNR)
 
 
 def _db(signal, noise) -> float | None:

@@ -118,7 +118,8 @@ def _capture(spec: ModelSpec, config: ExportConfig | JobConfig, work_dir: Path, 
     timings[Stage.CAPTURE.value] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    reference = {"inputs": [list(x) for x in inputs], **({"inputs_from": inputs_from} if inputs_from else {})}
+    reference = {"inputs": [list(x) for x in inputs], **({"inputs_from": inputs_from} if inputs_from else {}),
+                 "input_free": input_free_outputs(exported)}
     eager = reference_model(spec, model)
     with torch.no_grad():
         try:
@@ -139,6 +140,27 @@ def _capture(spec: ModelSpec, config: ExportConfig | JobConfig, work_dir: Path, 
         torch.save(reference, ref)
     return Capture(spec.name, str(pt2), str(ref), timings, _variants(model, spec, work_dir, variants, inputs[0], timings),
                    fp32_bytes=fp32_bytes(exported))
+
+
+def input_free_outputs(exported) -> list[int]:
+    """The user outputs of ``exported`` that no user input reaches (a constant the model
+    returns): that they are the same on every input says nothing of the inputs."""
+    sig = exported.graph_signature
+    inputs = set(sig.user_inputs)
+    outputs = list(exported.graph_module.graph.output_node().args[0])[-len(sig.user_outputs):]
+    free = []
+    for j, node in enumerate(outputs):
+        stack, seen, reached = [node], set(), False
+        while stack and not reached:
+            n = stack.pop()
+            if not hasattr(n, "all_input_nodes") or n in seen:
+                continue
+            seen.add(n)
+            reached = n.op == "placeholder" and n.name in inputs
+            stack.extend(n.all_input_nodes)
+        if not reached:
+            free.append(j)
+    return free
 
 
 def fp32_bytes(exported) -> int:

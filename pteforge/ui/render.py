@@ -32,7 +32,7 @@ from ..core.result import Record, Stage, Status, accuracy_text, estimate_text, p
 from ..core.spec import WEIGHTS_PRETRAINED
 from ..families import family
 from ..run.workers import CLUSTER_LOST, RESUME
-from ..core.units import pct, size_text
+from ..core.units import EXACT_DB, pct, size_text, sqnr_text
 
 def _generation_proof(r: Record, proof: str) -> str:
     """A language model's clause: what its proof and speed say, and what its tokenizer is."""
@@ -143,10 +143,10 @@ def _arm64_text(r: Record) -> str:
         return ""
     if a["status"] in (Status.NOT_RUNNABLE_HERE.value, Status.RUN_FAILED.value, Status.LOAD_FAILED.value):
         return f"; Arm64: {a['status']}: {a.get('reason')}" + (f" ({a['fix']})" if a.get("fix") else "")
-    sqnr = f"SQNR {a['sqnr_db']:.1f} dB" if a.get("sqnr_db") is not None else "no SQNR"
+    sqnr = sqnr_text(a["sqnr_db"]) if a.get("sqnr_db") is not None else "no SQNR"
     top1 = f", top-1 agreement {pct(a['top1_agreement'])}%" if a.get("top1_agreement") is not None else ""
     same = a.get("vs_host_sqnr_db")
-    vs = (", the same outputs as this host" if same is not None and same >= 200 else
+    vs = (", the same outputs as this host" if same is not None and same >= EXACT_DB else
           f", {same:.1f} dB from this host's outputs" if same is not None else "")
     differs = a["status"] != r.status.value
     said = f"{a['status']} (this host: {r.status.value})" if differs else "also"
@@ -395,7 +395,7 @@ class Renderer:
         if r.artifact is None:
             return f"{r.target}: {r.status.value}"
         d = r.artifact.delegation
-        sqnr = f": SQNR {r.verification.sqnr_db:.1f} dB" if r.verification and r.verification.sqnr_db is not None else ""
+        sqnr = f": {sqnr_text(r.verification.sqnr_db)}" if r.verification and r.verification.sqnr_db is not None else ""
         proof = {
             Status.VERIFIED: f"verified{sqnr}",
             Status.SIMULATED: f"simulated on {r.verification.simulator if r.verification else 'a simulator'}{sqnr}",
@@ -414,7 +414,7 @@ class Renderer:
             top1 = f", top-1 {pct(im['top1_agreement'])}%" if im.get("top1_agreement") is not None else ""
             if not top1 and im.get("agreement") is not None:
                 top1 = f", agreement {pct(im['agreement'])}%"
-            proof += f"; on {im['images']} photos SQNR {im['sqnr_db']:.1f} dB{top1}"
+            proof += f"; on {im['images']} photos {sqnr_text(im['sqnr_db'])}{top1}"
         if r.generation is not None:
             proof = _generation_proof(r, proof)
         if r.latency and r.latency.get("p50_ms") is not None:
