@@ -486,7 +486,7 @@ class Renderer:
             rows.append({
                 "file": Path(r.file).name,
                 "status": Status(r.status).value + (f": {r.reason}" if r.reason and r.status != Status.VERIFIED else ""),
-                "delegates": ", ".join(sorted(set(r.delegates))) or "portable",
+                "delegates": ", ".join(sorted(set(r.delegates))) or ("?" if r.status is Status.LOAD_FAILED else "portable"),
                 "agreement": f"{pct(r.agreement)}%" if r.agreement is not None else "",
                 "photos SQNR dB": f"{r.sqnr_db:.1f}" if r.sqnr_db is not None and r.images and r.images[0].results is not None
                 else "",
