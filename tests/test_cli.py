@@ -423,7 +423,12 @@ def test_a_wrong_number_of_inputs_says_to_give_one_shape_per_input(capsys, out, 
     code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:two_inputs", *args, "--weights", "none",
                           "--backends", "portable", "--out", out)
     assert code == ExitStatus.TARGETS_FAILED
-    assert "CAPTURE_FAILED" in stdout and "give one --input-shape (and --input-dtype) per input" in stdout, stdout
+    said = " ".join(stdout.split())
+    fix = ("forward(tokens, scale) takes 2 input(s) and 1 was given: give one --input-shape per input, in forward's "
+           "order (tokens, scale): --input-shape 2,5 --input-shape SHAPE") if len(shapes) == 1 else (
+           "forward(tokens, scale) takes 2 input(s) and 3 were given: give one --input-shape per input, in forward's "
+           "order (tokens, scale): --input-shape 2,5 --input-shape 1")
+    assert "CAPTURE_FAILED" in stdout and f"— fix: {fix}" in said, stdout
 
 
 def test_a_model_with_torch_cond_lowers_outside_its_branches_and_verifies(capsys, out):

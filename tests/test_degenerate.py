@@ -2,6 +2,7 @@
 in the program only, or a program whose output ignores its input."""
 
 import json
+from pathlib import Path
 
 import torch
 from test_cli import cli
@@ -126,3 +127,35 @@ def test_a_model_returning_a_constant_beside_its_output_is_verified_without_warn
     assert code == ExitStatus.OK, stdout + err
     [e] = json.loads((out / "index.json").read_text())["models"]
     assert e["status"] == "VERIFIED" and not e["verification"].get("warning"), e["verification"]
+
+
+def test_a_class_id_output_is_judged_by_agreement_not_by_sqnr(capsys, tmp_path):
+    """Beside its logits, a model returns their argmax, which int8's rounding flips where two
+    logits nearly tie. The logits' SQNR is high and a class id has no SQNR (class 3 is not
+    "near" class 4): the int8 row is OUT_OF_BUDGET for its class ids, and validate, run
+    again on the files, says the same."""
+    from pteforge.core.result import budget_missed
+    from pteforge.stages.verify import compare, integer_agreement
+
+    ids, logits = torch.tensor([3, 1]), torch.tensor([[0.5, 2.0]])
+    assert integer_agreement([[logits, ids]], [[logits, torch.tensor([3, 2])]]) == 0.5
+    assert integer_agreement([[logits]], [[logits]]) is None
+    assert compare([logits, ids], [logits, torch.tensor([4, 0])])["sqnr"] == float("inf"), "ids are not in the SQNR"
+    assert budget_missed("custom", {"sqnr_db": 40.0, "integer_agreement": 0.5}).startswith(
+        "its integer outputs (class ids, indices) equal eager's in 50% of their values < 99%")
+    assert budget_missed("custom", {"sqnr_db": 40.0, "integer_agreement": 1.0}) is None
+
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:near_tie", "--input-shape", "8,16", "--weights",
+                            "none", "--backends", "xnnpack", "xnnpack:int8", "--bench-runs", "0", "--out", out)
+    man = json.loads((out / "index.json").read_text())
+    rows = {e["target"]: e for e in man["models"] + man.get("outOfBudget", [])}
+    assert rows["xnnpack"]["status"] == "VERIFIED" and rows["xnnpack"]["verification"]["integer_agreement"] == 1.0
+    int8 = rows["xnnpack:int8"]
+    assert int8["status"] == "OUT_OF_BUDGET" and int8["verification"]["integer_agreement"] < 0.99, int8
+    assert "its integer outputs (class ids, indices) equal eager's in" in int8["reason"]
+    assert "on its verification inputs" in int8["reason"], "a model of no photo is not judged on photos"
+    cli(capsys, "validate", "--models-dir", out)
+    files = {f["file"]: f for f in json.loads((out / "validation_report.json").read_text())["files"]}
+    assert {Path(k).name: f["status"] for k, f in files.items()} == {
+        "near_tie_xnnpack.pte": "VERIFIED", "near_tie_xnnpack_int8.pte": "OUT_OF_BUDGET"}, files

@@ -171,18 +171,3 @@ def test_float_ids_for_an_embedding_are_told_the_dtype_and_quiet_keeps_each_fix(
            "float32: give --input-shape int64:1,6" in failed[0]
     assert failed[1].startswith("✗ qnn: UNAVAILABLE: ") and " — fix: " in failed[1]
 
-
-def test_too_few_or_too_many_input_shapes_are_told_forwards_arguments(capsys, tmp_path):
-    """forward(tokens, scale) given one --input-shape, or forward(x) given two: the fix names
-    forward's arguments and gives the flags in their order."""
-    for model, shapes, fix in (
-            ("tiny_models:two_inputs", ["int64:1,8"], "forward(tokens, scale) takes 2 input(s) and 1 was given: give one "
-                                                      "--input-shape per input, in forward's order (tokens, scale): "
-                                                      "--input-shape int64:1,8 --input-shape SHAPE"),
-            ("tiny_models:build", ["1,3,16,16", "1,4"], "forward(x) takes 1 input(s) and 2 were given: give one "
-                                                        "--input-shape per input, in forward's order (x): --input-shape 1,3,16,16")):
-        flags = [arg for shape in shapes for arg in ("--input-shape", shape)]
-        code, stdout, err = cli(capsys, "-q", "export", "--model", model, *flags, "--weights", "none",
-                                "--backends", "portable", "--out", tmp_path / "out")
-        assert code != ExitStatus.OK
-        assert f"— fix: {fix}" in " ".join((stdout + err).split()), stdout + err

@@ -795,3 +795,24 @@ class LinearRecurrentMatmul(torch.nn.Module):
 
 def linear_recurrent_matmul():
     return LinearRecurrentMatmul()
+
+
+class NearTie(torch.nn.Module):
+    """Logits whose two largest are nearly tied on every input, and their argmax: a class id
+    that int8's rounding flips, while the logits' SQNR stays high."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 4)
+        with torch.no_grad():
+            self.fc.weight[1] = self.fc.weight[0] + 1e-3 * torch.randn(16)
+            self.fc.bias[:2] = 20.0
+
+    def forward(self, x):
+        logits = self.fc(x)
+        return logits, logits.argmax(-1)
+
+
+def near_tie():
+    torch.manual_seed(0)
+    return NearTie()

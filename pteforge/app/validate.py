@@ -41,7 +41,7 @@ from ..report.manifest import MANIFEST_NAME, ModelEntry, load_manifest
 from ..runtime.host import Host
 from ..runtime.isolate import ChildCrashed, IsolatedRuntime
 from ..stages.capture import build_model, flatten_outputs
-from ..stages.verify import compare, degenerate, threshold_for
+from ..stages.verify import compare, degenerate, integer_agreement, threshold_for
 
 
 @dataclass
@@ -393,7 +393,8 @@ def _evidence(entry, outputs, reference, whose: str | None) -> dict:
     if entry.task == "classification":
         top1 = sum(int(e[0].flatten().argmax()) == int(a[0].flatten().argmax())
                    for e, a in zip(reference, outputs)) / len(outputs)
-    return {"threshold": threshold, "sqnr": _finite_db(worst), "top1": top1, "inputs": len(outputs), "whose": whose}
+    return {"threshold": threshold, "sqnr": _finite_db(worst), "top1": top1, "inputs": len(outputs), "whose": whose,
+            "integer_agreement": integer_agreement(reference, outputs)}
 
 
 def _finite_db(value: float) -> float | None:
@@ -469,7 +470,8 @@ def _judge(res, entry, seeded: dict, agreements: list, sqnrs: list, boxes: list)
     photos = {"sqnr_db": res.sqnr_db, "boxes_matched": sum(boxes) / len(boxes) if boxes else None}
     if entry.task == "classification" and agreements:
         photos["top1_agreement"] = res.agreement
-    measured = {"images": photos if sqnrs else None, "sqnr_db": seeded.get("sqnr"), "top1_agreement": seeded.get("top1")}
+    measured = {"images": photos if sqnrs else None, "sqnr_db": seeded.get("sqnr"), "top1_agreement": seeded.get("top1"),
+                "integer_agreement": seeded.get("integer_agreement")}
     budget = AccuracyBudget(**v["budget"]) if v.get("budget") else AccuracyBudget.for_task(entry.task)
     res.budget_missed = budget_missed(entry.task, measured, budget) if matched else None
     res.status = verdict("simulator" if res.method else "host", matched, res.budget_missed)
@@ -478,7 +480,7 @@ def _judge(res, entry, seeded: dict, agreements: list, sqnrs: list, boxes: list)
         sqnr = f"SQNR {judged:.1f} dB" if judged is not None else "eager's output all zeros where the program's is not"
         res.reason = f"differs from eager {where}: {sqnr} (needs {threshold:.0f})"
     elif res.status is Status.OUT_OF_BUDGET:
-        res.reason = f"misses its accuracy budget ({res.budget_missed}; budget: {budget.describe()})"
+        res.reason = f"misses its accuracy budget ({res.budget_missed}; budget: {budget.describe(bool(sqnrs))})"
     else:
         res.reason = "; ".join(r for r in (f"on {res.simulator}" if res.method else None, None if sqnrs else
                                "no photo was run: its input is not an image") if r) or None

@@ -13,6 +13,7 @@ from dataclasses import asdict as _asdict
 from typing import TYPE_CHECKING, Any
 
 from .spec import AccuracyBudget
+from .units import pct
 
 if TYPE_CHECKING:  # pragma: no cover
     from .spec import AccuracyBudget, Target
@@ -207,6 +208,9 @@ class Verification:
     degenerate: str | None = None
     model_fault: bool = False
     warning: str | None = None  # e.g. eager's output is the same on every input
+    # the fraction of the integer and boolean outputs' values (class ids, indices, masks)
+    # equal to eager's; None where the model has none. No SQNR says that a class id is wrong
+    integer_agreement: float | None = None
     # what ran the program: this host's ExecuTorch runtime, or the reference simulator and
     # what exactly it ran (backends/toolkit/simulate.py)
     method: str | None = None
@@ -336,7 +340,15 @@ def budget_missed(task: str, v: Any, budget: AccuracyBudget | None = None) -> st
     judged = AccuracyBudget(top1=budget.top1 if top1 is not None else None,
                             boxes=budget.boxes if boxes is not None else None,
                             sqnr=budget.sqnr if sqnr is not None else None)
-    return judged.missed(top1, boxes, sqnr)
+    missed = judged.missed(top1, boxes, sqnr)
+    ints = v.get("integer_agreement") if isinstance(v, dict) else getattr(v, "integer_agreement", None)
+    if missed is None and ints is not None and ints < INTEGER_AGREEMENT:
+        return (f"its integer outputs (class ids, indices) equal eager's in {pct(ints)}% of their values "
+                f"< {pct(INTEGER_AGREEMENT)}%")
+    return missed
+
+
+INTEGER_AGREEMENT = 0.99  # the least fraction of integer output values equal to eager's, in every budget
 
 
 def settle(record: Record, budget: AccuracyBudget | None = None) -> None:
@@ -354,7 +366,7 @@ def settle(record: Record, budget: AccuracyBudget | None = None) -> None:
         return  # wrong already: what of the budget it misses is said beside it, its status stays
     record.status = verdict("simulator" if v.simulator else "host", True, v.budget_missed)
     if v.budget_missed:
-        record.reason = f"misses its accuracy budget ({v.budget_missed}; budget: {budget.describe()})"
+        record.reason = f"misses its accuracy budget ({v.budget_missed}; budget: {budget.describe(bool(v.images))})"
         record.fix = (accuracy_text(record.accuracy) if record.accuracy else
                       "try a higher precision, or calibrate on real inputs (--calibration DIR)") + \
             "; it is not offered to the app (--offer-out-of-budget offers it)"

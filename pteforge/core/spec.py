@@ -413,12 +413,14 @@ class AccuracyBudget:
             values[key] = number
         return cls(**values)
 
-    def describe(self) -> str:
+    def describe(self, photos: bool = True) -> str:
+        """The budget in words; ``photos``: judged on the validation photos (else on the
+        verification inputs: a model of no photo)."""
         parts = ([f"top-1 agreement ≥ {pct(self.top1)}%"] if self.top1 is not None else []) + (
             [f"boxes matched at IoU ≥ 0.5 ≥ {pct(self.boxes)}%"] if self.boxes is not None else []) + (
             [f"SQNR ≥ {self.sqnr:g} dB"] if self.sqnr is not None else []
         )
-        return " and ".join(parts) + " vs fp32 eager on the validation photos"
+        return " and ".join(parts) + f" vs fp32 eager on {'the validation photos' if photos else 'its verification inputs'}"
 
 
 def artifact_path(out_dir: Path, spec: ModelSpec, target: Target, failed: bool = False) -> Path:

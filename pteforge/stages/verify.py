@@ -44,11 +44,16 @@ def compare(expected: list, actual: list) -> dict:
     if len(expected) != len(actual):
         raise ValueError(f"the program returned {len(actual)} outputs, eager returned {len(expected)}")
     worst = {"max_abs": 0.0, "mean_abs": 0.0, "sqnr": math.inf, "cosine": 1.0}
+    # beside float outputs, a class id or a mask is judged by agreement (integer_agreement), not by SQNR
+    floats = any(x.is_floating_point() for x in expected)
     for e, a in zip(expected, actual):
+        skip = floats and not e.is_floating_point()
         e = e.detach().double().flatten()
         a = a.detach().double().flatten()
         if e.shape != a.shape:
             raise ValueError(f"output shape {tuple(a.shape)} differs from eager {tuple(e.shape)}")
+        if skip:
+            continue
         if nonfinite_differences(e, a):
             # NaN or infinity where eager has none (or another): no number of dB says how far
             # off that is, and NaN would slip through every comparison below.
@@ -69,6 +74,20 @@ def compare(expected: list, actual: list) -> dict:
             cos = 1.0 if torch.equal(e, a) else 0.0
         worst["cosine"] = min(worst["cosine"], cos)
     return worst
+
+
+def integer_agreement(expected: list[list], actual: list[list]) -> float | None:
+    """The fraction of the values of eager's integer and boolean outputs (class ids,
+    indices, masks) the program gives equal, over every input; None where there are none."""
+    equal = total = 0
+    for outs_e, outs_a in zip(expected, actual):
+        for e, a in zip(outs_e, outs_a):
+            if e.is_floating_point() or e.is_complex():
+                continue
+            total += e.numel()
+            if e.shape == a.shape:
+                equal += int((e.detach().flatten() == a.detach().to(e.dtype).flatten()).sum())
+    return equal / total if total else None
 
 
 def nonfinite_differences(e, a) -> int:
@@ -189,6 +208,7 @@ def verify_outputs(
         runtime_precision=effective,
         degenerate=broken[1] if broken else None,
         model_fault=broken is not None and broken[0] == "eager",
+        integer_agreement=integer_agreement(reference["outputs"], actual),
         warning=(f"eager's output {', '.join(map(str, constant))} is the same on all {len(actual)} verification inputs: "
                  "they do not exercise the model") if constant and not broken else None,
     )
