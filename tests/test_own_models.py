@@ -170,4 +170,3 @@ def test_float_ids_for_an_embedding_are_told_the_dtype_and_quiet_keeps_each_fix(
     assert "— fix: the input goes into 0 (Embedding of 16 ids), which takes integer token ids, and it was given as " \
            "float32: give --input-shape int64:1,6" in failed[0]
     assert failed[1].startswith("✗ qnn: UNAVAILABLE: ") and " — fix: " in failed[1]
-
