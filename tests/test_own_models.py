@@ -170,3 +170,23 @@ def test_float_ids_for_an_embedding_are_told_the_dtype_and_quiet_keeps_each_fix(
     assert "— fix: the input goes into 0 (Embedding of 16 ids), which takes integer token ids, and it was given as " \
            "float32: give --input-shape int64:1,6" in failed[0]
     assert failed[1].startswith("✗ qnn: UNAVAILABLE: ") and " — fix: " in failed[1]
+
+
+def test_a_uint8_image_input_is_fed_bytes_over_their_range_and_its_int8_program_is_proven(capsys, tmp_path):
+    """An app's RGB bytes (uint8, divided by 255 in the model) were fed ids in [0, 10): a
+    near-black image, on which the int8 program came out constant (MISMATCH). They are
+    image-like over 0-255, NCHW or NHWC, and the int8 row is proven."""
+    import torch
+
+    from pteforge.core.spec import InputSpec, ModelSpec
+    from pteforge.models.synthetic import make_inputs
+
+    for shape in ((1, 3, 32, 32), (1, 32, 32, 3)):
+        spec = ModelSpec(name="b", family="custom", task="custom", inputs=(InputSpec(shape, "uint8"),), factory="")
+        (x,) = make_inputs(spec, 0)
+        assert x.dtype == torch.uint8 and tuple(x.shape) == shape and int(x.max()) - int(x.min()) > 150
+    code, stdout, err = cli(capsys, "-q", "export", "--model", "tiny_models:bytes_image", "--input-shape", "uint8:1,3,32,32",
+                            "--weights", "none", "--backends", "xnnpack:int8", "--bench-runs", "0", "--out", tmp_path / "out")
+    assert code == ExitStatus.OK, stdout + err
+    [e] = json.loads((tmp_path / "out" / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED", e

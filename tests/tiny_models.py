@@ -816,3 +816,20 @@ class NearTie(torch.nn.Module):
 def near_tie():
     torch.manual_seed(0)
     return NearTie()
+
+
+class BytesImage(torch.nn.Module):
+    """An app's RGB bytes in, divided by 255 inside the model."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        return self.fc(self.conv(x.float() / 255.0).mean((2, 3)))
+
+
+def bytes_image():
+    torch.manual_seed(0)
+    return BytesImage()

@@ -36,7 +36,7 @@ from ..families import family
 from ..families.text import build, llm_spec
 from ..models.catalog import build_catalog
 from ..models.onnx.reference import reference_model
-from ..models.synthetic import INTEGER_HIGH, make_inputs
+from ..models.synthetic import integer_high, make_inputs
 from ..report.manifest import MANIFEST_NAME, ModelEntry, load_manifest
 from ..runtime.host import Host
 from ..runtime.isolate import ChildCrashed, IsolatedRuntime
@@ -497,7 +497,7 @@ def seeded_inputs(specs: list[dict], seed: int) -> list:
         if dtype.is_floating_point:
             out.append(torch.rand(*spec["shape"], generator=gen).to(dtype))
         else:
-            out.append(torch.randint(0, 2 if dtype == torch.bool else INTEGER_HIGH, spec["shape"], generator=gen).to(dtype))
+            out.append(torch.randint(0, integer_high(dtype), spec["shape"], generator=gen).to(dtype))
     return out
 
 

@@ -12,6 +12,25 @@ from ..families.vision import image_views, shipped_images, takes_images
 INTEGER_HIGH = 10
 
 
+def integer_high(dtype) -> int:
+    """The values a seeded input of integer ``dtype`` is drawn below: bytes (``uint8``, an
+    app's RGB pixels) span all 256 of theirs, booleans 2, ids INTEGER_HIGH."""
+    import torch
+
+    return 256 if dtype == torch.uint8 else 2 if dtype == torch.bool else INTEGER_HIGH
+
+
+def _smooth(shape: list[int], nhwc: bool, gen):
+    """Image-like content in [0, 1] of an NCHW (or NHWC) ``shape``: coarse colour fields,
+    upsampled, with a little noise."""
+    import torch
+
+    n, c, h, w = (shape[0], shape[3], shape[1], shape[2]) if nhwc else shape
+    coarse = torch.rand(n, c, max(h // 16, 2), max(w // 16, 2), generator=gen)
+    img = torch.nn.functional.interpolate(coarse, size=(h, w), mode="bilinear", align_corners=False)
+    return (img + 0.1 * torch.rand(n, c, h, w, generator=gen)).clamp(0, 1)
+
+
 def make_inputs(spec: ModelSpec, seed: int, batch: int | None = None) -> tuple:
     """One tuple of example inputs for ``spec``, deterministic in ``seed``.
 
@@ -31,10 +50,8 @@ def make_inputs(spec: ModelSpec, seed: int, batch: int | None = None) -> tuple:
         if dtype.is_floating_point and len(shape) == 4 and spec.preprocessing is not None:
             pre = spec.preprocessing
             nhwc = pre.layout == "NHWC"
-            n, c, h, w = (shape[0], shape[3], shape[1], shape[2]) if nhwc else shape
-            coarse = torch.rand(n, c, max(h // 16, 2), max(w // 16, 2), generator=gen)
-            img = torch.nn.functional.interpolate(coarse, size=(h, w), mode="bilinear", align_corners=False)
-            img = (img + 0.1 * torch.rand(n, c, h, w, generator=gen)).clamp(0, 1) * 255.0 * pre.scale
+            c = shape[3] if nhwc else shape[1]
+            img = _smooth(shape, nhwc, gen) * 255.0 * pre.scale
             # the shape given, never widened: a normalisation of 3 channels over an input of 1 takes
             # the channels' mean (broadcasting it would capture the program at 3 channels)
             mean, std = (torch.tensor(v) for v in (pre.mean, pre.std))
@@ -45,10 +62,13 @@ def make_inputs(spec: ModelSpec, seed: int, batch: int | None = None) -> tuple:
             out.append((img.permute(0, 2, 3, 1).contiguous() if nhwc else img).to(dtype))
         elif dtype.is_floating_point:
             out.append(torch.randn(*shape, generator=gen).to(dtype))
-        elif dtype == torch.bool:
-            out.append(torch.randint(0, 2, shape, generator=gen).bool())
+        elif dtype == torch.uint8 and len(shape) == 4:  # an image of bytes (an app's RGB pixels)
+            nhwc = (spec.preprocessing.layout == "NHWC" if spec.preprocessing is not None
+                    else shape[3] in (1, 3, 4) and shape[1] not in (1, 3, 4))
+            img = _smooth(shape, nhwc, gen)
+            out.append(((img.permute(0, 2, 3, 1) if nhwc else img) * 255.0).round().to(dtype))
         else:
-            out.append(torch.randint(0, INTEGER_HIGH, shape, generator=gen).to(dtype))
+            out.append(torch.randint(0, integer_high(dtype), shape, generator=gen).to(dtype))
     return tuple(out)
 
 
