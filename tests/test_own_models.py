@@ -185,8 +185,11 @@ def test_a_uint8_image_input_is_fed_bytes_over_their_range_and_its_int8_program_
         spec = ModelSpec(name="b", family="custom", task="custom", inputs=(InputSpec(shape, "uint8"),), factory="")
         (x,) = make_inputs(spec, 0)
         assert x.dtype == torch.uint8 and tuple(x.shape) == shape and int(x.max()) - int(x.min()) > 150
-    code, stdout, err = cli(capsys, "-q", "export", "--model", "tiny_models:bytes_image", "--input-shape", "uint8:1,3,32,32",
-                            "--weights", "none", "--backends", "xnnpack:int8", "--bench-runs", "0", "--out", tmp_path / "out")
-    assert code == ExitStatus.OK, stdout + err
-    [e] = json.loads((tmp_path / "out" / "index.json").read_text())["models"]
-    assert e["status"] == "VERIFIED", e
+        assert x.is_contiguous(), "the runtime refuses a permuted input"
+    for layout, shape in (("NCHW", "uint8:1,3,32,32"), ("NHWC", "uint8:1,32,32,3")):
+        out = tmp_path / layout
+        code, stdout, err = cli(capsys, "-q", "export", "--model", f"tiny_models:bytes_image('{layout}')", "--input-shape",
+                                shape, "--weights", "none", "--backends", "xnnpack:int8", "--out", out)
+        assert code == ExitStatus.OK, stdout + err
+        [e] = json.loads((out / "index.json").read_text())["models"]
+        assert e["status"] == "VERIFIED" and e["bench"]["p50_ms"] > 0, e

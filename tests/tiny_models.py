@@ -821,15 +821,17 @@ def near_tie():
 class BytesImage(torch.nn.Module):
     """An app's RGB bytes in, divided by 255 inside the model."""
 
-    def __init__(self):
+    def __init__(self, nhwc: bool):
         super().__init__()
+        self.nhwc = nhwc
         self.conv = torch.nn.Conv2d(3, 8, 3)
         self.fc = torch.nn.Linear(8, 5)
 
     def forward(self, x):
+        x = x.permute(0, 3, 1, 2) if self.nhwc else x
         return self.fc(self.conv(x.float() / 255.0).mean((2, 3)))
 
 
-def bytes_image():
+def bytes_image(layout="NCHW"):
     torch.manual_seed(0)
-    return BytesImage()
+    return BytesImage(layout == "NHWC")

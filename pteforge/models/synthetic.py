@@ -66,7 +66,7 @@ def make_inputs(spec: ModelSpec, seed: int, batch: int | None = None) -> tuple:
             nhwc = (spec.preprocessing.layout == "NHWC" if spec.preprocessing is not None
                     else shape[3] in (1, 3, 4) and shape[1] not in (1, 3, 4))
             img = _smooth(shape, nhwc, gen)
-            out.append(((img.permute(0, 2, 3, 1) if nhwc else img) * 255.0).round().to(dtype))
+            out.append(((img.permute(0, 2, 3, 1) if nhwc else img) * 255.0).round().to(dtype).contiguous())
         else:
             out.append(torch.randint(0, integer_high(dtype), shape, generator=gen).to(dtype))
     return tuple(out)

@@ -65,7 +65,7 @@ def _run(req: dict) -> dict:
     outputs, times = [], []
     for inputs in batches:
         t0 = time.perf_counter()
-        result = method.execute(list(inputs))
+        result = method.execute([t.contiguous() if isinstance(t, torch.Tensor) else t for t in inputs])
         times.append((time.perf_counter() - t0) * 1000)
         outputs.append([t.clone() for t in result if isinstance(t, torch.Tensor)])  # as flatten_outputs
     torch.save(outputs, req["outputs"])
@@ -94,7 +94,7 @@ def _bench(req: dict) -> dict:
     import torch
 
 
-    inputs = list(torch.load(req["inputs"], weights_only=True)[0])
+    inputs = [t.contiguous() if isinstance(t, torch.Tensor) else t for t in torch.load(req["inputs"], weights_only=True)[0]]
     reset = system.reset_peak_rss()  # the peak RSS of this artifact alone, where the OS can say it
     rss_before = system.rss_mb()
     t0 = time.perf_counter()

@@ -163,7 +163,8 @@ def run_program(data: bytes, inputs: list[list], progress=None) -> list[list]:
         for i, x in enumerate(inputs, 1):
             if progress and time.perf_counter() - t0 > SLOW:
                 progress(i, len(inputs))
-            outputs.append(tensor_outputs(method.execute(list(x))))
+            # the runtime takes contiguous (or channels-last) tensors only: a permuted input is copied
+            outputs.append(tensor_outputs(method.execute([t.contiguous() if hasattr(t, "contiguous") else t for t in x])))
     return outputs
 
 
