@@ -141,6 +141,11 @@ def test_a_class_id_output_is_judged_by_agreement_not_by_sqnr(capsys, tmp_path):
     assert integer_agreement([[logits, ids]], [[logits, torch.tensor([3, 2])]]) == 0.5
     assert integer_agreement([[logits]], [[logits]]) is None
     assert compare([logits, ids], [logits, torch.tensor([4, 0])])["sqnr"] == float("inf"), "ids are not in the SQNR"
+    from pteforge.core.spec import Precision
+    from pteforge.stages.verify import verify_outputs
+
+    only = verify_outputs({"outputs": [[ids], [ids]]}, [[ids], [torch.tensor([3, 2])]], Precision.INT8, None, "custom", None)
+    assert only.sqnr_db is None and only.passed and only.integer_agreement == 0.75, "class ids alone: no SQNR, agreement"
     assert budget_missed("custom", {"sqnr_db": 40.0, "integer_agreement": 0.5}).startswith(
         "its integer outputs (class ids, indices) equal eager's in 50% of their values < 99%")
     assert budget_missed("custom", {"sqnr_db": 40.0, "integer_agreement": 1.0}) is None

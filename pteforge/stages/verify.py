@@ -43,11 +43,12 @@ def compare(expected: list, actual: list) -> dict:
 
     if len(expected) != len(actual):
         raise ValueError(f"the program returned {len(actual)} outputs, eager returned {len(expected)}")
-    worst = {"max_abs": 0.0, "mean_abs": 0.0, "sqnr": math.inf, "cosine": 1.0}
-    # beside float outputs, a class id or a mask is judged by agreement (integer_agreement), not by SQNR
-    floats = any(x.is_floating_point() for x in expected)
+    # a class id or a mask is judged by agreement (integer_agreement), not by SQNR: "floats"
+    # counts the outputs the figures are of (none: the SQNR is no one's)
+    worst = {"max_abs": 0.0, "mean_abs": 0.0, "sqnr": math.inf, "cosine": 1.0, "floats": 0}
     for e, a in zip(expected, actual):
-        skip = floats and not e.is_floating_point()
+        skip = not e.is_floating_point()
+        worst["floats"] += not skip
         e = e.detach().double().flatten()
         a = a.detach().double().flatten()
         if e.shape != a.shape:
@@ -191,6 +192,7 @@ def verify_outputs(
     effective = runtime_precision or precision.value
     threshold = threshold_for(effective, tolerance)
     sqnr = min(s["sqnr"] for s in stats)
+    floats = any(s["floats"] for s in stats)  # else every output is an integer one: no SQNR, its agreement judges
     broken = degenerate(reference["outputs"], actual)
     free = set(reference.get("input_free", ()))  # a constant the model returns: no fault of the inputs'
     constant = [j for j in constant_outputs(reference["outputs"]) if j not in free]
@@ -200,7 +202,7 @@ def verify_outputs(
         max_abs_error=max(s["max_abs"] for s in stats),
         mean_abs_error=max(s["mean_abs"] for s in stats),
         # identical outputs: 200 dB, not infinity; outputs no SQNR can judge: none at all
-        sqnr_db=None if broken or not math.isfinite(sqnr) and sqnr < 0 else min(sqnr, EXACT_DB),
+        sqnr_db=None if broken or not floats or not math.isfinite(sqnr) and sqnr < 0 else min(sqnr, EXACT_DB),
         cosine=min(s["cosine"] for s in stats),
         top1_agreement=top1,
         top5_agreement=top5,

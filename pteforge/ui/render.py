@@ -407,6 +407,8 @@ class Renderer:
         ran = r.status.proven or r.status is Status.OUT_OF_BUDGET
         if r.verification and r.verification.top1_agreement is not None and ran:
             proof += f", top-1 agreement {pct(r.verification.top1_agreement)}%"
+        if r.verification and r.verification.integer_agreement is not None and ran:
+            proof += f", integer outputs equal to eager's in {pct(r.verification.integer_agreement)}% of values"
         if r.verification and r.verification.runtime_precision not in (None, r.precision):
             proof += f", ran in {r.verification.runtime_precision}"
         if r.verification and r.verification.images and ran:
