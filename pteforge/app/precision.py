@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..backends import default_registry
-from ..core.result import Record, ran_here
+from ..core.result import Record, budget_missed, ran_here
 from ..core.spec import AccuracyBudget, Precision, Target
 
 
@@ -213,5 +213,5 @@ def _judge(rec: Record, row: dict, budget: AccuracyBudget) -> tuple[bool, str]:
         return False, rec.status.value
     if row["p50_ms"] is None:
         return False, "not timed"
-    missed = budget.missed(row["top1_agreement"], row["boxes_matched"], row["sqnr_db"])
+    missed = budget_missed(rec.task, rec.verification, budget)  # as every row is judged: integer outputs too
     return (False, missed) if missed else (True, "within budget")
