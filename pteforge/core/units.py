@@ -34,9 +34,9 @@ EXACT_DB = 200.0  # an SQNR stored for outputs identical to the reference's: no 
 def db_text(value: float) -> str:
     """An SQNR as read: ``37.8 dB``, or ``identical`` where the outputs had no noise at all
     (stored as EXACT_DB, which is a cap, not a measurement)."""
-    return "identical" if value >= EXACT_DB else f"{value:.1f} dB"
+    return "identical" if value >= EXACT_DB else f"{round(value, 1) + 0.0:.1f} dB"  # + 0.0: never "-0.0"
 
 
 def sqnr_text(value: float) -> str:
     """``SQNR 37.8 dB``, or ``identical outputs`` where there was no noise to measure."""
-    return "identical outputs" if value >= EXACT_DB else f"SQNR {value:.1f} dB"
+    return "identical outputs" if value >= EXACT_DB else f"SQNR {db_text(value)}"

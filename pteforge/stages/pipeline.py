@@ -21,6 +21,7 @@ from ..core.errors import ModelError, one_line
 from ..core.kernels import in_no_kernel_library
 from ..core.result import Artifact, Record, Stage, Status, verdict
 from ..core.spec import ExportConfig, JobConfig, ModelSpec, Target, artifact_path
+from ..core.units import db_text, sqnr_text
 from ..runtime.host import host, load_runtime
 from ..runtime.pte import program_delegates, program_io, program_operators
 from .accuracy import per_layer_once, what_to_try, where_it_breaks
@@ -336,16 +337,16 @@ class Steps:
                   if math.isinf(v.max_abs_error) else
                   f"output differs from {original}: its output is all zeros where the program's is not "
                   f"(max abs {v.max_abs_error:.3g})" if v.sqnr_db is None else
-                  f"output differs from {original}: SQNR {v.sqnr_db:.1f} dB < "
+                  f"output differs from {original}: {sqnr_text(v.sqnr_db)} < "
                   f"{v.threshold_sqnr_db:.1f} dB (max abs {v.max_abs_error:.3g})")
         in_pytorch = self._quantized_in_pytorch(reference) if self.quantized is not None else None
         if in_pytorch is not None and in_pytorch < v.threshold_sqnr_db:
-            return Ending(Status.MISMATCH, reason + f"; the quantized program run by PyTorch is {in_pytorch:.1f} dB "
+            return Ending(Status.MISMATCH, reason + f"; the quantized program run by PyTorch is {db_text(in_pytorch)} "
                           "from eager too: quantizing loses it, not the backend",
                           "kept as a .mismatch.pte for inspection; calibrate on real inputs (--calibration DIR, "
                           "more --calibration-samples) or choose a higher precision")
         if in_pytorch is not None:
-            reason += (f"; the quantized program run by PyTorch is {in_pytorch:.1f} dB from eager: "
+            reason += (f"; the quantized program run by PyTorch is {db_text(in_pytorch)} from eager: "
                        "the backend's lowering or kernels lose the rest")
         return Ending(Status.MISMATCH, reason, MISMATCH_FIX)
 
