@@ -21,8 +21,8 @@ ML = "ai.onnx.ml"
 FEATURES, N = 5, 3
 
 
-def _model(path, nodes, outputs, initializers=()):
-    graph = helper.make_graph(nodes, "sklearn", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [N, FEATURES])],
+def _model(path, nodes, outputs, initializers=(), name="X"):
+    graph = helper.make_graph(nodes, "sklearn", [helper.make_tensor_value_info(name, TensorProto.FLOAT, [N, FEATURES])],
                               outputs, initializer=list(initializers))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 3)])
     onnx.checker.check_model(model)
@@ -106,6 +106,22 @@ def test_a_pipeline_file_exports_and_is_verified_against_onnx_runtime(capsys, tm
     e = entries[0]
     assert [(o["name"], o["dtype"]) for o in e["outputs"]] == [("label", "int64"), ("scores", "float32")], e
     assert [i["name"] for i in e["inputs"]] == ["X"], "the file's name, not torch.export's lower-cased one"
+
+
+def test_an_input_name_no_python_argument_can_have_is_given_as_the_file_wrote_it(capsys, tmp_path):
+    """TensorFlow's converters name inputs ``serving_default_x:0``; the import's forward()
+    cannot (``serving_default_x_0``). The manifest names the input as the file does, and
+    ``--input-shape`` takes that name."""
+    name = "serving_default_x:0"
+    path = _model(tmp_path / "tf.onnx", [helper.make_node("Scaler", [name], ["scores"], domain=ML, offset=[0.1] * FEATURES,
+                                                          scale=[1.5] * FEATURES)],
+                  [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [N, FEATURES])], name=name)
+    out = tmp_path / "out"
+    code, stdout, err = cli(capsys, "export", "--model", path, "--input-shape", f"{name}={N},{FEATURES}", "--backends",
+                            "portable", "xnnpack:int8", "--out", out, "--bench-runs", "0")
+    assert code == ExitStatus.OK, stdout + err
+    for e in json.loads((out / "index.json").read_text())["models"]:
+        assert e["inputs"] == [{"name": name, "shape": [N, FEATURES], "dtype": "float32"}], (e["target"], e["inputs"])
 
 
 @pytest.mark.parametrize("op, fix", [("ZipMap", "'zipmap': False"), ("TreeEnsembleClassifier", "MLPClassifier"),

@@ -50,7 +50,8 @@ def program_operators(program) -> list[str]:
     return ops
 
 
-def program_io(program, exported=None, method: str = "forward", inputs_from=None) -> dict | None:
+def program_io(program, exported=None, method: str = "forward", inputs_from=None,
+               names: list[str] | None = None) -> dict | None:
     """``{"inputs": [...], "outputs": [...]}`` of ``method`` in a (de)serialized program,
     in the order the runtime takes and returns them: a tensor as ``{"name", "shape",
     "dtype"}`` (``"dynamic": true`` when its shape may be smaller than ``shape``, which
@@ -60,12 +61,16 @@ def program_io(program, exported=None, method: str = "forward", inputs_from=None
     (a dict's key, a tuple's index, joined with dots: ``boxes``, ``1.0``; ``output`` for
     a lone tensor); without it, or when they do not line up, their positions.
     ``inputs_from``: the program the inputs are named from instead (the capture, whose names
-    are the model's: quantizing and fp16 export it again as ``args_0``). None when the
-    program has no such method."""
+    are the model's: quantizing and fp16 export it again as ``args_0``). ``names``: the
+    inputs' names as a file wrote them (an ONNX file's ``serving_default_x:0``, which a
+    Python argument cannot be), used where there is one per input. None when the program
+    has no such method."""
     plan = next((p for p in program.execution_plan if p.name == method), None)
     if plan is None:
         return None
     inputs = _names(inputs_from if inputs_from is not None else exported, "inputs", len(plan.inputs))
+    if names is not None and len(names) == len(plan.inputs) and all(names) and len(set(names)) == len(names):
+        inputs = list(names)
     outputs = _names(exported, "outputs", len(plan.outputs))
     return {"inputs": [_value(plan.values[i].val, name) for i, name in zip(plan.inputs, inputs)],
             "outputs": [_value(plan.values[i].val, name) for i, name in zip(plan.outputs, outputs)]}

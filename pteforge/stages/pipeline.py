@@ -401,7 +401,8 @@ class Steps:
             bpte = path.with_suffix(".bpte")
             self.timed(Stage.BUNDLE, lambda: write_atomic(bpte, bundled_program(program, reference)))
             record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}
-        io = program_io(program.executorch_program, program.exported_program(), inputs_from=self.fp32)
+        named = [i.name or "" for i in self.spec.fed] if self.spec.source == "onnx" else None  # the file's own names
+        io = program_io(program.executorch_program, program.exported_program(), inputs_from=self.fp32, names=named)
         record.artifact = Artifact(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
                                    delegation=delegation, io=io)
 
