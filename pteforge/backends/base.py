@@ -342,14 +342,15 @@ class Backend:
         try:
             edge = to_edge_transform_and_lower(exported, partitioner=[*plan.partitioners, *rest], **kwargs)
         except SpecViolationError as exc:
-            if "mismatched dtypes" not in str(exc):
+            if "mismatched dtypes" not in str(exc) and "not in Core ATen opset" not in str(exc):
                 raise
             # ExecuTorch's edge dialect lists the dtypes of each operator's arguments and
             # results, and leaves out some that are right and that its kernels run: the
             # magnitude of a complex STFT (abs: complex64 -> float32) failed an audio model
             # here, while XNNPACK's recipe, which lowers without the check (as Core ML's and
-            # TOSA's do), ran it on the portable kernels. Lowered the same way; running the
-            # program against eager is the proof.
+            # TOSA's do), ran it on the portable kernels. An operator outside the Core ATen set
+            # (rand_like) is lowered the same way: whether a kernel library has it is then said
+            # as for every other target (core.kernels). Running the program against eager is the proof.
             config = kwargs.get("compile_config") or EdgeCompileConfig()
             kwargs["compile_config"] = dataclasses.replace(config, _check_ir_validity=False)
             edge = to_edge_transform_and_lower(exported, partitioner=[*plan.partitioners, *rest], **kwargs)
