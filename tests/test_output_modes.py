@@ -116,3 +116,15 @@ def test_json_of_a_run_that_wrote_nothing_still_names_its_failures(capsys, tmp_p
     assert failed["portable"]["status"] == "CAPTURE_FAILED" and "branches on tensor values" in failed["portable"]["reason"]
     assert failed["qnn"]["status"] == "UNAVAILABLE" and "QNN_SDK_ROOT" in failed["qnn"]["fix"]
     assert not (tmp_path / "out").exists()
+
+
+def test_json_documents_hold_no_nan_or_infinity():
+    """Python writes NaN and Infinity into JSON, which Dart's and browsers' parsers refuse:
+    --json's document and validate's report write them as null."""
+    import json
+
+    from pteforge.core.io import json_text
+
+    text = json_text({"max_abs_error": float("inf"), "rows": [float("nan"), 1.5, (2.0, float("-inf"))]})
+    assert json.loads(text) == {"max_abs_error": None, "rows": [None, 1.5, [2.0, None]]}
+    assert "NaN" not in text and "Infinity" not in text

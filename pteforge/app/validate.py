@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 import os
 import tempfile
@@ -502,7 +501,7 @@ def seeded_inputs(specs: list[dict], seed: int) -> list:
 
 
 def write_report(path: Path, results: list[FileResult], images: list[Path], models_dir: Path) -> None:
-    from ..core.io import write_atomic
+    from ..core.io import json_text, write_atomic
     from ..report.manifest import now
 
     report = {
@@ -512,7 +511,7 @@ def write_report(path: Path, results: list[FileResult], images: list[Path], mode
         "summary": {s: sum(1 for r in results if r.status == s) for s in sorted({r.status for r in results})},
         "files": [asdict(r) for r in results],
     }
-    write_atomic(path, json.dumps(report, indent=2) + "\n")
+    write_atomic(path, json_text(report, indent=2) + "\n")
 
 
 def _validate_language_model(child, path: Path, entry, here, tmp: Path, res) -> None:

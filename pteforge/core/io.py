@@ -338,3 +338,22 @@ def _sibling_lock(directory: Path, timeout: float) -> contextlib.AbstractContext
 def _held(directory: Path, timeout: float) -> OutputError:
     return OutputError(f"another process has been writing {directory} for over {timeout:.0f} s",
                        fix="wait for it to finish (or end it), then try again")
+
+
+def json_text(data, **kwargs) -> str:
+    """``data`` as standard JSON: a NaN or an infinity (a max abs error of a program that
+    gave NaN) is ``null``, not Python's ``NaN``, which JSON parsers (Dart's, browsers')
+    refuse. ``kwargs`` as ``json.dumps`` takes them."""
+    import json
+    import math
+
+    def finite(value):
+        if isinstance(value, float):
+            return value if math.isfinite(value) else None
+        if isinstance(value, dict):
+            return {k: finite(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [finite(v) for v in value]
+        return value
+
+    return json.dumps(finite(data), allow_nan=False, **kwargs)

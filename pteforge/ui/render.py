@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import math
 import os
 import sys
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from rich.status import Status as RichStatus
 
 from ..backends import default_registry
+from ..core.io import json_text
 from ..core.kernels import app_unlinked
 from ..core.result import Record, Stage, Status, accuracy_text, estimate_text, proof_counts
 from ..core.spec import WEIGHTS_PRETRAINED
@@ -252,7 +252,7 @@ class Renderer:
     def document(self, data) -> None:
         """``--json``: the command's one JSON document on stdout."""
         if self.json:
-            sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+            sys.stdout.write(json_text(data, indent=2, default=str) + "\n")
 
     def error(self, line: str) -> None:
         self.err.print(f"[bold red]error:[/bold red] {escape(line)}", markup=True)
