@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from ..core.native_log import captured
 from ..core.result import Artifact, Record, Status, Verification, budget_missed, verdict
 from ..core.spec import Precision
-from ..core.units import EXACT_DB
-from ..stages.verify import compare, image_agreement, run_program, verify_outputs
+from ..core.units import EXACT_DB, sqnr_text
+from ..stages.verify import compare, image_agreement, integer_agreement, run_program, verify_outputs
 
 if TYPE_CHECKING:
     from ..core.spec import ExportConfig, ModelSpec, Precision
@@ -156,7 +156,7 @@ def _compared(rec: Record, actual: list, on_images: list, reference: dict, spec:
         out["images"] = {k: v.images[k] for k in ("images", "sqnr_db", "top1_agreement", "agreement", "boxes_matched")
                         if k in v.images}
     if status is Status.MISMATCH:
-        out["reason"] = v.degenerate or f"output differs from eager on Arm64: SQNR {v.sqnr_db} dB < {v.threshold_sqnr_db} dB"
+        out["reason"] = v.degenerate or f"output differs from eager on Arm64: {sqnr_text(v.sqnr_db) if v.sqnr_db is not None else 'no SQNR'} < {v.threshold_sqnr_db} dB"
         out["fix"] = "the program computes differently on Arm's kernels: try a higher precision, or prove it on a device"
     elif missed:
         out["reason"] = f"misses its accuracy budget on Arm64 ({missed})"
@@ -172,6 +172,8 @@ def _against_host(rec: Record, inputs: list, actual: list, compare: Any) -> floa
     try:
         with captured(os.devnull):  # the runtime's first-load chatter (cpuinfo_utils), in this process
             host = run_program(Path(_program(rec).path).read_bytes(), inputs)
+        if (ints := integer_agreement(host, actual)) is not None and ints < 1:
+            return None  # class ids that differ: not "the same outputs", and no SQNR says how far
         return min(compare(h, a)["sqnr"] for h, a in zip(host, actual))
     except Exception:  # noqa: BLE001 - the comparison is a detail; the verdict stands without it
         return None
