@@ -166,3 +166,10 @@ def test_a_class_id_output_is_judged_by_agreement_not_by_sqnr(capsys, tmp_path):
     files = {f["file"]: f for f in json.loads((out / "validation_report.json").read_text())["files"]}
     assert {Path(k).name: f["status"] for k, f in files.items()} == {
         "near_tie_xnnpack.pte": "VERIFIED", "near_tie_xnnpack_int8.pte": "OUT_OF_BUDGET"}, files
+
+    # --accuracy-budget ids=F loosens that part alone: the task's SQNR budget still holds
+    code, stdout, err = cli(capsys, "export", "--model", "tiny_models:near_tie", "--input-shape", "8,16", "--weights",
+                            "none", "--backends", "xnnpack:int8", "--bench-runs", "0", "--out", out,
+                            "--accuracy-budget", "ids=0.5")
+    [int8] = [e for e in json.loads((out / "index.json").read_text())["models"] if e["target"] == "xnnpack:int8"]
+    assert int8["status"] == "VERIFIED" and int8["verification"]["budget"] == {"sqnr": 20.0, "ids": 0.5}, int8

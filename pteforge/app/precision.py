@@ -129,7 +129,7 @@ def choose(model: str, group: AutoGroup, records: list[Record], task: str, budge
     budget (its activations are quantized as they come: no calibration on ids, which are
     synthetic without --calibration), or says why not; a static int8 program calibrated on
     synthetic ids is not chosen (``_on_token_ids``)."""
-    budget = budget or AccuracyBudget.for_task(task)
+    budget = (budget or AccuracyBudget()).over(task)
     tried = _list_tried(model, group, records, budget)
     choice: dict[str, Any] = {"model": model, "backend": group.backend, "budget": budget.describe(), "tried": tried, "winner": None}
     preferred, prefix = _on_token_ids(tried, token_ids) if token_ids else (None, "")

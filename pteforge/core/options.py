@@ -137,7 +137,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("accuracy_budget", ("--accuracy-budget",), "precision",
            "what a quantized artifact may lose against fp32 eager on the validation photos, and what auto chooses "
            "within (default: top1=0.99 for classifiers, boxes=0.95 matched at IoU 0.5 for detectors, sqnr=20 "
-           "otherwise); one that misses it is told where it breaks", RUN, metavar="top1=F,boxes=F,sqnr=DB",
+           "otherwise; and ids=0.99 of integer outputs' values equal to eager's, for every model); one that misses "
+           "it is told where it breaks", RUN, metavar="top1=F,boxes=F,sqnr=DB,ids=F",
            convert="budget"),
     Option("offer_out_of_budget", ("--offer-out-of-budget",), "precision",
            "offer the app artifacts that ran and matched but miss their --accuracy-budget (OUT_OF_BUDGET; never "

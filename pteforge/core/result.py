@@ -335,16 +335,16 @@ def measures(v: Any) -> tuple[float | None, float | None, float | None]:
 def budget_missed(task: str, v: Any, budget: AccuracyBudget | None = None) -> str | None:
     """What of ``budget`` (else its task's) a run program misses, in words, or None. A part
     of the budget nothing measured (no photos for a classifier's top-1) is not judged."""
-    budget = budget or AccuracyBudget.for_task(task)
+    budget = (budget or AccuracyBudget()).over(task)
     top1, boxes, sqnr = measures(v)
     judged = AccuracyBudget(top1=budget.top1 if top1 is not None else None,
                             boxes=budget.boxes if boxes is not None else None,
                             sqnr=budget.sqnr if sqnr is not None else None)
     missed = judged.missed(top1, boxes, sqnr)
     ints = v.get("integer_agreement") if isinstance(v, dict) else getattr(v, "integer_agreement", None)
-    if missed is None and ints is not None and ints < INTEGER_AGREEMENT:
-        return (f"its integer outputs (class ids, indices) equal eager's in {pct(ints)}% of their values "
-                f"< {pct(INTEGER_AGREEMENT)}%")
+    least = budget.ids if budget.ids is not None else INTEGER_AGREEMENT
+    if missed is None and ints is not None and ints < least:
+        return f"its integer outputs (class ids, indices) equal eager's in {pct(ints)}% of their values < {pct(least)}%"
     return missed
 
 
@@ -359,7 +359,7 @@ def settle(record: Record, budget: AccuracyBudget | None = None) -> None:
     v = record.verification
     if v is None or record.status not in (Status.VERIFIED, Status.SIMULATED, Status.OUT_OF_BUDGET, Status.MISMATCH):
         return
-    budget = budget or AccuracyBudget.for_task(record.task)
+    budget = (budget or AccuracyBudget()).over(record.task)
     v.budget = {k: val for k, val in _asdict(budget).items() if val is not None}
     v.budget_missed = budget_missed(record.task, v, budget)
     if record.status is Status.MISMATCH:

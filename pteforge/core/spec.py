@@ -9,7 +9,7 @@ import enum
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -368,19 +368,28 @@ class AccuracyBudget:
     ``top1``: least fraction of validation photos whose top-1 class must agree
     (classifiers); ``boxes``: least fraction of eager's boxes the program must have at
     IoU ≥ 0.5 (detectors); ``sqnr``: least SQNR in dB on the validation photos (others,
-    or with the others when given). Written ``top1=0.99`` / ``boxes=0.95`` / ``sqnr=20``
-    / ``top1=0.98,sqnr=15``.
+    or with the others when given); ``ids``: least fraction of integer outputs' values
+    (class ids, indices, masks) equal to eager's, for every model. Written ``top1=0.99`` /
+    ``boxes=0.95`` / ``sqnr=20`` / ``top1=0.98,sqnr=15`` / ``ids=0.95``.
     """
 
     top1: float | None = None
     sqnr: float | None = None
     boxes: float | None = None
+    ids: float | None = None  # integer outputs' values equal to eager's; None: result.INTEGER_AGREEMENT
 
     @classmethod
     def for_task(cls, task: str) -> "AccuracyBudget":
         if task == "classification":
             return cls(top1=0.99)
         return cls(boxes=0.95) if task == "detection" else cls(sqnr=20.0)
+
+    def over(self, task: str) -> "AccuracyBudget":
+        """This budget, with ``task``'s own top-1, boxes or SQNR where it gives none of them
+        (``ids=0.95`` alone loosens the integer outputs' part, and keeps the task's)."""
+        if (self.top1, self.boxes, self.sqnr) != (None, None, None):
+            return self
+        return replace(AccuracyBudget.for_task(task), ids=self.ids)
 
     def missed(self, top1: float | None, boxes: float | None, sqnr: float | None) -> str | None:
         """What of the budget a program misses, in words, or None when it is within it."""
@@ -404,11 +413,12 @@ class AccuracyBudget:
                 number = float(value)
             except ValueError:
                 number = None
-            if key not in ("top1", "sqnr", "boxes") or number is None or not math.isfinite(number) \
+            if key not in ("top1", "sqnr", "boxes", "ids") or number is None or not math.isfinite(number) \
                     or (key != "sqnr" and not 0 <= number <= 1):
                 raise UsageError(
                     f"malformed --accuracy-budget '{text}'",
-                    fix="write top1=FRACTION, boxes=FRACTION and/or sqnr=DB, e.g. --accuracy-budget top1=0.99 or sqnr=20",
+                    fix="write top1=FRACTION, boxes=FRACTION, sqnr=DB and/or ids=FRACTION, e.g. --accuracy-budget "
+                        "top1=0.99 or sqnr=20",
                 )
             values[key] = number
         return cls(**values)
@@ -418,7 +428,8 @@ class AccuracyBudget:
         verification inputs: a model of no photo)."""
         parts = ([f"top-1 agreement ≥ {pct(self.top1)}%"] if self.top1 is not None else []) + (
             [f"boxes matched at IoU ≥ 0.5 ≥ {pct(self.boxes)}%"] if self.boxes is not None else []) + (
-            [f"SQNR ≥ {self.sqnr:g} dB"] if self.sqnr is not None else []
+            [f"SQNR ≥ {self.sqnr:g} dB"] if self.sqnr is not None else []) + (
+            [f"integer outputs equal in ≥ {pct(self.ids)}%"] if self.ids is not None else []
         )
         return " and ".join(parts) + f" vs fp32 eager on {'the validation photos' if photos else 'its verification inputs'}"
 
