@@ -385,6 +385,7 @@ def estimate_text(estimates: dict) -> str:
 
 TOP_LEVEL = "(top level)"  # a row's module when its operator is in forward() itself, not in a submodule
 
+
 def layer_name(row: dict, detail: str = "") -> str:
     """A row of ``per_layer`` as the user knows it, with ``detail`` in its parentheses:
     ``features.0.0 (Conv2d: detail)``, or for an operator of forward() itself,

@@ -156,7 +156,8 @@ def _compared(rec: Record, actual: list, on_images: list, reference: dict, spec:
         out["images"] = {k: v.images[k] for k in ("images", "sqnr_db", "top1_agreement", "agreement", "boxes_matched")
                         if k in v.images}
     if status is Status.MISMATCH:
-        out["reason"] = v.degenerate or f"output differs from eager on Arm64: {sqnr_text(v.sqnr_db) if v.sqnr_db is not None else 'no SQNR'} < {v.threshold_sqnr_db} dB"
+        sqnr = sqnr_text(v.sqnr_db) if v.sqnr_db is not None else "no SQNR"
+        out["reason"] = v.degenerate or f"output differs from eager on Arm64: {sqnr} < {v.threshold_sqnr_db} dB"
         out["fix"] = "the program computes differently on Arm's kernels: try a higher precision, or prove it on a device"
     elif missed:
         out["reason"] = f"misses its accuracy budget on Arm64 ({missed})"

@@ -92,8 +92,6 @@ class _Recorded:
         return outputs
 
 
-
-
 def _db(signal, noise) -> float | None:
     """SQNR in dB; EXACT_DB for no noise; None where undefined (no signal, NaN, a ratio
     that underflows): never a math error."""

@@ -74,7 +74,8 @@ def capture_fix(model, example: tuple) -> str | None:
 
 def _arity_fix(model, example: tuple) -> str | None:
     """When forward() takes more or fewer tensors than there are inputs: its parameters
-    by name, and one ``--input-shape NAME=...`` per input it needs."""
+    by name, and the ``--input-shape`` flags in their order (the shapes given, ``SHAPE``
+    for one still to give)."""
     import inspect
 
     import torch
