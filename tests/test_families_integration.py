@@ -145,8 +145,8 @@ def test_an_onnx_file_is_imported_lowered_and_verified_against_onnx_runtime(caps
     assert e["source"] == str(onnx_file.resolve()) and e["status"] == "VERIFIED"
     assert e["inputShapes"] == [[1, 3, 32, 32]], "the dynamic batch dimension became 1"
     assert e["verification"]["sqnr_db"] > 60
-    # the graph's own names (made a Python identifier), as the app's author knows them from the file
-    assert (e["inputs"], e["outputs"]) == ([{"name": "image_1", "shape": [1, 3, 32, 32], "dtype": "float32"}],
+    # the graph's own names, as the file writes them (not the import's Python argument, image_1)
+    assert (e["inputs"], e["outputs"]) == ([{"name": "image.1", "shape": [1, 3, 32, 32], "dtype": "float32"}],
                                            [{"name": "logits", "shape": [1, 4], "dtype": "float32"}])
     proc = run_cli("validate", "--models-dir", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
