@@ -431,6 +431,29 @@ def test_a_wrong_number_of_inputs_says_to_give_one_shape_per_input(capsys, out, 
     assert "CAPTURE_FAILED" in stdout and f"— fix: {fix}" in said, stdout
 
 
+def test_a_forward_that_changes_its_inputs_in_place_gives_a_program_that_leaves_them(capsys, out):
+    """ExecuTorch returns an input changed in place as an output before the model's own
+    (the run failed: "the program returned 3 outputs, eager returned 1"), and the eager
+    reference changed the inputs the program was then fed. The program works on copies."""
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:in_place", "--input-shape", "1,3,8,8",
+                       "--input-shape", "1,3,4", "--weights", "none", "--bench-runs", "0",
+                       "--backends", "xnnpack", "portable", "--out", out)
+    assert code == ExitStatus.OK, err
+    entries = json.loads((out / "index.json").read_text())["models"]
+    assert {e["status"] for e in entries} == {"VERIFIED"}, entries
+    assert all(e["verification"]["sqnr_db"] > 100 and len(e["outputs"]) == 1 for e in entries), entries
+    import tiny_models
+    import torch
+    from executorch.runtime import Runtime
+
+    x, y = torch.rand(1, 3, 8, 8), torch.rand(1, 3, 4)
+    given = (x.clone(), y.clone())
+    program = Runtime.get().load_program(out / entries[0]["file"])
+    [got] = program.load_method("forward").execute(list(given))
+    assert torch.equal(given[0], x) and torch.equal(given[1], y), "the app's buffers are left as they were"
+    torch.testing.assert_close(got, tiny_models.in_place()(x, y))
+
+
 def test_a_model_with_torch_cond_lowers_outside_its_branches_and_verifies(capsys, out):
     """XNNPACK keeps `linear` whole, but partitions only outside cond branches: the branches'
     linear was left neither decomposed nor delegated (LOWER_FAILED); and folding constants

@@ -840,3 +840,21 @@ class BytesImage(torch.nn.Module):
 def bytes_image(layout="NCHW"):
     torch.manual_seed(0)
     return BytesImage(layout == "NHWC")
+
+
+class InPlace(torch.nn.Module):
+    """Changes its input in place, the second one through a view, before using them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x, y):
+        x.mul_(0.5)
+        y[:, :2].add_(1.0)
+        return self.conv(x) + y[:, :1].mean()
+
+
+def in_place():
+    torch.manual_seed(0)
+    return InPlace().eval()

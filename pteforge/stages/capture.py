@@ -123,7 +123,7 @@ def _capture(spec: ModelSpec, config: ExportConfig | JobConfig, work_dir: Path, 
     eager = reference_model(spec, model)
     with torch.no_grad():
         try:
-            reference["outputs"] = [flatten_outputs(eager(*x)) for x in inputs]
+            reference["outputs"] = [flatten_outputs(eager(*copies(x))) for x in inputs]
         except Exception as exc:
             if (fix := capture_fix(model, inputs[0])) is None:
                 raise
@@ -228,6 +228,7 @@ def export_model(model, example: tuple):
         return _converted(model, example)
     with torch.no_grad():
         exported = torch.export.export(model, example)
+        _work_on_copies(exported)
         if _tensors_in_plain_containers(exported):
             return exported
         names = output_names(exported) or []
@@ -246,6 +247,55 @@ def export_model(model, example: tuple):
         setattr(TensorOutputs.forward, "__signature__", _positional_signature(model, len(example)))  # inspect reads it
 
         return torch.export.export(TensorOutputs(), example)
+
+
+def written_inputs(exported, kind: str) -> list:
+    """The inputs of ``kind`` (an ``InputKind`` name: ``BUFFER``, a streaming model's
+    running state; ``USER_INPUT``, a ``forward`` that adds to its argument) that an
+    operator of the program writes into in place, or into a view of: their placeholders."""
+    import torch
+    from torch.export.graph_signature import InputKind
+
+    inputs = {spec.arg.name for spec in exported.graph_signature.input_specs if spec.kind == InputKind[kind]}
+    root: dict = {}  # a placeholder of kind, or a view of one -> that placeholder
+    written: list = []
+    for node in exported.graph.nodes:
+        if node.op == "placeholder" and node.name in inputs:
+            root[node] = node
+            continue
+        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
+        if schema is None:
+            continue
+        for arg, value in zip(schema.arguments, node.args):
+            if arg.alias_info is not None and arg.alias_info.is_write and value in root \
+                    and root[value] not in written:
+                written.append(root[value])
+        if schema.returns and schema.returns[0].alias_info is not None:
+            viewed = [a for a in node.args if isinstance(a, torch.fx.Node) and a in root]
+            if viewed:
+                root[node] = root[viewed[0]]
+    return written
+
+
+def _work_on_copies(exported) -> None:
+    """A ``forward`` that changes an input in place (``x.add_(1)``) works on a copy of it:
+    otherwise its ExecuTorch program returns the changed input before its own outputs
+    and writes it into the app's buffer. With the copy the program returns what
+    ``forward`` returns and leaves its inputs as they were, as an app expects."""
+    import torch
+
+    written = written_inputs(exported, "USER_INPUT")
+    if not written:
+        return
+    graph = exported.graph
+    last = [n for n in graph.nodes if n.op == "placeholder"][-1]
+    for node in written:
+        with graph.inserting_after(last):
+            copy = graph.call_function(torch.ops.aten.clone.default, (node,))
+        copy.meta.update({k: v for k, v in node.meta.items() if k in ("val", "tensor_meta", "stack_trace")})
+        node.replace_all_uses_with(copy, delete_user_cb=lambda user, copy=copy: user is not copy)
+    graph.lint()
+    exported.graph_module.recompile()
 
 
 def _positional_signature(model, count: int):
@@ -426,6 +476,14 @@ def _check_labels(spec: ModelSpec, outputs: list) -> None:
         where = "--labels-file" if spec.names else f"the {fam.category} family's {fam.labels_file}"
         raise ModelError(f"{spec.name}'s output scores {scored} classes, and {where} names {named}",
                          fix="give --labels-file with one class per line, as many as the model scores")
+
+
+def copies(inputs) -> tuple:
+    """``inputs`` with each tensor copied: what an eager call may change in place
+    (``forward`` adding to its input) is not what the program is later fed."""
+    import torch
+
+    return tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
 
 
 def flatten_outputs(out) -> list:

@@ -14,6 +14,7 @@ from ..families.vision import image_views, images_in, shipped_images, takes_imag
 from ..models.synthetic import make_inputs
 from ..models.weights import own_buffers, put_back
 from . import memo
+from .capture import written_inputs
 from .describe import Unstable, describe
 
 
@@ -93,7 +94,7 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
     if plan.quantize is not None:
         with torch.no_grad():
             return torch.export.export(plan.quantize(module, batches), example), None
-    if _updates_buffers(exported):
+    if written_inputs(exported, "BUFFER"):
         # torchao's constant folding (convert_pt2e) takes a buffer updated in place
         # (``add_``) for a constant and freezes what is computed from it: a counting
         # model's int8 program added the same count on every call. In functional form
@@ -173,31 +174,6 @@ def quantized_share(exported) -> dict:
                 for node in weighted)
     return {"quantized": taken, "weighted": len(weighted)}
 
-
-def _updates_buffers(exported) -> bool:
-    """Whether an operator of the program writes in place into one of its buffers (or a
-    view of one): a streaming model's running state."""
-    import torch
-    from torch.export.graph_signature import InputKind
-
-    buffers = {spec.arg.name for spec in exported.graph_signature.input_specs if spec.kind == InputKind.BUFFER}
-    aliases: set = set()
-    for node in exported.graph.nodes:
-        if node.op == "placeholder" and node.name in buffers:
-            aliases.add(node)
-            continue
-        schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
-        if schema is None:
-            continue
-        written = [arg for arg, value in zip(schema.arguments, node.args)
-                   if arg.alias_info is not None and arg.alias_info.is_write
-                   and isinstance(value, torch.fx.Node) and value in aliases]
-        if written:
-            return True
-        if schema.returns and schema.returns[0].alias_info is not None \
-                and any(isinstance(a, torch.fx.Node) and a in aliases for a in node.args):
-            aliases.add(node)  # a view of a buffer
-    return False
 
 
 def fingerprint(prepared, batches: list[tuple]) -> str | None:
