@@ -434,14 +434,19 @@ def test_a_wrong_number_of_inputs_says_to_give_one_shape_per_input(capsys, out, 
 def test_a_forward_that_changes_its_inputs_in_place_gives_a_program_that_leaves_them(capsys, out):
     """ExecuTorch returns an input changed in place as an output before the model's own
     (the run failed: "the program returned 3 outputs, eager returned 1"), and the eager
-    reference changed the inputs the program was then fed. The program works on copies."""
+    reference changed the inputs the program was then fed. The program works on copies.
+    Its int8 program: the write into a view of ``y`` reached ``y`` through no quantize/
+    dequantize pair (-2 dB from eager); XNNPACK's layout pass crashed on the 0-dim mean
+    it takes as an input, and the program cut around the crash computed wrong values."""
     code, _, err = cli(capsys, "export", "--model", "tiny_models:in_place", "--input-shape", "1,3,8,8",
                        "--input-shape", "1,3,4", "--weights", "none", "--bench-runs", "0",
-                       "--backends", "xnnpack", "portable", "--out", out)
+                       "--backends", "xnnpack", "portable", "xnnpack:int8", "--out", out)
     assert code == ExitStatus.OK, err
     entries = json.loads((out / "index.json").read_text())["models"]
     assert {e["status"] for e in entries} == {"VERIFIED"}, entries
-    assert all(e["verification"]["sqnr_db"] > 100 and len(e["outputs"]) == 1 for e in entries), entries
+    assert all(len(e["outputs"]) == 1 for e in entries), entries
+    assert all(e["verification"]["sqnr_db"] > (30 if e["precision"] == "int8" else 100) for e in entries), entries
+    assert all(e["delegation"]["percent"] > 75 for e in entries if e["backends"] == ["xnnpack"]), entries
     import tiny_models
     import torch
     from executorch.runtime import Runtime

@@ -214,6 +214,16 @@ def test_where_int8_breaks_is_named_by_eager_module(capsys, tmp_path):
     assert all("accuracy" not in e for e in man["references"])
 
 
+def test_in_place_arithmetic_with_scalars_is_quantized_for_cortex_m(capsys, tmp_path):
+    """``y.mul_(0.5)``: Cortex-M's passes make a scalar a tensor for ``mul`` and not for
+    ``mul_``, whose int8 form then lacked its second input's parameters (LOWER_FAILED:
+    "AtenToCortexMPass failed: KeyError: 1"). It is rewritten as ``mul`` first, as Arm's
+    own quantizers do."""
+    _, found = exported_alone(capsys, tmp_path, "scaled_in_place", "1,3,8,8", "cortex-m", "tosa")
+    assert {e["status"] for e in found.values()} == {"SIMULATED"}, found
+    assert all(e["verification"]["sqnr_db"] > 30 for e in found.values()), found
+
+
 def test_cortex_m_hardswish_computes_on_floats_not_int8(capsys, tmp_path):
     """The reference simulation found ExecuTorch's Cortex-M passes leaving hardswish on int8
     values after a batch-normed convolution; pteforge gives it floats (dequantize, quantize),

@@ -858,3 +858,22 @@ class InPlace(torch.nn.Module):
 def in_place():
     torch.manual_seed(0)
     return InPlace().eval()
+
+
+class ScaledInPlace(torch.nn.Module):
+    """In-place arithmetic with scalars on a layer's output."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.mix = torch.nn.Conv2d(3, 4, 3), torch.nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        y.mul_(0.5)
+        y += 1.0
+        return self.mix(y)
+
+
+def scaled_in_place():
+    torch.manual_seed(0)
+    return ScaledInPlace().eval()

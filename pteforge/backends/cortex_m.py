@@ -51,6 +51,7 @@ edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).tra
         return []
 
     def quantizer(self, precision):
+        from executorch.backends.arm._passes import RewriteInplaceArithmeticPass
         from executorch.backends.cortex_m.quantizer.quantizer import CortexMQuantizer
 
         from ..patches.executorch_patches import matmuls_of_constants_left_alone
@@ -59,6 +60,10 @@ edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).tra
         transform = quantizer.transform_for_annotation
 
         def transform_for_annotation(model):
+            # ``y.mul_(0.5)`` as ``mul``, as Arm's own quantizers see it: Cortex-M's passes
+            # make scalars tensors for ``mul`` only, and its ``mul_`` then had one input's
+            # quantization parameters ("AtenToCortexMPass failed: KeyError: 1")
+            model = RewriteInplaceArithmeticPass(tfa_pass=True).call(model).graph_module
             with matmuls_of_constants_left_alone():
                 return transform(model)
 

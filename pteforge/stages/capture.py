@@ -249,32 +249,39 @@ def export_model(model, example: tuple):
         return torch.export.export(TensorOutputs(), example)
 
 
-def written_inputs(exported, kind: str) -> list:
-    """The inputs of ``kind`` (an ``InputKind`` name: ``BUFFER``, a streaming model's
-    running state; ``USER_INPUT``, a ``forward`` that adds to its argument) that an
-    operator of the program writes into in place, or into a view of: their placeholders."""
+def in_place_writes(exported) -> list[tuple]:
+    """Each in-place write of the program (``x.add_(1)``, ``y[:, :2].mul_(2)``, an ``out=``):
+    (the value written into, the tensor it is part of: itself, or the placeholder or
+    operator output it is a view of)."""
     import torch
-    from torch.export.graph_signature import InputKind
 
-    inputs = {spec.arg.name for spec in exported.graph_signature.input_specs if spec.kind == InputKind[kind]}
-    root: dict = {}  # a placeholder of kind, or a view of one -> that placeholder
-    written: list = []
+    root: dict = {}  # a value -> the tensor it is a view of (itself if none)
+    writes: list[tuple] = []
     for node in exported.graph.nodes:
-        if node.op == "placeholder" and node.name in inputs:
+        if node.op == "placeholder":
             root[node] = node
             continue
         schema = getattr(node.target, "_schema", None) if node.op == "call_function" else None
         if schema is None:
+            root[node] = node
             continue
-        for arg, value in zip(schema.arguments, node.args):
-            if arg.alias_info is not None and arg.alias_info.is_write and value in root \
-                    and root[value] not in written:
-                written.append(root[value])
-        if schema.returns and schema.returns[0].alias_info is not None:
-            viewed = [a for a in node.args if isinstance(a, torch.fx.Node) and a in root]
-            if viewed:
-                root[node] = root[viewed[0]]
-    return written
+        writes += [(value, root.get(value, value)) for arg, value in zip(schema.arguments, node.args)
+                   if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.fx.Node)]
+        viewed = [a for a in node.args if isinstance(a, torch.fx.Node)] \
+            if schema.returns and schema.returns[0].alias_info is not None else []
+        root[node] = root.get(viewed[0], viewed[0]) if viewed else node  # a view, or an in-place op's result
+    return writes
+
+
+def written_inputs(exported, kind: str) -> list:
+    """The inputs of ``kind`` (an ``InputKind`` name: ``BUFFER``, a streaming model's
+    running state; ``USER_INPUT``, a ``forward`` that adds to its argument) that an
+    operator of the program writes into in place, or into a view of: their placeholders."""
+    from torch.export.graph_signature import InputKind
+
+    inputs = {spec.arg.name for spec in exported.graph_signature.input_specs if spec.kind == InputKind[kind]}
+    return list(dict.fromkeys(whole for _, whole in in_place_writes(exported)
+                              if whole.op == "placeholder" and whole.name in inputs))
 
 
 def _work_on_copies(exported) -> None:
