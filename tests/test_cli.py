@@ -459,6 +459,17 @@ def test_a_forward_that_changes_its_inputs_in_place_gives_a_program_that_leaves_
     torch.testing.assert_close(got, tiny_models.in_place()(x, y))
 
 
+def test_inputs_larger_than_memory_are_refused_in_one_line_saying_how_much(capsys, out):
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:in_place", "--input-shape", "1,3,1000000,1000000",
+                          "--input-shape", "1,3,4", "--weights", "none", "--backends", "portable", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED
+    said = " ".join(stdout.split())
+    assert "CAPTURE_FAILED: building in_place, its inputs or its reference outputs asked for 12,000.0 GB in one " \
+           "allocation; this machine has" in said, stdout
+    assert "(inputs: --input-shape 1,3,1000000,1000000 --input-shape 1,3,4) — fix: give smaller input shapes" in said
+    assert "enforce fail" not in stdout
+
+
 def test_a_model_with_torch_cond_lowers_outside_its_branches_and_verifies(capsys, out):
     """XNNPACK keeps `linear` whole, but partitions only outside cond branches: the branches'
     linear was left neither decomposed nor delegated (LOWER_FAILED); and folding constants

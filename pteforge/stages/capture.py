@@ -26,7 +26,7 @@ from ..models.signature import forward_signature
 from ..models.synthetic import make_inputs
 from ..models.torchscript import forward_arguments, given_arguments, torchscript_inputs
 from ..runtime.pte import output_names
-from .capture_failure import capture_failure, capture_fix
+from .capture_failure import capture_failure, capture_fix, out_of_memory
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,12 @@ def capture(
     ``main``, only those (a job of their own, after the main capture's).
     """
     with one_thread():
-        return _capture(spec, config, work_dir, model, variants, main)
+        try:
+            return _capture(spec, config, work_dir, model, variants, main)
+        except (RuntimeError, MemoryError) as exc:
+            if (short := out_of_memory(exc, spec)) is None:
+                raise
+            raise short from exc
 
 
 def _capture(spec: ModelSpec, config: ExportConfig | JobConfig, work_dir: Path, model, variants: tuple, main: bool) -> Capture:

@@ -369,3 +369,23 @@ def _eager_failure(model, example: tuple) -> str | None:
         said = lines[-1] if lines else type(exc).__name__
         return said.removeprefix("builtins.") if ":" in said else f"{type(exc).__name__}: {said}"
     return None
+
+
+_ALLOCATE = re.compile(r"can't allocate memory: you tried to allocate (\d+) bytes")
+
+
+def out_of_memory(exc: BaseException, spec: ModelSpec) -> CaptureError | None:
+    """A capture that asked for more memory than there is, in one line that says how
+    much and for which inputs: torch's allocator names the bytes in a C++ ``enforce
+    fail`` line."""
+    import psutil
+
+    found = _ALLOCATE.search(str(exc))
+    if found is None and not isinstance(exc, MemoryError):
+        return None
+    asked = f"{int(found[1]) / 1e9:,.1f} GB in one allocation" if found else "more memory than it could have"
+    shapes = " ".join(f"--input-shape {','.join(map(str, i.shape))}" for i in spec.inputs) if spec.inputs else ""
+    return CaptureError(
+        f"building {spec.name}, its inputs or its reference outputs asked for {asked}; this machine has "
+        f"{psutil.virtual_memory().total / 1e9:.0f} GB" + (f" (inputs: {shapes})" if shapes else ""),
+        fix="give smaller input shapes (--input-shape), or export on a machine with more memory")
