@@ -157,6 +157,23 @@ def test_int8_zero_padding_no_convolution_absorbs_is_quantized_and_loads(capsys,
         assert "not timed: timing turned off (--bench-runs 0)" in line, line
 
 
+def test_a_layer_applied_twice_gets_a_bias_per_use_in_int8(capsys, tmp_path):
+    """An int8 bias is at its input's scale times its weight's: one bias shared by two
+    calls of a convolution took one call's scale, and XNNPACK refused the program at
+    load (``xnn_status_invalid_parameter``). Each use has its own bias; TOSA took the
+    shared one too and still does."""
+    from test_cli import cli
+
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:conv_twice", "--input-shape", "1,3,12,12",
+                          "--weights", "none", "--backends", "xnnpack:int8", "tosa", "--bench-runs", "0",
+                          "--out", tmp_path)
+    assert code == 0, stdout
+    rows = {e["target"]: e for e in written(json.loads((tmp_path / "index.json").read_text()))}
+    assert rows["xnnpack:int8"]["status"] == "VERIFIED" and rows["xnnpack:int8"]["delegation"]["percent"] == 100, rows
+    assert rows["tosa"]["status"] == "SIMULATED", rows
+    assert all(e["verification"]["sqnr_db"] > 30 for e in rows.values()), rows
+
+
 def test_int8_dynamic_keeps_max_pool_in_xnnpack():
     """A dynamic-quant partitioner run before the fp32 one decomposed max_pool2d, which
     then ran on the portable kernels (resnet18: 37 of 61 ms). One partitioner keeps the

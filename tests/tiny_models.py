@@ -877,3 +877,19 @@ class ScaledInPlace(torch.nn.Module):
 def scaled_in_place():
     torch.manual_seed(0)
     return ScaledInPlace().eval()
+
+
+class ConvTwice(torch.nn.Module):
+    """One convolution, with its bias, applied twice."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem, self.conv = torch.nn.Conv2d(3, 4, 1), torch.nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(self.conv(self.stem(x)).relu())
+
+
+def conv_twice():
+    torch.manual_seed(0)
+    return ConvTwice().eval()

@@ -105,6 +105,7 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
         module = exported.run_decompositions({}).module(check_guards=False)
     if plan.for_quantizer is not None:
         module = plan.for_quantizer(module, example)
+    _own_biases(module)
     state = own_buffers(module)  # the model's own, before the observers' join them
     prepared = prepare_pt2e(module, plan.quantizer)
     key = fingerprint(prepared, batches) if shared is not None else None
@@ -140,6 +141,34 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
         except Timeout:
             pass
     return quantized, key
+
+
+_BIASED = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "linear",
+           "convolution")
+
+
+def _own_biases(module) -> None:
+    """Give each use of a layer applied more than once (``self.conv(self.conv(x))``) its
+    own copy of the bias. An int8 bias is quantized at the input's scale times the
+    weight's, and one bias shared by two calls took one call's input scale: XNNPACK then
+    refused the program (``xnn_status_invalid_parameter``), or a shared linear came out
+    at 4 dB from eager. Weights stay shared; a bias is a few bytes per channel."""
+    import torch
+
+    graph = module.graph
+    for node in [n for n in graph.nodes if n.op == "get_attr"]:
+        uses = [u for u in node.users if u.op == "call_function" and len(u.args) > 2 and u.args[2] is node
+                and getattr(u.target, "__name__", "").split(".")[0] in _BIASED]
+        for k, user in enumerate(uses[1:], 1):
+            name = f"{node.target.replace('.', '_')}_use{k}"
+            value = torch.fx.graph_module._get_attr(module, node.target)
+            module.register_buffer(name, value.detach().clone())
+            with graph.inserting_before(user):
+                copy = graph.get_attr(name)
+            copy.meta = dict(node.meta)
+            user.replace_input_with(node, copy)
+    graph.lint()
+    module.recompile()
 
 
 class NothingQuantized(ModelError):
