@@ -68,6 +68,7 @@ def _targets() -> dict:
         "softmax_reads_nchw": (e, e.softmax_reads_nchw, (ChannelsLastTaggedReshapePass, "memory_sensitive_ops_nchw")),
         "one_value_constants_take_any_layout": (e, e.one_value_constants_take_any_layout,
                                                 (ChannelsLastTaggedReshapePass, "input_to_nhwc")),
+        "zero_dim_inputs_read_as_nchw": (e, e.zero_dim_inputs_read_as_nchw, (ChannelsLastTaggedReshapePass, "is_nhwc_node")),
         "views_of_written_buffers_outside": (e, e.views_of_written_buffers_outside, (ViewCopyConfig, "check_constraints")),
         "edge_program_wrapped": (e, lambda: e.edge_program_wrapped(lambda f: lambda *a, **k: f(*a, **k)),
                                  (_program, "_generate_edge_program")),
@@ -88,7 +89,8 @@ PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde"
            "cia_ops_materialized_once", "custom_class_checks_by_type",
            "retrace_only_what_changed", "retraces_reuse_values", "partitions_without_debug_text",
            "partitions_merged_by_set_checks", "partitions_sorted_in_place", "softmax_reads_nchw",
-           "one_value_constants_take_any_layout", "views_of_written_buffers_outside", "edge_program_wrapped",
+           "one_value_constants_take_any_layout", "zero_dim_inputs_read_as_nchw", "views_of_written_buffers_outside",
+           "edge_program_wrapped",
            "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced", "pipeline_validated_where_scopes_are_checked",
            "domains_in_module_names", "matmuls_of_constants_left_alone"]
 

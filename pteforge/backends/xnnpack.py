@@ -132,6 +132,7 @@ partitioner = [XnnpackPartitioner()]"""
             one_value_constants_take_any_layout,
             softmax_reads_nchw,
             views_of_written_buffers_outside,
+            zero_dim_inputs_read_as_nchw,
         )
         from .toolkit.patterns import only_where_they_can_match
 
@@ -139,8 +140,9 @@ partitioner = [XnnpackPartitioner()]"""
         # process) made only for a program that may hold one (see backends/toolkit/patterns.py)
         context = contextlib.ExitStack()
         context.enter_context(only_where_they_can_match(_pattern_passes()))
-        context.enter_context(softmax_reads_nchw())  # these three: see pteforge/patches/executorch_patches.py
+        context.enter_context(softmax_reads_nchw())  # these four: see pteforge/patches/executorch_patches.py
         context.enter_context(one_value_constants_take_any_layout())
+        context.enter_context(zero_dim_inputs_read_as_nchw())
         context.enter_context(views_of_written_buffers_outside())
         return context
 

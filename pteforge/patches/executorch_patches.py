@@ -556,40 +556,19 @@ def one_value_constants_take_any_layout():
     hardswish ``x * clip(x + 3, 0, 6) / 6``, ``()``-shaped): each activation then cost two
     transposes (PP-LCNet's page-orientation classifier: a third of its time, PicoDet's
     document layout: half). A constant of one value reads the same in any layout and
-    broadcasts as it is, so it is left untouched and the operator stays NHWC.
-
-    A quantized 0-dim input of the delegate (``x + y.mean()``, the mean outside) is read
-    as NCHW: the pass took its layout from its value's first element, an IndexError."""
+    broadcasts as it is, so it is left untouched and the operator stays NHWC."""
     from executorch.backends.xnnpack._passes.channels_last_tagged_reshape_pass import ChannelsLastTaggedReshapePass
 
     cls = ChannelsLastTaggedReshapePass
-    from executorch.backends.xnnpack.utils.quant_utils import is_dequant
-
     check("one_value_constants_take_any_layout", (cls, "can_be_converted_to_nhwc"), (cls, "input_to_nhwc"),
-          (cls, "input_to_nchw"), (cls, "is_nhwc_node"), (cls, "is_nchw_node"))
+          (cls, "input_to_nchw"))
     can, to_nhwc, to_nchw = cls.can_be_converted_to_nhwc, cls.input_to_nhwc, cls.input_to_nchw
-    is_nhwc, is_nchw = cls.is_nhwc_node, cls.is_nchw_node
 
     def one_value(node) -> bool:
         # any one-value tensor: XNNPACK's partitioner leaves a binary operator's constant
         # out of the partition, so the delegate takes it as an input, not as a parameter
         val = node.meta.get("val")
         return isinstance(val, torch.Tensor) and val.numel() == 1
-
-    def zero_dim_input(node) -> bool:
-        # the pass reads a quantized input's layout from its value's first element
-        # (``val[0]``): of a 0-dim one (``x + y.mean()``, the mean left outside) that
-        # raised IndexError, and the fallback's cut program computed wrong values
-        source = node.args[0].args[0] if is_dequant(node) and node.args and isinstance(node.args[0], torch.fx.Node) \
-            and node.args[0].args else None
-        return isinstance(source, torch.fx.Node) and source.op == "placeholder" \
-            and isinstance(source.meta.get("val"), torch.Tensor) and source.meta["val"].dim() == 0
-
-    def is_nhwc_node(node):
-        return False if zero_dim_input(node) else is_nhwc(node)
-
-    def is_nchw_node(node):
-        return True if zero_dim_input(node) else is_nchw(node)
 
     def can_be_converted_to_nhwc(self, node):
         return one_value(node) or can(self, node)
@@ -603,8 +582,38 @@ def one_value_constants_take_any_layout():
             to_nchw(self, graph_module, input_node, target_node)
 
     with replaced(cls, "can_be_converted_to_nhwc", can_be_converted_to_nhwc), \
-            replaced(cls, "input_to_nhwc", input_to_nhwc), replaced(cls, "input_to_nchw", input_to_nchw), \
-            replaced(cls, "is_nhwc_node", staticmethod(is_nhwc_node)), \
+            replaced(cls, "input_to_nhwc", input_to_nhwc), replaced(cls, "input_to_nchw", input_to_nchw):
+        yield
+
+
+@contextlib.contextmanager
+def zero_dim_inputs_read_as_nchw():
+    """Inside, XNNPACK's channels-last pass reads a quantized 0-dim input of the delegate
+    (``x + y.mean()``, the mean left outside) as NCHW. It took a quantized input's layout
+    from its value's first element (``val[0]``): of a 0-dim one that raised IndexError,
+    and the program cut around the crash computed wrong values. A 0-dim value has no
+    layout, and the operator reading it then takes the other inputs' (with
+    ``one_value_constants_take_any_layout``)."""
+    from executorch.backends.xnnpack._passes.channels_last_tagged_reshape_pass import ChannelsLastTaggedReshapePass
+    from executorch.backends.xnnpack.utils.quant_utils import is_dequant
+
+    cls = ChannelsLastTaggedReshapePass
+    check("zero_dim_inputs_read_as_nchw", (cls, "is_nhwc_node"), (cls, "is_nchw_node"))
+    is_nhwc, is_nchw = cls.is_nhwc_node, cls.is_nchw_node
+
+    def zero_dim_input(node) -> bool:
+        quantized = node.args[0] if is_dequant(node) and node.args else None
+        source = quantized.args[0] if isinstance(quantized, torch.fx.Node) and quantized.args else None
+        return isinstance(source, torch.fx.Node) and source.op == "placeholder" \
+            and isinstance(source.meta.get("val"), torch.Tensor) and source.meta["val"].dim() == 0
+
+    def is_nhwc_node(node):
+        return False if zero_dim_input(node) else is_nhwc(node)
+
+    def is_nchw_node(node):
+        return True if zero_dim_input(node) else is_nchw(node)
+
+    with replaced(cls, "is_nhwc_node", staticmethod(is_nhwc_node)), \
             replaced(cls, "is_nchw_node", staticmethod(is_nchw_node)):
         yield
 
