@@ -599,6 +599,28 @@ def test_weights_saved_from_a_wrapped_model_load(tmp_path):
         load_state_dict_file(tiny_models.tiny(), str(path))
 
 
+def test_weights_in_safetensors_load_and_a_broken_file_is_refused_in_one_line(capsys, tmp_path):
+    """Hugging Face's format: ``torch.load`` refused it as "not a plain state dict"."""
+    import torch
+    from safetensors.torch import save_file
+
+    import tiny_models
+
+    torch.manual_seed(1)
+    trained = tiny_models.tiny()
+    save_file({"module." + k: v for k, v in trained.state_dict().items()}, tmp_path / "w.safetensors")
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:tiny", "--input-shape", "1,3,8,8", "--weights",
+                       tmp_path / "w.safetensors", "--backends", "portable", "--bench-runs", "0", "--out", tmp_path / "o")
+    assert code == ExitStatus.OK, err
+    (tmp_path / "bad.safetensors").write_bytes(b"not tensors")
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:tiny", "--input-shape", "1,3,8,8", "--weights",
+                       tmp_path / "bad.safetensors", "--backends", "portable", "--out", tmp_path / "o2")
+    [said] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == ExitStatus.WEIGHTS and "Traceback" not in err, err
+    assert "cannot read safetensors file" in said and "fix: give a file written by safetensors" in said, err
+    assert not (tmp_path / "o2").exists()
+
+
 def test_an_ultralytics_checkpoint_is_read_without_running_it(tmp_path):
     """``best.pt`` from ``yolo train`` pickles Ultralytics' model classes. It was refused
     (pickles are never run); it is now read with stand-ins for every class it names, so

@@ -12,7 +12,8 @@ from .ultralytics_checkpoint import is_checkpoint, state_dict
 
 
 def load_state_dict_file(model, path: str) -> None:
-    """Load a local checkpoint with ``torch.load(weights_only=True)`` into ``model``.
+    """Load a local checkpoint into ``model``: with ``torch.load(weights_only=True)``, or
+    as safetensors (a ``.safetensors`` file).
 
     Accepts a state dict, or a dict holding one under ``state_dict``/``model``, its keys
     as a wrapper saved them (``_unwrapped``). A pickle that needs arbitrary code is
@@ -26,24 +27,10 @@ def load_state_dict_file(model, path: str) -> None:
             f"weights file '{path}' does not exist",
             fix="give --weights pretrained, --weights none, or the path of a local checkpoint",
         )
-    try:
-        obj = torch.load(p, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raw = str(exc)  # torch's reason is its paragraph after two paragraphs of advice
-        _, found, rest = raw.partition("WeightsUnpickler error:")
-        reason = found + " " + rest.strip().split("\n\n")[0] if found else raw
-        first = message_line(ValueError(reason), 240)
-        if not is_checkpoint(p):
-            raise WeightsError(
-                f"refused to load '{path}': it is not a plain state dict ({first})",
-                fix="save the weights with torch.save(model.state_dict(), path); pickled objects are never executed",
-            ) from None
-        obj = _checkpoint_state(p)
-    except Exception as exc:
-        raise WeightsError(
-            f"cannot read weights file '{path}': {type(exc).__name__}",
-            fix="give a checkpoint written by torch.save(model.state_dict(), path)",
-        ) from None
+    if p.suffix == ".safetensors":
+        obj = _safetensors(p)
+    else:
+        obj = _torch_load(p)
     if isinstance(obj, dict):
         for key in ("state_dict", "model"):
             if key in obj and isinstance(obj[key], dict):
@@ -64,6 +51,43 @@ def load_state_dict_file(model, path: str) -> None:
             fix=f"export it with its own architecture and classes: --model {path}" if is_checkpoint(p)
             else "use a checkpoint of this exact architecture",
         ) from None
+
+
+def _torch_load(p: Path):
+    """What ``torch.load(weights_only=True)`` reads from ``p``: a pickle that needs
+    arbitrary code is refused, or read as an Ultralytics checkpoint without running it."""
+    import torch
+
+    try:
+        return torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raw = str(exc)  # torch's reason is its paragraph after two paragraphs of advice
+        _, found, rest = raw.partition("WeightsUnpickler error:")
+        reason = found + " " + rest.strip().split("\n\n")[0] if found else raw
+        first = message_line(ValueError(reason), 240)
+        if not is_checkpoint(p):
+            raise WeightsError(
+                f"refused to load '{p}': it is not a plain state dict ({first})",
+                fix="save the weights with torch.save(model.state_dict(), path); pickled objects are never executed",
+            ) from None
+        return _checkpoint_state(p)
+    except Exception as exc:
+        raise WeightsError(
+            f"cannot read weights file '{p}': {type(exc).__name__}",
+            fix="give a checkpoint written by torch.save(model.state_dict(), path)",
+        ) from None
+
+
+def _safetensors(p: Path) -> dict:
+    """A ``.safetensors`` file's tensors (Hugging Face's format: no pickle at all)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(p))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise WeightsError(f"cannot read safetensors file '{p}': {message_line(exc, 200)}",
+                           fix="give a file written by safetensors.torch.save_file(model.state_dict(), path)") from None
 
 
 def _checkpoint_state(path: Path) -> dict:
