@@ -72,9 +72,24 @@ def test_without_a_task_the_summary_says_the_app_hides_it_and_labels_are_checked
     for args, needle in ((["--task", "classification", "--input-shape", "1,3,64,48"], "the app feeds square RGB images"),
                          (["--task", "weather", "--input-shape", "1,3,64,64"], "unknown --task 'weather'"),
                          (["--mean", "1,2", "--task", "classification", "--input-shape", "1,3,64,64"], "--mean 1,2: give three"),
+                         (["--mean", "0.5,nan,0.5", "--task", "classification", "--input-shape", "1,3,64,64"],
+                          "--mean 0.5,nan,0.5: give three"),
                          (["--labels-file", wrong, "--input-shape", "1,3,64,64"], "describe a task's model")):
         code, _, err = cli(capsys, "export", "--model", "tiny_models:build", *args, "--out", tmp_path / "o3")
         assert code == ExitStatus.USAGE and needle in error_lines(err)[0], err
+
+
+@pytest.mark.parametrize("task", ["detection", "segmentation", "pose", "face"])
+def test_a_task_whose_outputs_the_model_does_not_give_is_refused_in_one_line(capsys, tmp_path, task):
+    """A classifier given --task detection (or pose, face, segmentation): the YOLO decoding
+    failed on the program's outputs (RUN_FAILED: "IndexError: list index out of range"),
+    or counted -3 classes."""
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:build", "--input-shape", "1,3,64,64", "--task", task,
+                       "--backends", "portable", "--out", tmp_path / "out")
+    [said] = error_lines(err)
+    assert code == ExitStatus.MODEL and "Traceback" not in err, err
+    assert f"tiny_models's outputs (1x3) are not what --task {task} reads: the " in said, said
+    assert "fix: give the --task whose outputs these are, or leave out --task" in said, said
 
 
 def test_one_models_failure_is_that_models_own(capsys, tmp_path):

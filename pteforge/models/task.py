@@ -3,6 +3,7 @@ decoding and preprocessing), and a config file's ``[[model]]`` tables (``from_ta
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def parse_channels(text, flag: str) -> tuple[float, float, float] | None:
         values = tuple(float(v) for v in (text.split(",") if isinstance(text, str) else text))
     except (TypeError, ValueError):
         values = ()
-    if len(values) != 3 or (flag == "--std" and any(v <= 0 for v in values)):
+    if len(values) != 3 or not all(math.isfinite(v) for v in values) or (flag == "--std" and any(v <= 0 for v in values)):
         raise UsageError(f"{flag} {text}: give three numbers, one per RGB channel" + (", each above 0" if flag == "--std" else ""),
                          fix=f"e.g. {flag} " + ("0.485,0.456,0.406" if flag == "--mean" else "0.229,0.224,0.225"))
     return values

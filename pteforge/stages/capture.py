@@ -426,7 +426,7 @@ def validation_images(spec: ModelSpec, model) -> dict:
     images = [[model_input(p, spec)] for p in photos]
     outputs = [flatten_outputs(model(*x)) for x in images]
     if outputs and spec.source != "catalog":
-        _check_labels(spec, outputs[0])
+        _check_task_outputs(spec, photos[0], outputs[0])
     return {"images": images, "image_outputs": outputs, "image_names": [p.name for p in photos]}
 
 
@@ -475,14 +475,24 @@ def _check_not_broadcast(exported, spec: ModelSpec) -> None:
                      f"app to feed 1 where the model computes on {took[dim]}", fix=f"give --input-shape {wanted}")
 
 
-def _check_labels(spec: ModelSpec, outputs: list) -> None:
-    """A model of one's own given a task (``--task``): its output scores as many classes as
-    its labels name (``--labels-file``, or its family's)."""
-    fam = family(spec.family)
+def _check_task_outputs(spec: ModelSpec, photo, outputs: list) -> None:
+    """A model of one's own given a task (``--task``): its outputs are what that task's
+    app code reads (its family decodes them on a photo), and score as many classes as its
+    labels name (``--labels-file``, or its family's)."""
+    from ..models.task import TASKS
+
+    fam, task = family(spec.family), next((word for word, t in TASKS.items() if t == spec.task), spec.task)
+    shapes = ", ".join("x".join(map(str, o.shape)) for o in outputs)
+    fix = "give the --task whose outputs these are, or leave out --task (the app then lists it as custom)"
     try:
         scored = fam.output_classes(outputs)
-    except Exception:  # noqa: BLE001 - an output the family cannot read: its decoding says so later
-        return
+        fam.decode(outputs, fam.prepare(photo, spec).meta, list(spec.names) or None)
+    except Exception as exc:  # noqa: BLE001 - any failure to read them is the same mistake
+        raise ModelError(f"{spec.name}'s outputs ({shapes}) are not what --task {task} reads: the "
+                         f"{fam.category} family's decoding failed on them ({one_line(exc, 160)})", fix=fix) from exc
+    if scored is not None and scored < 1:
+        raise ModelError(f"{spec.name}'s outputs ({shapes}) are not what --task {task} reads: as the "
+                         f"{fam.category} family's, they would score {scored} classes", fix=fix)
     named = len(spec.names) if spec.names else len(fam.label_names()) if fam.labels_file and scored else None
     if scored is not None and named is not None and scored != named:
         where = "--labels-file" if spec.names else f"the {fam.category} family's {fam.labels_file}"
