@@ -470,6 +470,15 @@ def test_inputs_larger_than_memory_are_refused_in_one_line_saying_how_much(capsy
     assert "enforce fail" not in stdout
 
 
+def test_ids_past_a_small_embedding_say_to_give_real_inputs(capsys, out):
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:categorical", "--input-shape", "int64:1,6",
+                          "--input-shape", "int64:1,6", "--weights", "none", "--backends", "portable", "--out", out)
+    assert code == ExitStatus.TARGETS_FAILED
+    said = " ".join(stdout.split())
+    assert "CAPTURE_FAILED: IndexError: index out of range in self — fix: seeded ids are drawn in [0, 10) and level " \
+           "(Embedding) holds 3: give real inputs with --calibration DIR" in said, stdout
+
+
 def test_a_model_with_torch_cond_lowers_outside_its_branches_and_verifies(capsys, out):
     """XNNPACK keeps `linear` whole, but partitions only outside cond branches: the branches'
     linear was left neither decomposed nor delegated (LOWER_FAILED); and folding constants

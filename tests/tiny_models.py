@@ -893,3 +893,18 @@ class ConvTwice(torch.nn.Module):
 def conv_twice():
     torch.manual_seed(0)
     return ConvTwice().eval()
+
+
+class Categorical(torch.nn.Module):
+    """A categorical feature of 3 levels beside 1,000 token ids."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens, self.level, self.head = torch.nn.Embedding(1000, 8), torch.nn.Embedding(3, 8), torch.nn.Linear(8, 2)
+
+    def forward(self, ids, levels):
+        return self.head(self.tokens(ids) + self.level(levels))
+
+
+def categorical():
+    return Categorical().eval()

@@ -69,7 +69,7 @@ def capture_fix(model, example: tuple) -> str | None:
                 "capture: give the float model, and a quantized target (e.g. xnnpack:int8), which pteforge quantizes "
                 "with PT2E and calibrates")
     return (_arity_fix(model, example) or _dtype_fix(model, example) or _rank_fix(model, example)
-            or _ids_fix(model, example))
+            or _ids_fix(model, example) or _vocabulary_fix(model, example))
 
 
 def _arity_fix(model, example: tuple) -> str | None:
@@ -171,6 +171,24 @@ def _ids_fix(model, example: tuple) -> str | None:
     return (f"{which} goes into {name} ({type(module).__name__} of {module.num_embeddings} ids), which takes integer "
             f"token ids, and it was given as {str(given.dtype).replace('torch.', '')}: give --input-shape "
             f"{'NAME=' if len(example) > 1 else ''}int64:{flag}")
+
+
+def _vocabulary_fix(model, example: tuple) -> str | None:
+    """When seeded ids (drawn below ``INTEGER_HIGH``) index past a small embedding table
+    (a categorical feature of 3 levels): its size, and real inputs to give instead."""
+    import torch
+
+    from ..models.synthetic import INTEGER_HIGH
+
+    small = [(name, m) for name, m in model.named_modules()
+             if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.num_embeddings < INTEGER_HIGH] \
+        if isinstance(model, torch.nn.Module) else []
+    if not small or not any(not x.is_floating_point() for x in example if isinstance(x, torch.Tensor)):
+        return None
+    name, table = small[0]
+    return (f"seeded ids are drawn in [0, {INTEGER_HIGH}) and {name or 'the model'} ({type(table).__name__}) holds "
+            f"{table.num_embeddings}: give real inputs with --calibration DIR (one .npy or .npz per sample, as many as "
+            "--verify-inputs + calibration take); the verification runs on them too")
 
 
 def _dtype_fix(model, example: tuple) -> str | None:
