@@ -228,6 +228,7 @@ def test_a_backend_pass_crash_leaves_only_its_part_to_the_portable_kernels(capsy
                         "--backends", "xnnpack", "--no-fallback", "--no-cache", "--out", tmp_path / "strict")
     assert code == ExitStatus.TARGETS_FAILED, said
     assert "xnnpack: LOWER_FAILED: the ChannelsLastTaggedReshapePass pass failed" in said
+    assert "fix: try another backend or xnnpack at another precision, for this model; --debug shows where" in said
 
 
 def test_a_prelu_after_a_linear_layer_is_delegated_whole(capsys, tmp_path):

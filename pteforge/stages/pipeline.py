@@ -140,6 +140,10 @@ def _fix_for(job: "Steps", failed: "StageFailed") -> str | None:
     if job.half and failed.status is Status.LOWER_FAILED:
         return (f"the model computes in {job.half}, which {job.primary.name} failed to lower: export it in "
                 "fp32 (model.float(), --input-dtype float32), or try another backend")
+    if failed.status is Status.LOWER_FAILED:  # a pass of the backend's own failed on this graph
+        other = f" or {job.primary.name} at another precision," if len(job.primary.precisions) > 1 else ""
+        return (f"try another backend{other} for this model; --debug shows where {job.primary.name}'s lowering "
+                "failed; nothing was written")
     return None
 
 
