@@ -908,3 +908,8 @@ class Categorical(torch.nn.Module):
 
 def categorical():
     return Categorical().eval()
+
+
+def sized(width, depth=2):
+    """A factory that takes arguments."""
+    return torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(depth)]).eval()

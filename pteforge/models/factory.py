@@ -7,6 +7,7 @@ import ast
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import re
 import socket
@@ -186,7 +187,25 @@ def check_factory(ref: str):
             f"factory {ref}: '{module_name}' has no callable '{func_name}'" + (f": did you mean '{near}'?" if near else ""),
             fix=f"name the factory {module_name}:{near}" if near else f"define def {func_name}() -> torch.nn.Module in {module_name}",
         )
+    _check_arguments(ref, factory, module_name, func_name, args, kwargs)
     return factory, args, kwargs
+
+
+def _check_arguments(ref: str, factory, module_name: str, func_name: str, args: tuple, kwargs: dict) -> None:
+    """Refuse, before any work, arguments the factory's signature does not take (a
+    required one left out: it raised TypeError once the run had started)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin or C callable: its call says
+        return
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        needed = [p.name for p in signature.parameters.values()
+                  if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        example = ", ".join(f"{n}=..." for n in needed)
+        raise UsageError(f"--model {ref}: {func_name}{signature} {exc}",
+                         fix=f"give its arguments as Python literals: --model '{module_name}:{func_name}({example})'") from None
 
 
 def import_factory_module(name: str):
