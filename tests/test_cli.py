@@ -464,19 +464,36 @@ def test_a_forward_that_changes_its_inputs_in_place_gives_a_program_that_leaves_
      ("CAPTURE_FAILED: building in_place, its inputs or its reference outputs asked for 12,000.0 GB in one allocation; "
       "this machine has", "(inputs: --input-shape 1,3,1000000,1000000 --input-shape 1,3,4) — fix: give smaller input "
       "shapes")),
-    ("categorical", ("int64:1,6", "int64:1,6"),
+    ("shifted_levels", ("int64:1,6", "int64:1,6"),
      ("CAPTURE_FAILED: IndexError: index out of range in self — fix: seeded ids are drawn in [0, 10) and level "
       "(Embedding) holds 3: give real inputs with --calibration DIR",)),
 ])
 def test_a_capture_that_cannot_run_says_why_in_one_line(capsys, out, model, shapes, parts):
     """Inputs larger than memory (torch's C++ "enforce fail" line before), seeded ids past a
-    small embedding table."""
+    small embedding table that no table's size bounds (``id_highs``)."""
     args = [a for shape in shapes for a in ("--input-shape", shape)]
     code, stdout, _ = cli(capsys, "export", "--model", f"tiny_models:{model}", *args, "--weights", "none",
                           "--backends", "portable", "--out", out)
     assert code == ExitStatus.TARGETS_FAILED
     said = " ".join(stdout.split())
     assert all(part in said for part in parts) and "enforce fail" not in said, stdout
+
+
+def test_seeded_ids_stay_within_the_smallest_table_they_index_everywhere(capsys, out):
+    """A categorical feature of 3 levels beside 1,000 token ids: seeded ids were drawn in
+    [0, 10) for both (CAPTURE_FAILED: "index out of range"). Its ids are now drawn below 3
+    for the capture, calibration, timing, bench and validate alike (``high`` in the
+    manifest's inputs)."""
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:categorical", "--input-shape", "int64:1,6",
+                       "--input-shape", "int64:1,6", "--weights", "none", "--backends", "portable", "xnnpack:int8",
+                       "--bench-runs", "3", "--out", out)
+    assert code == ExitStatus.OK, err
+    entries = json.loads((out / "index.json").read_text())["models"]
+    assert all(e["status"] == "VERIFIED" and "p50_ms" in e["bench"] for e in entries), entries
+    assert all([i.get("high") for i in e["inputs"]] == [None, 3] for e in entries), entries
+    for command in ("validate", "bench"):
+        code, stdout, err = cli(capsys, command, out)
+        assert code == ExitStatus.OK and "failed" not in stdout.lower(), stdout + err
 
 
 def test_a_model_with_torch_cond_lowers_outside_its_branches_and_verifies(capsys, out):

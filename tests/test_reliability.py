@@ -323,10 +323,10 @@ BAD_INPUTS = [
     (["--model", "nope.nothing:f", *S], ExitStatus.MODEL, "cannot import 'nope.nothing'"),
     (["--model", "tiny_models:absent", *S], ExitStatus.MODEL, "has no callable 'absent'"),
     (["--model", "tiny_models:raises", *S], ExitStatus.MODEL, "raised RuntimeError"),
-    (["--model", "tiny_models:sized", *S], ExitStatus.USAGE,
-     "sized(width, depth=2) missing a required argument: 'width' (fix: give its arguments as Python literals: "
-     "--model 'tiny_models:sized(width=...)')"),  # was MODEL, "raised TypeError", once the run had started
-    (["--model", "tiny_models:sized(8, 2, 1)", *S], ExitStatus.USAGE, "sized(width, depth=2) too many positional"),
+    (["--model", "tiny_models:needs_width", *S], ExitStatus.USAGE,
+     "needs_width(width, depth=2) missing a required argument: 'width' (fix: give its arguments as Python literals: "
+     "--model 'tiny_models:needs_width(width=...)')"),  # was MODEL, "raised TypeError", once the run had started
+    (["--model", "tiny_models:needs_width(8, 2, 1)", *S], ExitStatus.USAGE, "needs_width(width, depth=2) too many"),
     (["--model", "tiny_models:downloads", *S], ExitStatus.WEIGHTS, "could not download what it loads: URLError"),
     (["--model", "tiny_models:not_a_module", *S], ExitStatus.MODEL, "returned dict, not a torch.nn.Module"),
     (["--model", "missing.pt2"], ExitStatus.USAGE, "model file 'missing.pt2' does not exist"),

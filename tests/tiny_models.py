@@ -910,6 +910,17 @@ def categorical():
     return Categorical().eval()
 
 
-def sized(width, depth=2):
+def needs_width(width, depth=2):
     """A factory that takes arguments."""
     return torch.nn.Sequential(*[torch.nn.Linear(width, width) for _ in range(depth)]).eval()
+
+
+class ShiftedLevels(Categorical):
+    """Its levels shifted on the way in: no table's size bounds the ids it is fed."""
+
+    def forward(self, ids, levels):
+        return self.head(self.tokens(ids) + self.level(levels + 1))
+
+
+def shifted_levels():
+    return ShiftedLevels().eval()

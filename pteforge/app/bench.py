@@ -24,7 +24,7 @@ from ..models.onnx.reference import OnnxReference
 from ..report.manifest import ModelEntry
 from ..runtime.host import Host
 from ..runtime.isolate import ChildCrashed, IsolatedRuntime
-from .validate import EagerCache, discover, seeded_inputs
+from .validate import EagerCache, discover, entry_highs, seeded_inputs
 
 
 @dataclass
@@ -68,7 +68,8 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
                     # not timed: its numbers would go into the entry of another program
                     res.status, res.reason = Status.LOAD_FAILED, f"the file {why}: not the program its manifest lists"
                 else:
-                    res.status, res.reason, res.numbers, inputs = measure_artifact(child, pte, here, Path(tmp), runs, warmup)
+                    res.status, res.reason, res.numbers, inputs = measure_artifact(child, pte, here, Path(tmp), runs, warmup,
+                                                                                   entry_highs(entry))
                 if res.status is Status.NOT_RUNNABLE_HERE and entry is not None and entry.status == Status.SIMULATED.value:
                     res.reason, res.simulated = _simulated_note(res.reason, entry), True
                 if res.status is None and compare_eager and entry is not None:
@@ -138,9 +139,9 @@ def _simulated_note(reason: str, entry) -> str:
     return f"{note}; {estimate_text(entry.estimates)}" if entry.estimates else note
 
 
-def measure_artifact(child, pte: Path, here: Host, tmp: Path, runs: int, warmup: int):
-    """(status, reason, numbers, inputs) of one .pte timed in ``child`` on seeded inputs;
-    status None when it was measured."""
+def measure_artifact(child, pte: Path, here: Host, tmp: Path, runs: int, warmup: int, highs: list | tuple = ()):
+    """(status, reason, numbers, inputs) of one .pte timed in ``child`` on seeded inputs
+    (``highs``: what its ids are drawn below, per input); status None when it was measured."""
     import torch
 
     info = child.request("inspect", path=str(pte))
@@ -149,7 +150,7 @@ def measure_artifact(child, pte: Path, here: Host, tmp: Path, runs: int, warmup:
     check = program_check(here, info["delegates"], info["operators"])
     if not check.ok:
         return check.not_here, check.reason, {}, None
-    inputs = seeded_inputs(info["inputs"], 0)
+    inputs = seeded_inputs(info["inputs"], 0, highs)
     torch.save([inputs], tmp / "in.pt")
     reply = child.request("bench", path=str(pte), inputs=str(tmp / "in.pt"), runs=runs, warmup=warmup)
     if not reply["ok"]:

@@ -155,8 +155,9 @@ class EagerCache:
                 spec = family(spec.family).resized(spec, shape)
         else:
             held = tuple(InputSpec((), "float32", name, value) for name, value in (entry.heldInputs or {}).items())
-            dtypes = tuple(i["dtype"] for i in entry.inputs or [] if i.get("dtype"))
-            shapes = tuple(InputSpec(tuple(s), dtypes[i] if i < len(dtypes) else "float32")
+            given = [i for i in entry.inputs or [] if i.get("dtype")]
+            shapes = tuple(InputSpec(tuple(s), given[i]["dtype"] if i < len(given) else "float32",
+                                     high=given[i].get("high") if i < len(given) else None)
                            for i, s in enumerate(entry.inputShapes))
             spec = _own_spec(entry, shapes, held)
             if spec.source == "onnx":
@@ -336,7 +337,8 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
     photo_batches = [[p.tensor] for p in prepared]
     built = _eager(entry, eager, res) if entry is not None else None
     seeded = _export_inputs(entry, built[1]) if built else None
-    batches = photo_batches + (seeded or ([] if spec else [seeded_inputs(info["inputs"], s) for s in range(3)]))
+    batches = photo_batches + (seeded or ([] if spec else [seeded_inputs(info["inputs"], s, entry_highs(entry))
+                                                            for s in range(3)]))
     ran = _outputs(child, path, info, entry, batches, tmp, res)
     if ran is None:
         return
@@ -485,18 +487,26 @@ def _judge(res, entry, seeded: dict, agreements: list, sqnrs: list, boxes: list)
                                "no photo was run: its input is not an image") if r) or None
 
 
-def seeded_inputs(specs: list[dict], seed: int) -> list:
+def entry_highs(entry) -> list:
+    """What a manifest entry's seeded ids are drawn below, per input (None: the usual)."""
+    return [i.get("high") for i in (entry.inputs or [])] if entry is not None else []
+
+
+def seeded_inputs(specs: list[dict], seed: int, highs: list | tuple = ()) -> list:
+    """Seeded inputs for a program's inputs (``{"shape", "dtype"}`` each); ``highs``: what
+    its ids are drawn below, per input, where its export recorded one (``entry_highs``)."""
     import torch
 
 
     gen = torch.Generator().manual_seed(seed)
     out = []
-    for spec in specs:
+    for i, spec in enumerate(specs):
         dtype = getattr(torch, spec["dtype"], torch.float32)
         if dtype.is_floating_point:
             out.append(torch.rand(*spec["shape"], generator=gen).to(dtype))
         else:
-            out.append(torch.randint(0, integer_high(dtype), spec["shape"], generator=gen).to(dtype))
+            high = (highs[i] if i < len(highs) else None) or integer_high(dtype)
+            out.append(torch.randint(0, high, spec["shape"], generator=gen).to(dtype))
     return out
 
 

@@ -109,12 +109,15 @@ def target_slug(name: str) -> str:
 class InputSpec:
     """One input of a model: its shape and dtype; ``name``, the input of a file (an ONNX
     graph's) it was given for (``--input-shape images=1,3,640,640``); ``value``, the value
-    a scalar input is held at (``--input-shape sr=int64:16000``)."""
+    a scalar input is held at (``--input-shape sr=int64:16000``); ``high``, what seeded ids
+    of an integer input are drawn below where the smallest embedding table it indexes has
+    fewer rows than usual (``stages.capture.id_highs``)."""
 
     shape: tuple[int, ...]
     dtype: str = "float32"
     name: str | None = None
     value: float | None = None
+    high: int | None = None
 
     @classmethod
     def parse(cls, text: str, dtype: str = "float32") -> "InputSpec":
@@ -220,6 +223,12 @@ class ModelSpec:
     def fed(self) -> tuple[InputSpec, ...]:
         """The inputs the program takes: not those held at a value (``InputSpec.value``)."""
         return tuple(i for i in self.inputs if i.value is None)
+
+    def with_highs(self, highs: tuple) -> "ModelSpec":
+        """This spec with ``highs`` (one per input the program takes, or None: ``InputSpec.high``)."""
+        given = iter(highs)
+        return replace(self, inputs=tuple(i if i.value is not None else replace(i, high=next(given, None))
+                                          for i in self.inputs)) if any(highs) else self
 
     @property
     def held(self) -> dict[str | None, float]:

@@ -68,7 +68,7 @@ def make_inputs(spec: ModelSpec, seed: int, batch: int | None = None) -> tuple:
             img = _smooth(shape, nhwc, gen)
             out.append(((img.permute(0, 2, 3, 1) if nhwc else img) * 255.0).round().to(dtype).contiguous())
         else:
-            out.append(torch.randint(0, integer_high(dtype), shape, generator=gen).to(dtype))
+            out.append(torch.randint(0, inp.high or integer_high(dtype), shape, generator=gen).to(dtype))
     return tuple(out)
 
 

@@ -202,7 +202,8 @@ class Run:
         pending = self.pending
         captures = self._capture(pending)
         ended = {(r.model, r.target) for r in self.records if r.status is Status.CAPTURE_FAILED}
-        self._export_targets([(spec, captures[spec.name], [t for t in todo if (spec.name, t.name) not in ended], keys)
+        self._export_targets([(spec.with_highs(captures[spec.name].id_highs), captures[spec.name],
+                                [t for t in todo if (spec.name, t.name) not in ended], keys)
                                for spec, todo, keys in pending if spec.name in captures])
         order = {spec.name: i for i, spec in enumerate(models)}
         targets = {t.name: i for i, t in enumerate(self.plan.targets)}

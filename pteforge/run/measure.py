@@ -68,7 +68,9 @@ def _time_here(records: list[Record], needed: list[Record], config: ExportConfig
         return
     reporter.stage("*", None, Stage.TIMING)
     paths = [(rec, rec.artifact.path) for rec, _ in items if rec.artifact is not None]  # timing_plan's have one
-    job = Call(key="*/timing", fn=time_artifacts, args=([(p, n) for (_, p), (_, n) in zip(paths, items)],),
+    highs = [[i.get("high") for i in ((rec.artifact.io if rec.artifact else None) or {}).get("inputs", [])]
+             for rec, _ in paths]
+    job = Call(key="*/timing", fn=time_artifacts, args=([(p, n, h) for (_, p), (_, n), h in zip(paths, items, highs)],),
                timeout=config.timeout)
     [outcome] = list(pool.run([job]))
     for rec, path in paths:

@@ -74,10 +74,11 @@ def estimated_seconds(rec: Record, runs: int) -> float:
     return (1 + WARMUP) * pace + timed
 
 
-def time_artifacts(items: list[tuple[str, int]], warmup: int = WARMUP,
+def time_artifacts(items: list[tuple[str, int, list]], warmup: int = WARMUP,
                    on_stage: Callable[[str], None] | None = None) -> dict[str, dict]:
-    """Bench numbers per path (a worker job): load, first run, p50/p90 after ``warmup``,
-    peak RSS, threads; ``{"skipped": why}`` for a file that cannot be timed here."""
+    """Bench numbers per path (a worker job; ``items``: path, runs, what its seeded ids are
+    drawn below per input): load, first run, p50/p90 after ``warmup``, peak RSS, threads;
+    ``{"skipped": why}`` for a file that cannot be timed here."""
     import torch
 
     from ..app.validate import seeded_inputs
@@ -88,14 +89,14 @@ def time_artifacts(items: list[tuple[str, int]], warmup: int = WARMUP,
     out: dict[str, dict] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="pteforge-speed-") as tmp:
-            for path, runs in items:
+            for path, runs, highs in items:
                 info = _inspect({"path": path})
                 check = program_check(here, info["delegates"], info["operators"])
                 if not check.ok:
                     out[path] = {"skipped": check.reason}
                     continue
                 inputs = Path(tmp) / "in.pt"
-                torch.save([seeded_inputs(info["inputs"], 0)], inputs)
+                torch.save([seeded_inputs(info["inputs"], 0, highs)], inputs)
                 numbers = _bench({"path": path, "inputs": str(inputs), "runs": runs, "warmup": warmup,
                                   "budget_s": runs * SECONDS_PER_RUN})
                 out[path] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in numbers.items()} | {"warmup": warmup}

@@ -43,6 +43,8 @@ class Capture:
     # the program's weights and constants at fp32 (integer tensors at their own size): what a
     # reduced precision's size is measured against when no fp32 program is lowered
     fp32_bytes: int = 0
+    # per input the program takes: what seeded ids are drawn below (InputSpec.high), or None
+    id_highs: tuple = ()
 
 
 def variant_key(backend: str, precision) -> str:
@@ -120,6 +122,10 @@ def _capture(spec: ModelSpec, config: ExportConfig | JobConfig, work_dir: Path, 
         raise CaptureError("the model returns no tensor, so its program would have no output",
                            fix="return from forward() the tensors an app reads")
     _check_not_broadcast(exported, spec)
+    highs = id_highs(exported)
+    if any(highs) and inputs_from is None:  # seeded ids, now drawn within the smallest table each one indexes
+        spec = spec.with_highs(highs)
+        inputs, inputs_from = reference_inputs(spec, config)
     timings[Stage.CAPTURE.value] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -144,7 +150,43 @@ def _capture(spec: ModelSpec, config: ExportConfig | JobConfig, work_dir: Path, 
         torch.export.save(exported, str(pt2))
         torch.save(reference, ref)
     return Capture(spec.name, str(pt2), str(ref), timings, _variants(model, spec, work_dir, variants, inputs[0], timings),
-                   fp32_bytes=fp32_bytes(exported))
+                   fp32_bytes=fp32_bytes(exported), id_highs=highs)
+
+
+# what passes an id on unchanged, between an input and the embedding it indexes
+_SAME_IDS = ("view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten", "expand", "slice", "select", "clone",
+             "contiguous", "to", "_to_copy", "permute", "transpose", "t", "detach", "alias", "lift_fresh_copy")
+
+
+def id_highs(exported) -> tuple:
+    """Per input the program takes: the rows of the smallest embedding table it indexes,
+    where that is fewer than seeded ids span (``INTEGER_HIGH``: a categorical feature of
+    3 levels, BERT's 2 token types), else None. Read from the graph, which does not
+    depend on the ids' values."""
+    import torch
+    from torch.export.graph_signature import InputKind
+
+    from ..models.synthetic import INTEGER_HIGH
+
+    users = [s.arg.name for s in exported.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    nodes = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
+    highs = []
+    for name in users:
+        node, rows = nodes.get(name), []
+        value = node.meta.get("val") if node is not None else None
+        pending: list = [node] if isinstance(value, torch.Tensor) and not value.is_floating_point() else []
+        while pending:
+            current = pending.pop()
+            for user in current.users:
+                op = getattr(user.target, "__name__", "").split(".")[0]
+                if op in ("embedding", "embedding_bag", "_embedding_bag") and len(user.args) > 1 \
+                        and user.args[1] is current:
+                    rows.append(user.args[0].meta["val"].shape[0])
+                elif op in _SAME_IDS and user.args and user.args[0] is current:
+                    pending.append(user)
+        smallest = min(rows, default=None)
+        highs.append(smallest if smallest is not None and smallest < INTEGER_HIGH else None)
+    return tuple(highs)
 
 
 def input_free_outputs(exported) -> list[int]:

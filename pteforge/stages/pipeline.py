@@ -407,6 +407,9 @@ class Steps:
             record.bundle = {"file": str(bpte), "testsets": len(reference["inputs"])}
         named = [i.name or "" for i in self.spec.fed] if self.spec.source == "onnx" else None  # the file's own names
         io = program_io(program.executorch_program, program.exported_program(), inputs_from=self.fp32, names=named)
+        for given, fed in zip(io["inputs"] if io else [], self.spec.fed):
+            if fed.high:
+                given["high"] = fed.high  # what its seeded ids are drawn below: bench and validate draw the same
         record.artifact = Artifact(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest(),
                                    delegation=delegation, io=io)
 
