@@ -312,11 +312,14 @@ def in_place_writes(exported) -> list[tuple]:
         if schema is None:
             root[node] = node
             continue
-        writes += [(value, root.get(value, value)) for arg, value in zip(schema.arguments, node.args)
+        written = [(value, root.get(value, value)) for arg, value in zip(schema.arguments, node.args)
                    if arg.alias_info is not None and arg.alias_info.is_write and isinstance(value, torch.fx.Node)]
+        writes += written
         viewed = [a for a in node.args if isinstance(a, torch.fx.Node)] \
-            if schema.returns and schema.returns[0].alias_info is not None else []
-        root[node] = root.get(viewed[0], viewed[0]) if viewed else node  # a view, or an in-place op's result
+            if schema.returns and schema.returns[0].alias_info is not None and not written else []
+        # a view's base; an in-place op's result is where a chain of them (``+=``, then ``relu_``)
+        # goes on writing, as a tensor of its own
+        root[node] = root.get(viewed[0], viewed[0]) if viewed else node
     return writes
 
 
