@@ -174,6 +174,19 @@ def test_a_layer_applied_twice_gets_a_bias_per_use_in_int8(capsys, tmp_path):
     assert all(e["verification"]["sqnr_db"] > 30 for e in rows.values()), rows
 
 
+def test_integer_positions_a_model_computes_stay_integers_in_int8(capsys, tmp_path):
+    """``torch.arange(n) + 2`` indexing a table (a Hugging Face attention mask): XNNPACK's
+    quantizer made the 2 a float32 tensor, the positions came out float, and calibration
+    failed ("tensors used as indices must be long": BERT at xnnpack:int8)."""
+    from test_cli import cli
+
+    code, stdout, _ = cli(capsys, "export", "--model", "tiny_models:positions", "--input-shape", "1,8,4",
+                          "--weights", "none", "--backends", "xnnpack:int8", "--bench-runs", "0", "--out", tmp_path)
+    assert code == 0, stdout
+    [row] = [e for e in written(json.loads((tmp_path / "index.json").read_text())) if e["target"] == "xnnpack:int8"]
+    assert row["status"] == "VERIFIED" and row["verification"]["sqnr_db"] > 30, row
+
+
 def test_int8_dynamic_keeps_max_pool_in_xnnpack():
     """A dynamic-quant partitioner run before the fp32 one decomposed max_pool2d, which
     then ran on the portable kernels (resnet18: 37 of 61 ms). One partitioner keeps the

@@ -924,3 +924,21 @@ class ShiftedLevels(Categorical):
 
 def shifted_levels():
     return ShiftedLevels().eval()
+
+
+class Positions(torch.nn.Module):
+    """Looks up a table at integer positions it computes (``arange(n) + offset``), as a
+    Hugging Face attention mask does."""
+
+    def __init__(self):
+        super().__init__()
+        self.table, self.mix = torch.nn.Parameter(torch.randn(16, 4)), torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        positions = torch.arange(x.shape[1]) + 2
+        return self.mix(x + self.table[positions])
+
+
+def positions():
+    torch.manual_seed(0)
+    return Positions().eval()

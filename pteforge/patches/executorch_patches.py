@@ -680,6 +680,39 @@ def matmuls_of_constants_left_alone():
 
 
 @contextlib.contextmanager
+def integer_arithmetic_keeps_its_scalars():
+    """Inside, the XNNPACK and Vulkan quantizers' preparation leaves the scalar of an
+    integer ``add``/``mul`` (``torch.arange(n) + offset``: a Hugging Face attention mask's
+    indices) a scalar.
+
+    Their ``_convert_scalars_to_attrs`` made every such scalar a float32 tensor, so the
+    integer sum came out float and the indexing it fed failed the calibration ("tensors
+    used as indices must be long, int, byte or bool tensors": BERT at xnnpack:int8)."""
+    import torch
+    from executorch.backends.vulkan.quantizer import vulkan_quantizer
+    from executorch.backends.xnnpack.quantizer import xnnpack_quantizer
+
+    check("integer_arithmetic_keeps_its_scalars", (xnnpack_quantizer, "_convert_scalars_to_attrs"),
+          (vulkan_quantizer, "_convert_scalars_to_attrs"))
+    original = xnnpack_quantizer._convert_scalars_to_attrs
+
+    def convert(model):
+        integer = {n: n.args for n in model.graph.nodes if n.op == "call_function"
+                   and n.target in (torch.ops.aten.add.Tensor, torch.ops.aten.mul.Tensor)
+                   and isinstance(n.meta.get("val"), torch.Tensor) and not n.meta["val"].is_floating_point()}
+        model = original(model)
+        for node, args in integer.items():
+            node.args = args
+        model.graph.eliminate_dead_code()
+        model.recompile()
+        return model
+
+    with replaced(xnnpack_quantizer, "_convert_scalars_to_attrs", convert), \
+            replaced(vulkan_quantizer, "_convert_scalars_to_attrs", convert):
+        yield
+
+
+@contextlib.contextmanager
 def ambiguous_strides_read_as_torch_does():
     """Inside, a tensor spec's dim order is the one torch reads from its tensor where the
     strides alone leave it open.

@@ -90,6 +90,8 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
     import torch
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+    from ..patches.executorch_patches import integer_arithmetic_keeps_its_scalars
+
     module = exported.module(check_guards=False)
     if plan.quantize is not None:
         with torch.no_grad():
@@ -107,7 +109,8 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
         module = plan.for_quantizer(module, example)
     _own_biases(module)
     state = own_buffers(module)  # the model's own, before the observers' join them
-    prepared = prepare_pt2e(module, plan.quantizer)
+    with integer_arithmetic_keeps_its_scalars():
+        prepared = prepare_pt2e(module, plan.quantizer)
     key = fingerprint(prepared, batches) if shared is not None else None
     path = shared / f"{key}.pt2" if key and shared is not None else None  # key: made where shared is
     source = f"quantized {key}" if key else None
