@@ -19,12 +19,13 @@ from ..backends import program_check
 from ..core.errors import one_line
 from ..core.io import differs
 from ..core.result import Status, estimate_text
+from ..core.spec import input_highs
 from ..core.timing import measure
 from ..models.onnx.reference import OnnxReference
 from ..report.manifest import ModelEntry
 from ..runtime.host import Host
 from ..runtime.isolate import ChildCrashed, IsolatedRuntime
-from .validate import EagerCache, discover, entry_highs, seeded_inputs
+from .validate import EagerCache, discover, seeded_inputs
 
 
 @dataclass
@@ -68,8 +69,9 @@ def bench(path: Path, runs: int = 20, warmup: int = 3, compare_eager: bool = Fal
                     # not timed: its numbers would go into the entry of another program
                     res.status, res.reason = Status.LOAD_FAILED, f"the file {why}: not the program its manifest lists"
                 else:
-                    res.status, res.reason, res.numbers, inputs = measure_artifact(child, pte, here, Path(tmp), runs, warmup,
-                                                                                   entry_highs(entry))
+                    highs = input_highs(entry.inputs if entry else None)
+                    res.status, res.reason, res.numbers, inputs = measure_artifact(child, pte, here, Path(tmp), runs,
+                                                                                   warmup, highs)
                 if res.status is Status.NOT_RUNNABLE_HERE and entry is not None and entry.status == Status.SIMULATED.value:
                     res.reason, res.simulated = _simulated_note(res.reason, entry), True
                 if res.status is None and compare_eager and entry is not None:

@@ -29,6 +29,7 @@ from ..core.spec import (
     ModelSpec,
     Precision,
     Preprocessing,
+    input_highs,
 )
 from ..core.units import EXACT_DB
 from ..families import family
@@ -337,8 +338,8 @@ def _validate_pte(child, path, entry, manifest_dir, here, images, eager, tmp, re
     photo_batches = [[p.tensor] for p in prepared]
     built = _eager(entry, eager, res) if entry is not None else None
     seeded = _export_inputs(entry, built[1]) if built else None
-    batches = photo_batches + (seeded or ([] if spec else [seeded_inputs(info["inputs"], s, entry_highs(entry))
-                                                            for s in range(3)]))
+    highs = input_highs(entry.inputs if entry else None)
+    batches = photo_batches + (seeded or ([] if spec else [seeded_inputs(info["inputs"], s, highs) for s in range(3)]))
     ran = _outputs(child, path, info, entry, batches, tmp, res)
     if ran is None:
         return
@@ -487,14 +488,9 @@ def _judge(res, entry, seeded: dict, agreements: list, sqnrs: list, boxes: list)
                                "no photo was run: its input is not an image") if r) or None
 
 
-def entry_highs(entry) -> list:
-    """What a manifest entry's seeded ids are drawn below, per input (None: the usual)."""
-    return [i.get("high") for i in (entry.inputs or [])] if entry is not None else []
-
-
 def seeded_inputs(specs: list[dict], seed: int, highs: list | tuple = ()) -> list:
     """Seeded inputs for a program's inputs (``{"shape", "dtype"}`` each); ``highs``: what
-    its ids are drawn below, per input, where its export recorded one (``entry_highs``)."""
+    its ids are drawn below, per input, where its export recorded one (``input_highs``)."""
     import torch
 
 

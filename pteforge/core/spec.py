@@ -105,6 +105,12 @@ def target_slug(name: str) -> str:
     return f"{chain}_{precision.replace('-', '')}" if precision else chain
 
 
+def input_highs(inputs: list[dict] | None) -> list:
+    """What the seeded ids of a program's inputs (a manifest entry's ``inputs``, a
+    record's ``io["inputs"]``) are drawn below, per input (``InputSpec.high``; None: the usual)."""
+    return [i.get("high") for i in inputs or []]
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """One input of a model: its shape and dtype; ``name``, the input of a file (an ONNX

@@ -11,7 +11,7 @@ from ..app.precision import choose, reference_pairs, relate_latency
 from ..core.errors import one_line
 from ..core.result import Record, Stage, ran_here
 from ..core.samples import holds_samples, token_ids
-from ..core.spec import ExportConfig, ModelSpec
+from ..core.spec import ExportConfig, ModelSpec, input_highs
 from ..report.manifest import set_precision_choices, update_entries
 from .arm64_proof import prove
 from .speed import time_artifacts, timing_plan
@@ -68,8 +68,7 @@ def _time_here(records: list[Record], needed: list[Record], config: ExportConfig
         return
     reporter.stage("*", None, Stage.TIMING)
     paths = [(rec, rec.artifact.path) for rec, _ in items if rec.artifact is not None]  # timing_plan's have one
-    highs = [[i.get("high") for i in ((rec.artifact.io if rec.artifact else None) or {}).get("inputs", [])]
-             for rec, _ in paths]
+    highs = [input_highs(((rec.artifact.io if rec.artifact else None) or {}).get("inputs")) for rec, _ in paths]
     job = Call(key="*/timing", fn=time_artifacts, args=([(p, n, h) for (_, p), (_, n), h in zip(paths, items, highs)],),
                timeout=config.timeout)
     [outcome] = list(pool.run([job]))
