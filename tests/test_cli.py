@@ -467,6 +467,9 @@ def test_a_forward_that_changes_its_inputs_in_place_gives_a_program_that_leaves_
     ("shifted_levels", ("int64:1,6", "int64:1,6"),
      ("CAPTURE_FAILED: IndexError: index out of range in self — fix: seeded ids are drawn in [0, 10) and level "
       "(Embedding) holds 3: give real inputs with --calibration DIR",)),
+    ("lookups(shift=2)", ("1,16", "int64:1,4", "int64:2"),
+     ("CAPTURE_FAILED: RuntimeError: index 8 is out of bounds for dimension 1 with size 3 — fix: seeded ids are "
+      "drawn in [0, 10), more than the model indexes with them: give real inputs with --calibration DIR",)),
 ])
 def test_a_capture_that_cannot_run_says_why_in_one_line(capsys, out, model, shapes, parts):
     """Inputs larger than memory (torch's C++ "enforce fail" line before), seeded ids past a
@@ -494,6 +497,19 @@ def test_seeded_ids_stay_within_the_smallest_table_they_index_everywhere(capsys,
     for command in ("validate", "bench"):
         code, stdout, err = cli(capsys, command, out)
         assert code == ExitStatus.OK and "failed" not in stdout.lower(), stdout + err
+
+
+def test_seeded_ids_stay_within_what_a_gather_or_an_index_reads(capsys, out):
+    """Seeded ids drawn in [0, 10) went past a gather over 3 scores and a 5-row table
+    indexed with ``table[rows]`` (CAPTURE_FAILED: "index 6 is out of bounds"): the bound
+    came only from embedding tables. Now from what a gather, index_select, ``x[ids]`` or
+    scatter indexes too."""
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:lookups", "--input-shape", "1,16",
+                       "--input-shape", "int64:1,4", "--input-shape", "int64:2", "--weights", "none",
+                       "--backends", "portable", "--out", out)
+    assert code == ExitStatus.OK, err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and [i.get("high") for i in e["inputs"]] == [None, 3, 5], e
 
 
 def test_a_model_with_torch_cond_lowers_outside_its_branches_and_verifies(capsys, out):

@@ -942,3 +942,22 @@ class Positions(torch.nn.Module):
 def positions():
     torch.manual_seed(0)
     return Positions().eval()
+
+
+class Lookups(torch.nn.Module):
+    """Integer inputs that index other operators than an embedding: a ``gather`` over 3
+    scores and ``table[rows]`` of a 5-row table; ``shift`` moves the positions first,
+    so that no size in the graph bounds them."""
+
+    def __init__(self, shift=0):
+        super().__init__()
+        self.shift, self.score, self.table = shift, torch.nn.Linear(16, 3), torch.nn.Parameter(torch.randn(5, 3))
+
+    def forward(self, x, positions, rows):
+        picked = torch.gather(self.score(x), 1, positions + self.shift if self.shift else positions)
+        return picked * self.table[rows].sum()
+
+
+def lookups(shift=0):
+    torch.manual_seed(0)
+    return Lookups(shift).eval()

@@ -136,7 +136,7 @@ def _capture(spec: ModelSpec, config: ExportConfig | JobConfig, work_dir: Path, 
         try:
             reference["outputs"] = [flatten_outputs(eager(*copies(x))) for x in inputs]
         except Exception as exc:
-            if (fix := capture_fix(model, inputs[0])) is None:
+            if (fix := capture_fix(model, inputs[0], exc)) is None:
                 raise
             raise CaptureError(one_line(exc), fix=fix) from exc
         reference.update(validation_images(spec, eager))
@@ -159,10 +159,12 @@ _SAME_IDS = ("view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten
 
 
 def id_highs(exported) -> tuple:
-    """Per input the program takes: the rows of the smallest embedding table it indexes,
-    where that is fewer than seeded ids span (``INTEGER_HIGH``: a categorical feature of
-    3 levels, BERT's 2 token types), else None. Read from the graph, which does not
-    depend on the ids' values."""
+    """Per input the program takes: how many positions the smallest dimension it indexes
+    holds (an embedding table's rows, the dimension a ``gather``, ``index_select``,
+    ``x[ids]`` or scatter reads or writes at those ids), where that is fewer than seeded ids
+    span (``INTEGER_HIGH``: a categorical feature of 3 levels, BERT's 2 token types, a
+    gather over 3 classes), else None. Read from the graph, which does not depend on the
+    ids' values."""
     import torch
     from torch.export.graph_signature import InputKind
 
@@ -172,21 +174,46 @@ def id_highs(exported) -> tuple:
     nodes = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
     highs = []
     for name in users:
-        node, rows = nodes.get(name), []
+        node, sizes = nodes.get(name), []
         value = node.meta.get("val") if node is not None else None
         pending: list = [node] if isinstance(value, torch.Tensor) and not value.is_floating_point() else []
         while pending:
             current = pending.pop()
             for user in current.users:
                 op = getattr(user.target, "__name__", "").split(".")[0]
-                if op in ("embedding", "embedding_bag", "_embedding_bag") and len(user.args) > 1 \
-                        and user.args[1] is current:
-                    rows.append(user.args[0].meta["val"].shape[0])
-                elif op in _SAME_IDS and user.args and user.args[0] is current:
+                sizes += _indexed_sizes(op, user, current)
+                if op in _SAME_IDS and user.args and user.args[0] is current:
                     pending.append(user)
-        smallest = min(rows, default=None)
+        smallest = min(sizes, default=None)
         highs.append(smallest if smallest is not None and smallest < INTEGER_HIGH else None)
     return tuple(highs)
+
+
+# the operators that read or write a tensor at positions another one holds: (operator, where
+# the positions are, which dimension of the first argument they index)
+_AT_DIM = ("gather", "index_select", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy",
+           "index_fill")
+_AT_EACH = ("index", "_unsafe_index", "index_put", "_unsafe_index_put")
+
+
+def _indexed_sizes(op: str, user, ids) -> list[int]:
+    """The sizes of the dimensions ``user`` (an ``op``) indexes with ``ids``: [] where it
+    takes them otherwise (as data, or as a shape) or a size is not a number."""
+    args = user.args
+
+    def size(node, dim) -> list[int]:
+        shape = getattr(getattr(node, "meta", {}).get("val"), "shape", None)
+        if shape is None or not isinstance(dim, int) or not -len(shape) <= dim < len(shape):
+            return []
+        return [shape[dim]] if isinstance(shape[dim], int) else []
+
+    if op in ("embedding", "embedding_bag", "_embedding_bag") and len(args) > 1 and args[1] is ids:
+        return size(args[0], 0)
+    if op in _AT_DIM and len(args) > 2 and args[2] is ids:
+        return size(args[0], args[1])
+    if op in _AT_EACH and len(args) > 1 and isinstance(args[1], (list, tuple)):
+        return [n for k, i in enumerate(args[1]) if i is ids for n in size(args[0], k)]
+    return []
 
 
 def input_free_outputs(exported) -> list[int]:

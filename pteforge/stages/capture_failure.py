@@ -55,12 +55,13 @@ def summarize_export_error(exc: BaseException, source: str | None = None) -> str
     return f"torch.export failed ({name}): {key[:240]}{hint}"
 
 
-def capture_fix(model, example: tuple) -> str | None:
-    """What to change when a model cannot be captured or run for a reason pteforge can
-    see: weights quantized by torch.ao's eager mode (packed weights torch.export cannot
-    trace), weights of another float dtype than the inputs' (``_dtype_fix``), an input of the
-    wrong rank for the first convolution (``_rank_fix``), or float values fed to an embedding
-    (``_ids_fix``)."""
+def capture_fix(model, example: tuple, exc: BaseException | None = None) -> str | None:
+    """What to change when a model cannot be captured or run (raising ``exc``, where known)
+    for a reason pteforge can see: weights quantized by torch.ao's eager mode (packed
+    weights torch.export cannot trace), weights of another float dtype than the inputs'
+    (``_dtype_fix``), an input of the wrong rank for the first convolution (``_rank_fix``),
+    float values fed to an embedding (``_ids_fix``), or seeded ids past what the model
+    indexes with them (``_vocabulary_fix``)."""
     import torch
 
     if isinstance(model, torch.nn.Module) and any(
@@ -69,7 +70,7 @@ def capture_fix(model, example: tuple) -> str | None:
                 "capture: give the float model, and a quantized target (e.g. xnnpack:int8), which pteforge quantizes "
                 "with PT2E and calibrates")
     return (_arity_fix(model, example) or _dtype_fix(model, example) or _rank_fix(model, example)
-            or _ids_fix(model, example) or _vocabulary_fix(model, example))
+            or _ids_fix(model, example) or _vocabulary_fix(model, example, exc))
 
 
 def _arity_fix(model, example: tuple) -> str | None:
@@ -173,22 +174,29 @@ def _ids_fix(model, example: tuple) -> str | None:
             f"{'NAME=' if len(example) > 1 else ''}int64:{flag}")
 
 
-def _vocabulary_fix(model, example: tuple) -> str | None:
-    """When seeded ids (drawn below ``INTEGER_HIGH``) index past a small embedding table
-    (a categorical feature of 3 levels): its size, and real inputs to give instead."""
+def _vocabulary_fix(model, example: tuple, exc: BaseException | None = None) -> str | None:
+    """When seeded ids (drawn below ``INTEGER_HIGH``) index past what the model holds: a
+    small embedding table (a categorical feature of 3 levels) or, where ``exc`` says an
+    index was out of bounds, any other lookup (ids shifted before a ``gather``), which
+    no size in the graph bounds; real inputs to give instead."""
     import torch
 
     from ..models.synthetic import INTEGER_HIGH
 
+    if not any(not x.is_floating_point() for x in example if isinstance(x, torch.Tensor)):
+        return None
     small = [(name, m) for name, m in model.named_modules()
              if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.num_embeddings < INTEGER_HIGH] \
         if isinstance(model, torch.nn.Module) else []
-    if not small or not any(not x.is_floating_point() for x in example if isinstance(x, torch.Tensor)):
-        return None
-    name, table = small[0]
-    return (f"seeded ids are drawn in [0, {INTEGER_HIGH}) and {name or 'the model'} ({type(table).__name__}) holds "
-            f"{table.num_embeddings}: give real inputs with --calibration DIR (one .npy or .npz per sample, as many as "
-            "--verify-inputs + calibration take); the verification runs on them too")
+    real = ("give real inputs with --calibration DIR (one .npy or .npz per sample, as many as --verify-inputs + "
+            "calibration take); the verification runs on them too")
+    if small:
+        name, table = small[0]
+        return (f"seeded ids are drawn in [0, {INTEGER_HIGH}) and {name or 'the model'} ({type(table).__name__}) "
+                f"holds {table.num_embeddings}: {real}")
+    if exc is not None and re.search(r"\bindex\b.*\bout of (bounds|range)\b", str(exc)):
+        return f"seeded ids are drawn in [0, {INTEGER_HIGH}), more than the model indexes with them: {real}"
+    return None
 
 
 def _dtype_fix(model, example: tuple) -> str | None:
