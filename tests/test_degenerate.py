@@ -52,6 +52,30 @@ def test_the_program_alone_giving_nan_or_ignoring_its_input_is_named():
     assert whose == "eager" and why == "the model itself gives NaN on input 1 (output 0, index 1): nothing could be compared"
 
 
+def test_eagers_own_infinities_are_values_the_program_must_give_at_the_same_places():
+    """The log of a zero probability, a masked score: eager's infinity is an output, not a
+    fault (every such model was MISMATCH, "the model itself gives infinity"). The program
+    must give the same infinity at the same place; the rest is compared."""
+    from pteforge.stages.verify import compare
+
+    e = torch.tensor([[float("-inf"), 0.5, 2.0]])
+    assert degenerate([[e]], [[e.clone()]]) is None and compare([e], [e + torch.tensor([[0, 1e-3, 0]])])["sqnr"] > 50
+    whose, why = degenerate([[e]], [[torch.tensor([[-88.7, 0.5, 2.0]])]])
+    assert whose == "artifact" and why == ("the program gives -88.7 on input 1 at output 0, index 0, where eager gives "
+                                           "minus infinity")
+    whose, why = degenerate([[e]], [[e.abs()]])
+    assert whose == "artifact" and why.startswith("the program gives infinity on input 1 at output 0, index 0")
+
+
+def test_a_model_whose_outputs_hold_minus_infinity_is_verified(capsys, tmp_path):
+    out = tmp_path / "out"
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:degenerate(how='log_zero')", "--input-shape",
+                       "1,3,8,8", "--weights", "none", "--backends", "portable", "--out", str(out))
+    assert code == ExitStatus.OK, err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and e["verification"]["sqnr_db"] > 100, e
+
+
 def test_what_libraries_print_goes_to_the_runs_log(capsys, tmp_path):
     """A run that ends in failed rows shows pteforge's lines only; what the model and its
     libraries printed in the workers, from Python or native code, is in the run's log."""

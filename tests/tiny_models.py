@@ -418,7 +418,8 @@ class Calls:
 class Degenerate(torch.nn.Module):
     """``nan``: NaN wherever the input is above 0.5 (the model's own fault); ``constant``: the
     same output whatever the input (inputs that cannot exercise it); ``with_constant``: its
-    output and a constant beside it."""
+    output and a constant beside it; ``log_zero``: log-probabilities, minus infinity where a
+    probability is 0 (a value, not a fault)."""
 
     def __init__(self, how: str):
         super().__init__()
@@ -431,6 +432,8 @@ class Degenerate(torch.nn.Module):
             return y + torch.log(0.5 - x.amax((1, 2, 3))).unsqueeze(1)  # log of a negative: NaN
         if self.how == "with_constant":
             return y, torch.ones(2)
+        if self.how == "log_zero":
+            return torch.log(torch.relu(y))
         return y * 0 + 1.0
 
 

@@ -93,33 +93,34 @@ def integer_agreement(expected: list[list], actual: list[list]) -> float | None:
 
 def nonfinite_differences(e, a) -> int:
     """How many values are NaN or infinite in one of ``e`` and ``a`` and not the same in the other."""
-    import torch
-
-    e_bad, a_bad = ~torch.isfinite(e), ~torch.isfinite(a)
-    both = e_bad & a_bad
-    return int(((e_bad ^ a_bad) | (both & (e.nan_to_num() != a.nan_to_num()))).sum())
+    return int(_nonfinite_mismatch(e, a).sum())
 
 
 def degenerate(expected: list[list], actual: list[list], labels: list[str] | None = None) -> tuple[str, str] | None:
     """Outputs no SQNR can judge, as (whose, why): ``("eager", ...)`` when the model itself
-    gives NaN or infinity on an input (nothing could be compared: the model's fault, not the
-    lowering's); ``("artifact", ...)`` when only the program does, or when the program's
-    output is the same on every input while eager's changes. None when neither."""
+    gives NaN on an input (nothing could be compared: the model's fault, not the
+    lowering's); ``("artifact", ...)`` when the program gives NaN or infinity where eager
+    does not give the same, or when the program's output is the same on every input while
+    eager's changes. None when neither. An infinity of eager's own (the log of a zero
+    probability, a masked score) is a value like another: the program must give it at the
+    same place, and the rest is compared."""
     import torch
 
     labels = labels or [f"input {i + 1}" for i in range(len(expected))]
-    for side, outputs in (("eager", expected), ("artifact", actual)):
-        for i, outs in enumerate(outputs):
-            for j, t in enumerate(outs):
-                if t.is_floating_point() and not bool(torch.isfinite(t).all()):
-                    flat = t.detach().flatten()
-                    k = int((~torch.isfinite(flat)).nonzero()[0])
-                    what = "NaN" if math.isnan(float(flat[k])) else "infinity"
-                    if side == "eager":
-                        return side, (f"the model itself gives {what} on {labels[i]} (output {j}, index {k}): "
-                                      "nothing could be compared")
-                    return side, (f"the program gives {what} on {labels[i]} at output {j}, index {k}, where eager gives "
-                                  f"{float(expected[i][j].detach().flatten()[k]):.4g}")
+    for i, outs in enumerate(expected):
+        for j, t in enumerate(outs):
+            if t.is_floating_point() and bool(torch.isnan(t).any()):
+                k = int(torch.isnan(t.detach().flatten()).nonzero()[0])
+                return "eager", f"the model itself gives NaN on {labels[i]} (output {j}, index {k}): nothing could be compared"
+    for i, outs in enumerate(actual):
+        for j, t in enumerate(outs):
+            if not t.is_floating_point() or j >= len(expected[i]) or expected[i][j].shape != t.shape:
+                continue
+            e, a = expected[i][j].detach().double().flatten(), t.detach().double().flatten()
+            if nonfinite_differences(e, a):
+                k = int(_nonfinite_mismatch(e, a).nonzero()[0])
+                return "artifact", (f"the program gives {_value(a[k])} on {labels[i]} at output {j}, index {k}, where "
+                                    f"eager gives {_value(e[k])}")
     if len(actual) > 1:
         for j in range(len(actual[0])):
             if actual[0][j].is_floating_point() and _same_on_every_input([a[j] for a in actual]) \
@@ -127,6 +128,20 @@ def degenerate(expected: list[list], actual: list[list], labels: list[str] | Non
                 return "artifact", (f"output {j} of the program is the same on all {len(actual)} inputs while eager's "
                                     "changes: the program ignores its input")
     return None
+
+
+def _nonfinite_mismatch(e, a):
+    """Where one of ``e`` and ``a`` is NaN or infinite and the other is not the same."""
+    import torch
+
+    e_bad, a_bad = ~torch.isfinite(e), ~torch.isfinite(a)
+    return (e_bad ^ a_bad) | (e_bad & a_bad & (e.nan_to_num() != a.nan_to_num()))
+
+
+def _value(x) -> str:
+    """A value as words where it is not a number (NaN, infinity, minus infinity)."""
+    v = float(x)
+    return "NaN" if math.isnan(v) else ("infinity" if v > 0 else "minus infinity") if math.isinf(v) else f"{v:.4g}"
 
 
 def constant_outputs(expected: list[list]) -> list[int]:
