@@ -180,10 +180,42 @@ def test_a_factory_in_a_py_file_by_its_path_and_its_code_in_the_key(capsys, tmp_
         f.write("# edited\n")
     assert main(args) == ExitStatus.OK
     assert "cache" not in _entry(tmp_path / "out"), "the file's code is part of the key"
+    assert main(args) == ExitStatus.OK and _entry(tmp_path / "out")["cache"]["hit"] is True
+    # and so is what it imports of the user's own: a sibling's new layer is another model (it
+    # came from the cache, with the old model's program and proof)
+    (src / "helpers.py").write_text("import torch\n\ndef head():\n    return torch.nn.Linear(4, 3)\n")
+    assert main(args) == ExitStatus.OK
+    edited = _entry(tmp_path / "out")
+    assert "cache" not in edited and edited["outputs"][0]["shape"] == [1, 3], edited
     capsys.readouterr()
     assert main(["export", "--model", "src/missing.py:x", "--input-shape", "1,3", "--out", "out"]) == ExitStatus.USAGE
     [line] = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
     assert "--model src/missing.py:x: no such file src/missing.py" in line, "printed as written (no :x: emoji)"
+
+
+def test_a_factorys_key_holds_the_users_files_it_imports_and_the_libraries_it_uses(tmp_path, monkeypatch):
+    """Read from the source, without importing it: a package's relative imports, absolute
+    ones, imports inside functions; installed packages by name (their versions go in the
+    key), the standard library and pteforge's own code (in the key already) not at all."""
+    from pteforge.models.factory import factory_sources
+
+    pkg = tmp_path / "zoo"
+    (pkg / "layers").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "layers" / "__init__.py").write_text("from .conv import Conv\n")
+    (pkg / "layers" / "conv.py").write_text("import os, json\nimport torch.nn\n")
+    (pkg / "nets.py").write_text("from .layers import Conv\nfrom zoo import heads\n\n"
+                                 "def build():\n    import numpy\n    from pteforge.core import spec\n")
+    (pkg / "heads.py").write_text("import sklearn.base as b\n")
+    (tmp_path / "unused.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    files, packages = factory_sources("zoo.nets")
+    names = sorted(str(p.relative_to(tmp_path)) for p in map(__import__("pathlib").Path, files))
+    assert names == ["zoo/__init__.py", "zoo/heads.py", "zoo/layers/__init__.py", "zoo/layers/conv.py",
+                     "zoo/nets.py"] and files[0].endswith("nets.py")
+    assert packages == ["numpy", "sklearn", "torch"]
+    assert factory_sources("torchvision.models") == ([], ["torchvision"])
+    assert factory_sources("no_such_module") == ([], [])
 
 
 def test_the_runs_process_plans_and_looks_up_without_importing_torch(tmp_path):

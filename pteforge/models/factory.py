@@ -246,15 +246,111 @@ def import_for_capture(spec: ModelSpec) -> None:
         pass
 
 
-def factory_code(name: str) -> str | None:
-    """The file that defines a factory's module, when there is one (for the cache key)."""
-    if name.endswith(".py"):
-        return name if Path(name).is_file() else None
+# what a factory's model is made of, for the cache key: at most this many of the user's own files
+MAX_SOURCES = 2000
+_PTEFORGE = Path(__file__).resolve().parent.parent
+
+
+def factory_sources(name: str) -> tuple[list[str], list[str]]:
+    """What a factory's module ``name`` is made of, for the cache key, read from its source
+    without importing it: (the user's own source files it reaches through its imports,
+    itself first; the installed top-level packages it or they import, whose versions pin
+    their code). A module that is itself installed (``timm``) is a package, not files.
+    An import made at run time (``importlib.import_module``) is not seen: ``--no-cache``.
+
+    The factory's file alone is not the model: a model built from a sibling module
+    (``from blocks import Block``) whose file changed came from the cache, with the old
+    model's program and proof."""
+    roots = _search_roots(name)
+    first = Path(name).resolve() if name.endswith(".py") else _locate(name, roots)
+    if first is None:
+        return [], []  # the capture reports the missing module
+    if _kind(first) != "own":
+        return [], [name.split(".")[0]]
+    files, packages, pending = [first], set(), [first]
+    while pending and len(files) < MAX_SOURCES:
+        path = pending.pop()
+        for found in _imported(path, roots):
+            if isinstance(found, str):
+                packages.add(found)
+            elif found not in files:
+                files.append(found)
+                pending.append(found)
+    return [str(f) for f in files], sorted(packages)
+
+
+def _search_roots(name: str) -> list[Path]:
+    """Where imports are found: a ``.py`` factory's own directory, the current one, then ``sys.path``."""
+    roots = [Path(name).resolve().parent] if name.endswith(".py") else []
+    roots += [Path.cwd()] + [Path(p).resolve() for p in sys.path if p]
+    return list(dict.fromkeys(r for r in roots if r.is_dir()))
+
+
+def _kind(path: Path) -> str:
+    """``"installed"`` for a file of site-packages, ``"known"`` for the standard library's and
+    pteforge's (in the key already, an editable install's too), ``"own"`` for the user's
+    (anywhere else)."""
+    import sysconfig
+
+    if path.is_relative_to(_PTEFORGE):
+        return "known"
+    if any(part in ("site-packages", "dist-packages") for part in path.parts):
+        return "installed"
+    if any(path.is_relative_to(Path(sysconfig.get_path(k)).resolve()) for k in ("stdlib", "platstdlib")):
+        return "known"
+    return "own"
+
+
+def _locate(module: str, roots: list[Path]) -> Path | None:
+    """The file of ``module`` (``a.b``: ``a/b.py`` or ``a/b/__init__.py``) under the first root that holds it."""
+    parts = module.split(".")
+    for root in roots:
+        base = root.joinpath(*parts)
+        for candidate in (base.parent / f"{parts[-1]}.py", base / "__init__.py"):
+            if candidate.is_file():
+                return candidate.resolve()
+    return None
+
+
+def _imported(path: Path, roots: list[Path]):
+    """What the module at ``path`` imports: a file of the user's own, or an installed
+    top-level package's name (the standard library and what cannot be found: nothing)."""
     try:
-        found = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None  # the capture reports the missing module
-    return found.origin if found is not None and found.origin and Path(found.origin).is_file() else None
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+            candidates = [[".".join(n.split(".")[:k]) for k in range(len(n.split(".")), 0, -1)] for n in names]
+            yield from _found(candidates, roots)
+        elif isinstance(node, ast.ImportFrom) and node.level:  # from . import x, from ..m import y
+            base = path.parents[min(node.level, len(path.parents)) - 1]
+            module = node.module.split(".") if node.module else []
+            for parts in [[*module, alias.name] for alias in node.names] + [module]:
+                found = _locate(".".join(parts), [base]) if parts else base / "__init__.py"
+                if found is not None and found.is_file():
+                    yield found.resolve()
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            candidates = [[f"{node.module}.{alias.name}" for alias in node.names] + [node.module]]
+            yield from _found(candidates, roots)
+
+
+def _found(candidates: list[list[str]], roots: list[Path]):
+    """For each import's candidate modules (longest first: ``a.b``, then ``a``): the user's
+    files among them, or the installed top-level package they belong to."""
+    for names in candidates:
+        for module in names:
+            found = _locate(module, roots)
+            if found is None:
+                continue
+            kind = _kind(found)
+            if kind == "own":
+                yield found
+                continue
+            if kind == "installed":
+                yield module.split(".")[0]
+            break
 
 
 def _normalise(model, spec: ModelSpec, seed: int) -> None:

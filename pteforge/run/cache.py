@@ -101,11 +101,11 @@ def model_identity(spec: ModelSpec, weights: str, seed: int) -> dict:
     if spec.source in ("pt2", "onnx", "torchscript", "ultralytics") and spec.path:
         ident[spec.source] = _file_sha(spec.path)
     elif spec.source == "factory":
-        from ..models.factory import factory_code, parse_factory
+        from ..models.factory import factory_sources, parse_factory
 
-        code = factory_code(parse_factory(spec.factory)[0])
-        if code is not None:
-            ident["code"] = _file_sha(code)
+        files, packages = factory_sources(parse_factory(spec.factory)[0])
+        ident["code"] = sorted(_file_sha(f) for f in files)  # its own files, by content: wherever they move
+        ident["libraries"] = {p: _library_version(p) for p in packages}
     if weights in ("pretrained", "none"):
         ident["weights"] = weights  # pretrained: pinned by the library versions in the key
         if weights == "none":
@@ -113,6 +113,19 @@ def model_identity(spec: ModelSpec, weights: str, seed: int) -> dict:
     else:
         ident["weights"] = _file_sha(str(Path(weights).resolve()))
     return ident
+
+
+@lru_cache(maxsize=None)
+def _library_version(package: str) -> str:
+    """The version of the distribution that installs top-level ``package`` (``sklearn``:
+    scikit-learn's), or "unknown"."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        names = metadata.packages_distributions().get(package, [])  # ~0.4 s: only for a name unlike its own
+        return ",".join(f"{n}=={metadata.version(n)}" for n in sorted(set(names))) or "unknown"
 
 
 def key_for(spec: ModelSpec, target: Target, config: ExportConfig, versions: dict[str, str]) -> str:
