@@ -87,3 +87,15 @@ def test_files_that_do_not_fit_are_refused_before_any_work(capsys, tmp_path):
     code, _, err = export(capsys, out, ints)
     assert code == ExitStatus.USAGE and "input 0 is int64, and the model takes float32" in error_lines(err)[0]
     assert not out.exists()
+
+    # a NaN (or a float64 too large for float32) in a sample: every comparison on it was
+    # "the model itself gives NaN", the model blamed for the file
+    for bad, said in ((np.nan, "w01.npy: input 0 holds NaN at index 7"),
+                      (1e300, "w01.npy: input 0 holds an infinity (as float32) at index 7")):
+        odd = windows(tmp_path / f"odd{bad}", 3)
+        window = np.load(odd / "w01.npy")
+        window.flat[7] = bad
+        np.save(odd / "w01.npy", window)
+        code, _, err = export(capsys, out, odd)
+        assert code == ExitStatus.USAGE and said in error_lines(err)[0], err
+        assert not out.exists()

@@ -83,7 +83,14 @@ def load(path: Path, spec: ModelSpec) -> tuple:
     except Exception as exc:  # noqa: BLE001 - numpy's own reasons: not an array file, truncated, not a zip
         raise UsageError(f"{path} is not a readable numpy file: {str(exc).splitlines()[0]}", fix=FIX) from exc
     native = [np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("=")) for a in arrays]  # torch takes no '>f4'
-    return tuple(_fit(torch.from_numpy(a), i) for a, i in zip(native, fed))
+    tensors = tuple(_fit(torch.from_numpy(a), i) for a, i in zip(native, fed))
+    for name, t in zip(names, tensors):
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            k = int((~torch.isfinite(t.flatten())).nonzero()[0])
+            what = "NaN" if math.isnan(float(t.flatten()[k])) else f"an infinity (as {str(t.dtype).removeprefix('torch.')})"
+            raise UsageError(f"{path}: {name} holds {what} at index {k}: no output on it can be compared with eager's",
+                             fix=f"save finite values in {name}")
+    return tensors
 
 
 def header(f: IO[bytes], size: int) -> tuple[tuple[int, ...], numpy.dtype]:

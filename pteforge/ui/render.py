@@ -53,7 +53,7 @@ def _compiler_and_calibration(r: Record) -> str:
     cal = (r.quantization or {}).get("calibration")
     if cal:
         real = f"{cal['images']} real images ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else \
-            f"{cal['files']} input files ({cal.get('source')})" if cal.get("files") else ""
+            f"{cal['files']} input file{'s' if cal['files'] != 1 else ''} ({cal.get('source')})" if cal.get("files") else ""
         made = f"{cal['synthetic']} seeded synthetic {'token ids' if cal.get('tokenIds') else 'inputs'}" \
             if cal.get("synthetic") else ""
         text += f"; calibrated on {' + '.join(p for p in (real, made) if p)}"
