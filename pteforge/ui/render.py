@@ -52,7 +52,7 @@ def _compiler_and_calibration(r: Record) -> str:
     text = f"; {estimate_text(r.estimates)}" if r.estimates else ""
     cal = (r.quantization or {}).get("calibration")
     if cal:
-        real = f"{cal['images']} real images ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else \
+        real = f"{cal['images']} real image{'s' if cal['images'] != 1 else ''} ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else \
             f"{cal['files']} input file{'s' if cal['files'] != 1 else ''} ({cal.get('source')})" if cal.get("files") else ""
         made = f"{cal['synthetic']} seeded synthetic {'token ids' if cal.get('tokenIds') else 'inputs'}" \
             if cal.get("synthetic") else ""
