@@ -31,6 +31,7 @@ from .core.errors import (
     UsageError,
     one_line,
 )
+from .core.fallback import DESKTOP_OS
 from .core.io import write_atomic
 from .core.limits import ENV_GB
 from .core.request import ExportRequest
@@ -146,9 +147,10 @@ def _add_inspection_commands(sub, common) -> None:
     se.add_argument("names", nargs="+", metavar="[MANIFEST] MODEL",
                     help="the manifest (an index.json or its directory; default: models/index.json) and the model "
                          "(left out: the one model the manifest lists)")
-    se.add_argument("--platform", default=None, choices=[*PLATFORMS, "all"],
-                    help="a device's platform: its order and its own delegates, nothing loaded here (default: "
-                         "this host, its platform's order, each file loaded; all: every platform's artifacts, here)")
+    se.add_argument("--platform", default=None, choices=[*PLATFORMS, *DESKTOP_OS, "all"],
+                    help="a device's platform: its order and its own delegates, nothing loaded here; macos, linux, "
+                         "windows: a desktop of that OS, desktop's order over its artifacts (default: this host, its "
+                         "OS's order, each file loaded; all: every platform's artifacts, here)")
     se.add_argument("--manifest", default=None, metavar="FILE", help="the manifest, as the first of two names")
 
 

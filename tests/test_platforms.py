@@ -94,6 +94,22 @@ def test_select_prints_the_same_decision(capsys, three, tmp_path):
         assert code == ExitStatus.USAGE and said in error_lines(err)[0], err
 
 
+def test_select_for_a_desktop_names_its_os_and_leaves_out_what_it_cannot_load(capsys, three):
+    """``--platform macos`` was refused ("did you mean 'ios'?" for windows) though the rows
+    say "run it on a device: macos"; a desktop device by its OS walks desktop's order over
+    the artifacts that OS loads (Core ML on a Mac, not on Linux), and this Linux host's
+    order leaves out what only a Mac loads."""
+    code, stdout, _ = cli(capsys, "select", three, "tiny", "--platform", "macos")
+    assert code == ExitStatus.OK and "for a device of platform macos" in stdout and "tiny_coreml.pte" in stdout
+    for os in ("linux", "windows"):
+        code, stdout, _ = cli(capsys, "select", three, "tiny", "--platform", os)
+        assert code == ExitStatus.OK and "try tiny_vulkan.pte, tiny_xnnpack.pte" in stdout and "coreml" not in stdout
+    code, stdout, _ = cli(capsys, "select", three, "tiny")
+    assert code == ExitStatus.OK and "coreml" not in stdout, "a Linux host does not try what only a Mac loads"
+    code, _, err = cli(capsys, "select", three, "tiny", "--platform", "windws")
+    assert code == ExitStatus.USAGE and "did you mean 'windows'?" in error_lines(err)[0], err
+
+
 def test_select_with_the_manifest_alone_takes_its_one_model(capsys, three, tmp_path):
     """``select DIR`` was read as a model named DIR in models/index.json ("no manifest")."""
     code, stdout, _ = cli(capsys, "select", three, "--platform", "android")

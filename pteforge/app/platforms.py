@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..core.errors import UsageError
 from ..core.registry import unknown_name_message
 
-from ..core.fallback import PLATFORMS, order_for
+from ..core.fallback import DESKTOP_OS, PLATFORMS, order_for
 
 
 def priorities() -> dict[str, tuple[str, ...]]:
@@ -36,6 +36,15 @@ def parse_platform(name: str) -> str:
     if name not in PLATFORMS and name != "all":
         raise UsageError(unknown_name_message("platform", name, [*PLATFORMS, "all"]),
                          fix=f"use --target {', '.join(PLATFORMS)} or all")
+    return name
+
+
+def parse_device(name: str) -> str:
+    """A device's platform for ``select``: one of ``PLATFORMS``, a desktop's OS (``macos``,
+    ``linux``, ``windows``) or ``all``."""
+    if name not in (*PLATFORMS, *DESKTOP_OS, "all"):
+        raise UsageError(unknown_name_message("platform", name, [*PLATFORMS, *DESKTOP_OS, "all"]),
+                         fix=f"use --platform {', '.join((*PLATFORMS, *DESKTOP_OS))} or all")
     return name
 
 

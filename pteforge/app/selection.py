@@ -15,12 +15,12 @@ from pathlib import Path
 from ..backends import program_check
 from ..core.errors import UsageError, one_line
 from ..core.io import differs
-from ..core.fallback import host_platform
 from ..core.registry import unknown_name_message
+from ..core.system import os_name
 from ..report.manifest import MANIFEST_NAME, Manifest, ModelEntry, load_manifest
 from ..runtime.host import Host, load_runtime
 from ..runtime.isolate import IsolatedRuntime
-from .platforms import fallback_order, parse_platform
+from .platforms import fallback_order, parse_device
 
 Loader = Callable[[Path], object]
 
@@ -55,13 +55,13 @@ def _manifest(manifest) -> tuple[Manifest, Path]:
 
 def choose(manifest, model: str, platform: str | None, here, load: Loader, device: bool = False) -> Selection:
     """The first artifact of ``model`` in ``platform``'s fallback order (this host's
-    platform's when None; any platform's for ``all``) that can run on ``here`` (a
+    OS's when None: a Linux host's leaves out what only macOS loads; any platform's for ``all``) that can run on ``here`` (a
     :class:`pteforge.runtime.host.Host`) and that ``load`` loads. ``device``: answer for a device
     of ``platform`` instead, which has its own delegates: the first artifact of its order
     whose file is intact (the device falls back along ``order`` when one does not load)."""
     man, base = _manifest(manifest)
-    if platform is not None and platform != "all":
-        parse_platform(platform)
+    if platform is not None:
+        parse_device(platform)
     mine = [e for e in man.models if e.base_model == model]
     if not mine:
         held = [e for e in (*man.outOfBudget, *man.notForApp, *man.failed) if e.base_model == model]
@@ -75,7 +75,7 @@ def choose(manifest, model: str, platform: str | None, here, load: Loader, devic
         raise UsageError(unknown_name_message("model", model, names), fix="pick a model the manifest holds")
     device = device and platform not in (None, "all")
     selection = Selection(model, platform, device=device)
-    order = fallback_order(mine, None if platform == "all" else platform or host_platform())
+    order = fallback_order(mine, None if platform == "all" else platform or os_name())
     selection.order = [e.name for e in order]
     for entry in order:
         path = base / entry.file

@@ -18,20 +18,26 @@ PLATFORM_OS = {
 }
 
 
+# A desktop device by its operating system: desktop's order, its artifacts for that OS only
+DESKTOP_OS = ("macos", "linux", "windows")
+
+
 def host_platform() -> str:
     return "desktop"  # pteforge runs on Linux, macOS or Windows hosts
 
 
 def order_for(entries: Iterable[Any], platform: str | None, table: dict[str, tuple[str, ...]], last: tuple[str, ...]) -> list:
-    """The artifacts of one model in the order an app should try them on ``platform``.
+    """The artifacts of one model in the order an app should try them on ``platform`` (or
+    on a desktop device of one OS, ``linux``: desktop's order, that OS's artifacts only).
 
     Priority backends first (``table``: platform -> backends), then any other artifact whose
     platforms include this one (accelerators before CPU), the CPU fallbacks (``last``) last;
     an OUT_OF_BUDGET artifact after all of them.
     ``None`` means any platform.
     """
+    oses = ({platform} if platform in DESKTOP_OS else PLATFORM_OS.get(platform)) if platform else None
+    platform = "desktop" if platform in DESKTOP_OS else platform
     priority = table.get(platform, ()) if platform else ()
-    oses = PLATFORM_OS.get(platform) if platform else None
 
     def rank(e: Any) -> tuple[int, int]:
         primary = e.backends[0]
