@@ -20,7 +20,7 @@ from .core.io import CACHE_ENV, unwritable
 from .core.request import ExportRequest
 from .core.result import Record, Stage, Status, Unavailable, ran_here, settle  # noqa: F401 - part of the API
 from .core.samples import holds_samples
-from .core.spec import ExportConfig, ModelSpec, check_base_url
+from .core.spec import MOST_RUNS, ExportConfig, ModelSpec, check_base_url
 from .core.system import os_name
 from .families import families, family
 from .families.vision import image_dir, shipped_images
@@ -169,6 +169,9 @@ def bench_files(path: str, runs: int, warmup: int, against_eager: bool) -> list[
         raise UsageError(f"{path}: no such file or directory", fix="give a directory of artifacts or a .pte")
     if runs < 1 or warmup < 0:
         raise UsageError("--runs must be >= 1 and --warmup >= 0", fix="give positive numbers")
+    if runs + warmup > MOST_RUNS:  # a typo's zeros: hours of one file's runs
+        raise UsageError(f"--runs and --warmup must be at most {MOST_RUNS:,} together (got {runs + warmup:,})",
+                         fix=f"give --runs {MOST_RUNS // 10:,} or fewer")
     if Path(path).is_dir():
         _refuse_no_artifact(Path(path))
     return bench(Path(path), runs, warmup, against_eager)

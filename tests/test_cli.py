@@ -559,6 +559,8 @@ def test_a_model_that_returns_no_tensor_fails_its_capture_saying_so(capsys, out)
     "cli_args, api_call",
     [
         (["--verify-inputs", "-1", *TINY], lambda tmp: __import__("pteforge").ExportConfig(out_dir=tmp, verify_inputs=-1)),
+        (["--verify-inputs", "100000000", *TINY],
+         lambda tmp: __import__("pteforge").ExportConfig(out_dir=tmp, verify_inputs=100_000_000)),
         (["--mobilenet", "yolo11n"], lambda tmp: __import__("pteforge").select_models(mobilenet=["yolo11n"])),
         (["--model", "tiny_models:tiny", "--model", "other_models:tiny", "--input-shape", "1,3,16,16"],
          lambda tmp: __import__("pteforge").export(
@@ -566,7 +568,7 @@ def test_a_model_that_returns_no_tensor_fails_its_capture_saying_so(capsys, out)
              __import__("pteforge").plan_targets(["portable"]), __import__("pteforge").ExportConfig(out_dir=tmp, weights="none"))),
         ([*TINY, "--weights", "/no/such/file.pt"], lambda tmp: __import__("pteforge").ExportConfig(out_dir=tmp, weights="/no/such/file.pt")),
     ],
-    ids=["verify-inputs", "not-a-mobilenet", "name-collision", "weights-file"],
+    ids=["verify-inputs", "verify-inputs-typo", "not-a-mobilenet", "name-collision", "weights-file"],
 )
 def test_the_library_refuses_what_the_command_line_refuses(capsys, tmp_path, cli_args, api_call):
     from pteforge.core.errors import UsageError

@@ -224,6 +224,18 @@ def test_the_search_stops_at_the_projects_root(tmp_path):
     assert discover(tmp_path / "git") is None
 
 
+def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path):
+    """Windows' Notepad saves UTF-8 with a byte order mark first: it was "not valid TOML:
+    Invalid statement, column 1"."""
+    from pteforge.ui.config import discover, load_config
+
+    (tmp_path / "pteforge.toml").write_bytes(b"\xef\xbb\xbfseed = 7\nbackends = [\"xnnpack\"]\n")
+    assert load_config(tmp_path / "pteforge.toml")["seed"] == 7
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "pyproject.toml").write_bytes(b"\xef\xbb\xbf[tool.pteforge]\nseed = 3\n")
+    assert discover(tmp_path / "app") == tmp_path / "app" / "pyproject.toml"
+
+
 def test_a_file_that_is_not_text_is_one_error_and_never_found(capsys, tmp_path):
     (tmp_path / "pteforge.toml").write_bytes(b"seed = \xff\xfe\n")
     code, _, err = cli(capsys, "export", "-c", tmp_path / "pteforge.toml")

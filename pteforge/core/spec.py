@@ -251,6 +251,13 @@ WEIGHTS_PRETRAINED = "pretrained"
 WEIGHTS_NONE = "none"
 
 
+# The most inputs a run verifies on or calibrates with, and timed runs: every target runs
+# each verification input (a reference simulator at seconds an input), and the inputs and
+# eager's outputs are held in memory
+MOST_INPUTS = 10_000
+MOST_RUNS = 100_000
+
+
 @dataclass(frozen=True)
 class ExportConfig:
     """The ``ARTIFACT`` and ``RUN`` options of ``options.py`` (declared there once each with
@@ -305,10 +312,14 @@ class ExportConfig:
         if self.weights not in (WEIGHTS_PRETRAINED, WEIGHTS_NONE) and not Path(self.weights).is_file():
             raise UsageError(f"--weights {self.weights}: no such file",
                              fix="use --weights pretrained, --weights none, or the path of a local state dict")
-        for flag, value, least in (("--verify-inputs", self.verify_inputs, 0), ("--bench-runs", self.bench_runs, 0),
-                                   ("--calibration-samples", self.calibration_samples, 1), ("--jobs", self.jobs, 1)):
+        for flag, value, least, most in (("--verify-inputs", self.verify_inputs, 0, MOST_INPUTS),
+                                         ("--bench-runs", self.bench_runs, 0, MOST_RUNS),
+                                         ("--calibration-samples", self.calibration_samples, 1, MOST_INPUTS),
+                                         ("--jobs", self.jobs, 1, None)):
             if value is not None and value < least:
                 raise UsageError(f"{flag} must be >= {least} (got {value})", fix=f"give {flag} {least} or more")
+            if value is not None and most is not None and value > most:  # a typo's zeros: hours of runs, or memory
+                raise UsageError(f"{flag} must be at most {most:,} (got {value:,})", fix=f"give {flag} {most:,} or fewer")
         if not 0 <= self.seed < 2**32:  # torch's and numpy's seeds, with room for seed + i
             raise UsageError(f"--seed must be between 0 and {2**32 - 1} (got {self.seed})", fix="give a smaller --seed")
         if self.executor not in ("local", "ray"):

@@ -131,7 +131,7 @@ def discover(start: Path) -> Path | None:
         pyproject = directory / "pyproject.toml"
         if pyproject.is_file():
             try:
-                text = pyproject.read_text()
+                text = pyproject.read_bytes().decode("utf-8-sig")
             except (OSError, UnicodeDecodeError):
                 return None  # not a file pteforge could read its options from
             try:
@@ -188,7 +188,7 @@ def _read_text(path: Path) -> str:
     except OSError as exc:
         raise UsageError(f"-c {path}: {exc.strerror}", fix="give the path of a pteforge.toml or pyproject.toml") from None
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8-sig")  # a byte order mark first (Windows' Notepad writes one) is not TOML's
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         raise UsageError(f"{path}:{line}: not valid TOML: byte {raw[exc.start]:#04x} is not UTF-8 text",
