@@ -512,6 +512,31 @@ def test_seeded_ids_stay_within_what_a_gather_or_an_index_reads(capsys, out):
     assert e["status"] == "VERIFIED" and [i.get("high") for i in e["inputs"]] == [None, 3, 5], e
 
 
+def test_a_lazy_layer_takes_its_shape_and_a_meta_model_its_weights(capsys, out, tmp_path):
+    """``nn.LazyLinear`` failed the capture ("Attempted to use an uninitialized parameter"),
+    and a model built on the meta device was "the model itself fails on inputs of shape
+    ...: give the input shapes". A lazy layer is given its shape by one call on a seeded
+    input; a meta model takes its values from --weights FILE, or is refused saying so."""
+    import torch
+    import tiny_models
+
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:lazy_head", "--input-shape", "1,3,8,8",
+                       "--weights", "none", "--backends", "portable", "--out", out)
+    assert code == ExitStatus.OK, err
+    [e] = json.loads((out / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED" and e["outputs"][0]["shape"] == [1, 5], e
+    code, _, err = cli(capsys, "--model", "tiny_models:on_meta", "--input-shape", "1,3,16,16", "--weights", "none",
+                       "--backends", "portable", "--out", tmp_path / "meta")
+    assert code == ExitStatus.MODEL and "returned a model on the meta device" in error_lines(err)[0], err
+    weights = tmp_path / "tiny.pt"
+    torch.save(tiny_models.tiny().state_dict(), weights)
+    code, _, err = cli(capsys, "--model", "tiny_models:on_meta", "--input-shape", "1,3,16,16", "--weights", weights,
+                       "--backends", "portable", "--out", tmp_path / "meta")
+    assert code == ExitStatus.OK, err
+    [e] = json.loads((tmp_path / "meta" / "index.json").read_text())["models"]
+    assert e["status"] == "VERIFIED", e
+
+
 def test_a_model_with_torch_cond_lowers_outside_its_branches_and_verifies(capsys, out):
     """XNNPACK keeps `linear` whole, but partitions only outside cond branches: the branches'
     linear was left neither decomposed nor delegated (LOWER_FAILED); and folding constants

@@ -964,3 +964,24 @@ class Lookups(torch.nn.Module):
 def lookups(shift=0):
     torch.manual_seed(0)
     return Lookups(shift).eval()
+
+
+class LazyHead(torch.nn.Module):
+    """A lazy layer: its weights exist once it has seen an input."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.fc = torch.nn.Conv2d(3, 4, 3), torch.nn.LazyLinear(5)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).flatten(1))
+
+
+def lazy_head():
+    return LazyHead().eval()
+
+
+def on_meta():
+    """TinyNet built on the meta device, as large models are: no values until loaded."""
+    with torch.device("meta"):
+        return TinyNet().eval()

@@ -115,11 +115,47 @@ def build_factory(spec: ModelSpec, weights: str, seed: int):
             f"factory {spec.factory} returned {type(model).__name__}, not a torch.nn.Module",
             fix="return the model instance (an nn.Module) from the factory",
         )
+    model = _on_the_cpu(model, spec.factory, weights)
+    if weights not in (WEIGHTS_NONE, WEIGHTS_PRETRAINED):
+        load_state_dict_file(model, weights)
+    _materialized(model, spec, seed)
     if weights == WEIGHTS_NONE:
         _normalise(model, spec, seed)
-    elif weights != WEIGHTS_PRETRAINED:
-        load_state_dict_file(model, weights)
     return model.eval()
+
+
+def _on_the_cpu(model, ref: str, weights: str):
+    """``model`` with its tensors on the CPU, where pteforge captures and proves it: one a
+    factory put on a GPU (``.cuda()``, ``.to("mps")``) is moved there. One built on the
+    meta device (no values, as large models are built) takes its values from ``--weights
+    FILE``; without one it is refused, naming the fix."""
+    tensors = [*model.parameters(), *model.buffers()]
+    if any(t.is_meta for t in tensors):
+        if weights in (WEIGHTS_NONE, WEIGHTS_PRETRAINED):
+            raise ModelError(f"factory {ref} returned a model on the meta device: its tensors have no values to export",
+                             fix="build it on the CPU, or give its weights with --weights FILE (loaded into it)")
+        return model
+    return model.cpu() if any(t.device.type != "cpu" for t in tensors) else model
+
+
+def _materialized(model, spec: ModelSpec, seed: int) -> None:
+    """Lazy layers (``nn.LazyLinear``) given their shapes the way they take them, by one
+    call on a seeded example input: torch.export cannot capture a layer whose weights do
+    not exist yet. A checkpoint already gave them theirs."""
+    import torch
+
+    lazy = [name for name, p in model.named_parameters() if torch.nn.parameter.is_lazy(p)]
+    if not lazy:
+        return
+    torch.manual_seed(seed)
+    try:
+        with torch.no_grad():
+            model(*make_inputs(spec, seed))
+    except Exception as exc:
+        raise ModelError(f"the model's lazy layers ({', '.join(lazy[:3])}) could not take their shapes from the "
+                         f"example input: {one_line(exc)}",
+                         fix="give the input shapes the model takes (--input-shape), or build the layers with "
+                             "their sizes") from None
 
 
 def _offline(exc: BaseException | None) -> bool:

@@ -42,8 +42,9 @@ def load_state_dict_file(model, path: str) -> None:
             fix="save the weights with torch.save(model.state_dict(), path)",
         )
     obj = _unwrapped(obj, set(model.state_dict()))
+    meta = any(t.is_meta for t in [*model.parameters(), *model.buffers()])  # built without values: take the file's
     try:
-        model.load_state_dict(obj, strict=True)
+        model.load_state_dict(obj, strict=True, assign=meta)
     except RuntimeError as exc:
         first = message_line(exc, 200)
         raise WeightsError(
@@ -51,6 +52,10 @@ def load_state_dict_file(model, path: str) -> None:
             fix=f"export it with its own architecture and classes: --model {path}" if is_checkpoint(p)
             else "use a checkpoint of this exact architecture",
         ) from None
+    if meta and (left := [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]):
+        raise WeightsError(f"the model was built on the meta device, and weights file '{path}' gives no values for "
+                           f"{', '.join(left[:3])}" + (f" and {len(left) - 3} more" if len(left) > 3 else ""),
+                           fix="build the model on the CPU (its buffers made there), then load the file")
 
 
 def _torch_load(p: Path):
