@@ -298,7 +298,7 @@ def factory_sources(name: str) -> tuple[list[str], list[str]]:
     (``from blocks import Block``) whose file changed came from the cache, with the old
     model's program and proof."""
     roots = _search_roots(name)
-    first = Path(name).resolve() if name.endswith(".py") else _locate(name, roots)
+    first = (Path(name).resolve() if Path(name).is_file() else None) if name.endswith(".py") else _locate(name, roots)
     if first is None:
         return [], []  # the capture reports the missing module
     if _kind(first) != "own":
