@@ -537,6 +537,19 @@ def test_a_lazy_layer_takes_its_shape_and_a_meta_model_its_weights(capsys, out, 
     assert e["status"] == "VERIFIED", e
 
 
+@pytest.mark.slow
+def test_gpt2_quantizes_for_tosa_where_its_mask_is_a_constant(capsys, out):
+    """GPT-2's mask compares positions folded into a constant with a scalar (``ne.Scalar``):
+    Arm's quantizer failed on it ("'Parameter' object has no attribute 'to_tensor'",
+    QUANTIZE_FAILED); the operator on a constant is now left as it is
+    (``scalar_ops_on_constants_left_alone``)."""
+    code, _, err = cli(capsys, "export", "--model", "tiny_models:gpt2_tiny", "--input-shape", "int64:1,16",
+                       "--weights", "none", "--backends", "tosa", "--out", out)
+    assert code == ExitStatus.OK, err
+    [e] = written(out / "index.json")
+    assert e["status"] == "SIMULATED" and e["verification"]["sqnr_db"] > 20, e
+
+
 def test_a_model_with_torch_cond_lowers_outside_its_branches_and_verifies(capsys, out):
     """XNNPACK keeps `linear` whole, but partitions only outside cond branches: the branches'
     linear was left neither decomposed nor delegated (LOWER_FAILED); and folding constants

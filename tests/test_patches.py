@@ -45,6 +45,7 @@ def _targets() -> dict:
     coremltools()
     from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipelineManager
     from executorch.backends.cortex_m.passes.matmul_to_bmm_pass import MatmulToBmmPass
+    from executorch.backends.transforms.replace_scalar_with_tensor import ReplaceScalarWithTensorArgPass
     from executorch.backends.xnnpack.quantizer import xnnpack_quantizer
     from onnx2torch.onnx_graph import OnnxGraph
 
@@ -83,6 +84,8 @@ def _targets() -> dict:
         "matmuls_of_constants_left_alone": (e, e.matmuls_of_constants_left_alone, (MatmulToBmmPass, "call_operator")),
         "integer_arithmetic_keeps_its_scalars": (e, e.integer_arithmetic_keeps_its_scalars,
                                                  (xnnpack_quantizer, "_convert_scalars_to_attrs")),
+        "scalar_ops_on_constants_left_alone": (e, e.scalar_ops_on_constants_left_alone,
+                                               (ReplaceScalarWithTensorArgPass, "get_replacement")),
         "domains_in_module_names": (onnx2torch_patches, onnx2torch_patches.domains_in_module_names,
                                     (OnnxGraph, "generate_node_name")),
     }
@@ -95,7 +98,8 @@ PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde"
            "one_value_constants_take_any_layout", "zero_dim_inputs_read_as_nchw", "views_of_written_buffers_outside",
            "edge_program_wrapped",
            "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced", "pipeline_validated_where_scopes_are_checked",
-           "domains_in_module_names", "matmuls_of_constants_left_alone", "integer_arithmetic_keeps_its_scalars"]
+           "domains_in_module_names", "matmuls_of_constants_left_alone", "integer_arithmetic_keeps_its_scalars",
+           "scalar_ops_on_constants_left_alone"]
 
 
 def _gone_custom_class_base():

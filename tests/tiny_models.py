@@ -985,3 +985,25 @@ def on_meta():
     """TinyNet built on the meta device, as large models are: no values until loaded."""
     with torch.device("meta"):
         return TinyNet().eval()
+
+
+class Logits(torch.nn.Module):
+    """A Hugging Face model's ``logits``, as a program returns tensors."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(ids).logits
+
+
+def gpt2_tiny():
+    """GPT-2 of 2 layers of width 32 over 100 token ids, random weights: its mask checks
+    the positions for packed sequences (``diff`` of ``arange``, ``!= 1``), a constant once
+    folded."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=100, n_positions=64, use_cache=False)
+    return Logits(GPT2LMHeadModel(config).eval()).eval()

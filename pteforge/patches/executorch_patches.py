@@ -680,6 +680,33 @@ def matmuls_of_constants_left_alone():
 
 
 @contextlib.contextmanager
+def scalar_ops_on_constants_left_alone():
+    """Inside, ExecuTorch's ``ReplaceScalarWithTensorArgPass`` (and Arm's per-profile
+    subclass of it) leaves an operator with a scalar (``ne.Scalar``, ``mul.Scalar``) whose
+    tensor is a constant as it is: a constant's value, not a traced one.
+
+    The pass asked the tensor for its fake value (``to_tensor``), which a constant, a real
+    tensor in the module the quantizer annotates, has not. A causal mask computed from
+    positions alone (GPT-2's) is folded into a constant before the pass, and the model then
+    failed to quantize for TOSA and Ethos-U ("'Parameter' object has no attribute
+    'to_tensor'"). Left alone, the operator on a constant computes a constant, as it did
+    before folding."""
+    from executorch.backends.transforms.replace_scalar_with_tensor import ReplaceScalarWithTensorArgPass
+    from executorch.exir.pass_base import ExportPass, ProxyValue
+
+    check("scalar_ops_on_constants_left_alone", (ReplaceScalarWithTensorArgPass, "get_replacement"))
+    original = ReplaceScalarWithTensorArgPass.get_replacement
+
+    def get_replacement(self, op, args, kwargs, meta):
+        if not isinstance(args[0], ProxyValue):
+            return ExportPass.call_operator(self, op, args, kwargs, meta)
+        return original(self, op, args, kwargs, meta)
+
+    with replaced(ReplaceScalarWithTensorArgPass, "get_replacement", get_replacement):
+        yield
+
+
+@contextlib.contextmanager
 def integer_arithmetic_keeps_its_scalars():
     """Inside, the XNNPACK and Vulkan quantizers' preparation leaves the scalar of an
     integer ``add``/``mul`` (``torch.arange(n) + offset``: a Hugging Face attention mask's

@@ -22,6 +22,7 @@ from ..core.kernels import in_no_kernel_library
 from ..core.result import Artifact, Record, Stage, Status, verdict
 from ..core.spec import ExportConfig, JobConfig, ModelSpec, Target, artifact_path
 from ..core.units import db_text, sqnr_text
+from ..patches.executorch_patches import scalar_ops_on_constants_left_alone
 from ..runtime.host import host, load_runtime
 from ..runtime.pte import program_delegates, program_io, program_operators
 from .accuracy import per_layer_once, what_to_try, where_it_breaks
@@ -70,7 +71,7 @@ def export_target(
 
         here = host()
     job = (steps or Steps)(capture, spec, target, config, on_stage or (lambda _name: None))
-    with fast_fx():
+    with fast_fx(), scalar_ops_on_constants_left_alone():  # quantizers' and lowerings' passes alike
         return _export(job, here)
 
 
