@@ -191,6 +191,13 @@ def test_an_operator_of_forward_itself_is_named_by_its_op_and_told_no_module_nam
     assert "set_module_name" not in what_to_try([conv], None, "xnnpack", [])[0]
     assert 'quantizer.set_module_name("features.0", None)' in what_to_try([conv], None, "ethos-u55", [])[0]
     assert accuracy_text({"worst": [conv]}).startswith("loses most at features.0 (Conv2d: loses 18.8 dB there")
+    # an operator of a module's own forward, around layers of its own (a classifier picking its
+    # CLS token, ``[:, 0]``): leaving the module out would leave the whole model in fp32
+    select = dict(row, module="m", type="ViTForImageClassification", op="select.int")
+    inner = dict(conv, module="m.vit.layers.0.norm", drop_db=9.0)
+    [tip] = what_to_try([select, inner], None, "ethos-u55", [])
+    assert tip.startswith("leave the select in m's own forward in fp32: it alone takes 18.8 dB (move it into a "
+                          "submodule of its own"), tip
 
 
 # -- the app is offered what it loads --------------------------------------------------

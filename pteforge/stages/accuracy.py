@@ -216,6 +216,10 @@ def what_to_try(worst: list[dict], calibration: dict | None, backend: str, float
         if w["module"] == TOP_LEVEL:  # an operator of forward() itself: no module name to leave out
             tips.append(f"leave the {layer_name(w)} in fp32: {took} (move it into a submodule of its own, "
                         f"which a quantizer can leave out by name)")
+        elif any(r["module"].startswith(w["module"] + ".") for r in worst):  # an operator of its own forward
+            op = w["op"].split(".")[0]
+            tips.append(f"leave the {op} in {w['module']}'s own forward in fp32: {took} (move it into a submodule "
+                        f"of its own: leaving {w['module']} out by name would leave the layers inside it too)")
         else:
             how = f" (PT2E: quantizer.set_module_name(\"{w['module']}\", None))" if backend in _NONE_BY_NAME else ""
             tips.append(f"leave {layer_name(w)} in fp32: {took}{how}")
