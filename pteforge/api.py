@@ -19,7 +19,7 @@ from .core.errors import ManifestError, UsageError
 from .core.io import CACHE_ENV, unwritable
 from .core.request import ExportRequest
 from .core.result import Record, Stage, Status, Unavailable, ran_here, settle  # noqa: F401 - part of the API
-from .core.samples import holds_samples
+from .core.samples import holds_samples, skipped_note
 from .core.spec import MOST_RUNS, ExportConfig, ModelSpec, check_base_url
 from .core.system import os_name
 from .families import families, family
@@ -63,8 +63,9 @@ def resolve_request(request: ExportRequest) -> ResolvedRequest:
     """The models and targets ``request`` asks for (``ExportRequest.from_options``: the
     command line and the config file), each refused before any work when it cannot be."""
     models, notes = _select_models(request), []
-    if request.calibration and not holds_samples(request.calibration):
-        _, note = image_dir(request.calibration, "--calibration", request.calibration_samples)
+    if request.calibration:
+        note = skipped_note(request.calibration) if holds_samples(request.calibration) else \
+            image_dir(request.calibration, "--calibration", request.calibration_samples)[1]
         notes += [note] if note else []
     requests = request.backends
     others: list[Unavailable] = []

@@ -30,8 +30,11 @@ def export(capsys, out, calibration, *more):
 
 def test_input_files_calibrate_and_the_others_verify(capsys, tmp_path):
     loud = windows(tmp_path / "loud", 12, scale=50.0)
-    code, stdout, err = export(capsys, tmp_path / "a", windows(tmp_path / "quiet", 12))
+    quiet = windows(tmp_path / "quiet", 12)
+    (quiet / "README.txt").write_text("what these windows are")  # left out, and said to be
+    code, stdout, err = export(capsys, tmp_path / "a", quiet)
     assert code == ExitStatus.OK, err
+    assert f"--calibration {quiet}: skipping 1 file(s) that are not .npy or .npz samples: README.txt" in err, err
     rows = {e["target"]: e for e in json.loads((tmp_path / "a" / "index.json").read_text())["models"]}
     for row in rows.values():  # verified on the 3 files after the 8 calibration used, not on seeded inputs
         assert row["status"] == "VERIFIED", row

@@ -38,6 +38,19 @@ def sample_files(directory: Path) -> list[Path]:
                   and not any(part.startswith(".") for part in p.relative_to(directory).parts))
 
 
+def skipped_note(directory: Path | str) -> str | None:
+    """A one-line note naming the files of a samples ``directory`` that are not samples
+    (a README, a .csv beside the .npy files): left out, and said to be."""
+    directory = Path(directory)
+    others = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*")
+                    if p.is_file() and p.suffix.lower() not in SUFFIXES
+                    and not any(part.startswith(".") for part in p.relative_to(directory).parts))
+    if not others:
+        return None
+    names = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+    return f"--calibration {directory}: skipping {len(others)} file(s) that are not .npy or .npz samples: {names}"
+
+
 def holds_samples(directory: Path | str | None) -> bool:
     """Whether ``directory`` holds input sample files (rather than photos)."""
     return directory is not None and Path(directory).is_dir() and bool(sample_files(Path(directory)))
