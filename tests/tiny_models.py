@@ -221,14 +221,15 @@ def structured(how="dict"):
 
 
 class HiddenStates(torch.nn.Module):
-    """A Hugging Face encoder's last hidden state, as a plain tensor."""
+    """One field of a Hugging Face model's output (an encoder's last hidden state, a language
+    model's logits), as a plain tensor."""
 
-    def __init__(self, model):
+    def __init__(self, model, field="last_hidden_state"):
         super().__init__()
-        self.model = model
+        self.model, self.field = model, field
 
     def forward(self, x):
-        return self.model(x).last_hidden_state
+        return getattr(self.model(x), self.field)
 
 
 def vit():
@@ -987,17 +988,6 @@ def on_meta():
         return TinyNet().eval()
 
 
-class Logits(torch.nn.Module):
-    """A Hugging Face model's ``logits``, as a program returns tensors."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, ids):
-        return self.model(ids).logits
-
-
 def gpt2_tiny():
     """GPT-2 of 2 layers of width 32 over 100 token ids, random weights: its mask checks
     the positions for packed sequences (``diff`` of ``arange``, ``!= 1``), a constant once
@@ -1006,4 +996,4 @@ def gpt2_tiny():
 
     torch.manual_seed(0)
     config = GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=100, n_positions=64, use_cache=False)
-    return Logits(GPT2LMHeadModel(config).eval()).eval()
+    return HiddenStates(GPT2LMHeadModel(config).eval(), "logits").eval()

@@ -17,6 +17,8 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from .units import listed
+
 # operators the runtime itself registers (register_prim_ops.cpp), in every build
 _PRIM = ("executorch_prim::", "aten::sym_size.int", "aten::sym_numel", "aten::_local_scalar_dense")
 _LLM_ONLY = "quantized_decomposed::"  # the quantized library: the app's language-model builds
@@ -45,7 +47,7 @@ def in_no_kernel_library(operators, runtime=()) -> tuple[str, str] | None:
                if op.startswith("aten::") and known and op not in known and op not in runtime and not op.startswith(_PRIM)]
     if not nowhere:
         return None
-    ops = ", ".join(nowhere[:3]) + (f" and {len(nowhere) - 3} more" if len(nowhere) > 3 else "")
+    ops = listed(nowhere, 3)
     first = nowhere[0].split("::")[1].split(".")[0]
     return (f"the program calls {ops}, which no ExecuTorch kernel library has ({len(known)} kernels in its portable "
             "library): no runtime loads it, the app's neither",

@@ -19,6 +19,7 @@ from typing import IO, TYPE_CHECKING
 
 from .errors import UsageError
 from .limits import check_archive
+from .units import listed
 
 if TYPE_CHECKING:
     import numpy
@@ -31,24 +32,25 @@ FIX = ("save one sample a file: numpy.save('x.npy', array) for a one-input model
        "numpy.savez('x.npz', name=array, ...) with one array per input")
 
 
+def _visible_files(directory: Path) -> list[Path]:
+    """The files under ``directory``, sorted by path, hidden ones left out."""
+    return sorted(p for p in directory.rglob("*")
+                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(directory).parts))
+
+
 def sample_files(directory: Path) -> list[Path]:
     """The sample files under ``directory``, sorted by path (hidden files left out)."""
-    directory = Path(directory)
-    return sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES
-                  and not any(part.startswith(".") for part in p.relative_to(directory).parts))
+    return [p for p in _visible_files(Path(directory)) if p.suffix.lower() in SUFFIXES]
 
 
 def skipped_note(directory: Path | str) -> str | None:
     """A one-line note naming the files of a samples ``directory`` that are not samples
     (a README, a .csv beside the .npy files): left out, and said to be."""
     directory = Path(directory)
-    others = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*")
-                    if p.is_file() and p.suffix.lower() not in SUFFIXES
-                    and not any(part.startswith(".") for part in p.relative_to(directory).parts))
+    others = [p.relative_to(directory).as_posix() for p in _visible_files(directory) if p.suffix.lower() not in SUFFIXES]
     if not others:
         return None
-    names = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
-    return f"--calibration {directory}: skipping {len(others)} file(s) that are not .npy or .npz samples: {names}"
+    return f"--calibration {directory}: skipping {len(others)} file(s) that are not .npy or .npz samples: {listed(others, 8)}"
 
 
 def holds_samples(directory: Path | str | None) -> bool:

@@ -7,6 +7,17 @@ from __future__ import annotations
 import math
 
 
+def listed(names, at_most: int) -> str:
+    """The first ``at_most`` of ``names``, comma-separated, and how many more: ``a, b and 3 more``."""
+    names = list(names)
+    return ", ".join(names[:at_most]) + (f" and {len(names) - at_most} more" if len(names) > at_most else "")
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 real image``, ``16 real images``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def size_text(size: int) -> str:
     return f"{size / 1e6:.2f} MB" if size >= 1e6 else f"{size / 1e3:.1f} kB"
 

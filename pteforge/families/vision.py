@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import UsageError
+from ..core.units import listed
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp"}
 
@@ -98,7 +99,7 @@ def image_dir(directory, flag: str, need: int | None = None) -> tuple[list[Path]
     if not directory.is_dir():
         raise UsageError(f"{flag} {directory} is not a directory", fix="give a directory of photos (.jpg, .png, ...)")
     good, bad = scan_images(directory, need)
-    names = ", ".join(p.relative_to(directory).as_posix() for p in bad[:8]) + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+    names = listed((p.relative_to(directory).as_posix() for p in bad), 8)
     if not good:
         what = f"none of its {len(bad)} file(s) is a readable image ({names})" if bad else "it holds no files"
         raise UsageError(f"{flag} {directory}: {what}", fix="give a directory of photos (.jpg, .png, ...)")

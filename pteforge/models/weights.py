@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..core.errors import ModelError, WeightsError, message_line
 from ..core.spec import WEIGHTS_NONE
+from ..core.units import listed
 from .synthetic import statistics_batch
 from .ultralytics_checkpoint import is_checkpoint, state_dict
 
@@ -54,7 +55,7 @@ def load_state_dict_file(model, path: str) -> None:
         ) from None
     if meta and (left := [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]):
         raise WeightsError(f"the model was built on the meta device, and weights file '{path}' gives no values for "
-                           f"{', '.join(left[:3])}" + (f" and {len(left) - 3} more" if len(left) > 3 else ""),
+                           f"{listed(left, 3)}",
                            fix="build the model on the CPU (its buffers made there), then load the file")
 
 

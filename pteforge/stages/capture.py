@@ -189,8 +189,9 @@ def id_highs(exported) -> tuple:
     return tuple(highs)
 
 
-# the operators that read or write a tensor at positions another one holds: (operator, where
-# the positions are, which dimension of the first argument they index)
+# the operators that read or write their first argument at positions another tensor holds:
+# at one dimension (their second argument; the positions their third), or at each dimension a
+# list of positions indexes (their second argument)
 _AT_DIM = ("gather", "index_select", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy",
            "index_fill")
 _AT_EACH = ("index", "_unsafe_index", "index_put", "_unsafe_index_put")

@@ -117,8 +117,9 @@ def degenerate(expected: list[list], actual: list[list], labels: list[str] | Non
             if not t.is_floating_point() or j >= len(expected[i]) or expected[i][j].shape != t.shape:
                 continue
             e, a = expected[i][j].detach().double().flatten(), t.detach().double().flatten()
-            if nonfinite_differences(e, a):
-                k = int(_nonfinite_mismatch(e, a).nonzero()[0])
+            wrong = _nonfinite_mismatch(e, a)
+            if bool(wrong.any()):
+                k = int(wrong.nonzero()[0])
                 return "artifact", (f"the program gives {_value(a[k])} on {labels[i]} at output {j}, index {k}, where "
                                     f"eager gives {_value(e[k])}")
     if len(actual) > 1:

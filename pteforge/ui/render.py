@@ -32,7 +32,7 @@ from ..core.result import Record, Stage, Status, accuracy_text, estimate_text, p
 from ..core.spec import WEIGHTS_PRETRAINED
 from ..families import family
 from ..run.workers import CLUSTER_LOST, RESUME
-from ..core.units import EXACT_DB, pct, size_text, sqnr_text
+from ..core.units import EXACT_DB, counted, pct, size_text, sqnr_text
 
 def _generation_proof(r: Record, proof: str) -> str:
     """A language model's clause: what its proof and speed say, and what its tokenizer is."""
@@ -52,8 +52,8 @@ def _compiler_and_calibration(r: Record) -> str:
     text = f"; {estimate_text(r.estimates)}" if r.estimates else ""
     cal = (r.quantization or {}).get("calibration")
     if cal:
-        real = f"{cal['images']} real image{'s' if cal['images'] != 1 else ''} ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else \
-            f"{cal['files']} input file{'s' if cal['files'] != 1 else ''} ({cal.get('source')})" if cal.get("files") else ""
+        real = f"{counted(cal['images'], 'real image')} ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else \
+            f"{counted(cal['files'], 'input file')} ({cal.get('source')})" if cal.get("files") else ""
         made = f"{cal['synthetic']} seeded synthetic {'token ids' if cal.get('tokenIds') else 'inputs'}" \
             if cal.get("synthetic") else ""
         text += f"; calibrated on {' + '.join(p for p in (real, made) if p)}"
