@@ -44,6 +44,7 @@ def _targets() -> dict:
 
     coremltools()
     from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipelineManager
+    from executorch.backends.apple.coreai.compiler import preprocess as coreai_preprocess
     from executorch.backends.cortex_m.passes.matmul_to_bmm_pass import MatmulToBmmPass
     from executorch.backends.transforms.replace_scalar_with_tensor import ReplaceScalarWithTensorArgPass
     from executorch.backends.xnnpack.quantizer import xnnpack_quantizer
@@ -86,6 +87,8 @@ def _targets() -> dict:
                                                  (xnnpack_quantizer, "_convert_scalars_to_attrs")),
         "scalar_ops_on_constants_left_alone": (e, e.scalar_ops_on_constants_left_alone,
                                                (ReplaceScalarWithTensorArgPass, "get_replacement")),
+        "coreai_without_source_paths": (e, e.coreai_without_source_paths,
+                                        (coreai_preprocess, "_convert_to_aiprogram")),
         "domains_in_module_names": (onnx2torch_patches, onnx2torch_patches.domains_in_module_names,
                                     (OnnxGraph, "generate_node_name")),
     }
@@ -99,7 +102,7 @@ PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde"
            "edge_program_wrapped",
            "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced", "pipeline_validated_where_scopes_are_checked",
            "domains_in_module_names", "matmuls_of_constants_left_alone", "integer_arithmetic_keeps_its_scalars",
-           "scalar_ops_on_constants_left_alone"]
+           "scalar_ops_on_constants_left_alone", "coreai_without_source_paths"]
 
 
 def _gone_custom_class_base():
@@ -187,10 +190,12 @@ def test_a_patch_whose_target_is_gone_refuses(name, monkeypatch):
 
 @pytest.mark.parametrize("constant, what", [("_MERGE_SOURCE", "GroupBasedPartitioner._can_merge_partitions"),
                                             ("_LEGALIZE_SOURCE", "torch.fx.passes.tools_common.legalize_graph"),
-                                            ("_PIPELINE_SOURCE", "PassPipelineManager.apply_pipeline")])
+                                            ("_PIPELINE_SOURCE", "PassPipelineManager.apply_pipeline"),
+                                            ("_COREAI_CONVERT_SOURCE", "coreai preprocess._convert_to_aiprogram")])
 def test_a_patch_of_another_source_refuses(constant, what, monkeypatch):
     module, patch = {"_MERGE_SOURCE": (executorch_patches, executorch_patches.partitions_merged_by_set_checks),
                      "_LEGALIZE_SOURCE": (executorch_patches, executorch_patches.partitions_sorted_in_place),
+                     "_COREAI_CONVERT_SOURCE": (executorch_patches, executorch_patches.coreai_without_source_paths),
                      "_PIPELINE_SOURCE": (coremltools_patches,
                                           coremltools_patches.pipeline_validated_where_scopes_are_checked)}[constant]
     real = getattr(module, constant)

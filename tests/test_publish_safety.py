@@ -397,6 +397,25 @@ def test_the_site_names_no_folder_of_the_publishers_disk(capsys, models, tmp_pat
     assert "/home/Jane Doe/secret/net.py" in (out / "index.json").read_text()
 
 
+def test_a_program_naming_a_folder_of_the_disk_is_refused_not_published(capsys, tmp_path):
+    """A program that carries a folder of the exporting disk (as Core AI's debug conversion
+    wrote the model's source paths into its payload) is refused in one line naming the file,
+    the folder and the backend to leave out, before the site is touched."""
+    out = tmp_path / "out"
+    model = f"tiny_models:carries_text(text='{out}/stack.py')"
+    code, _, err = cli(capsys, "--model", model, "--input-shape", "1,3,16,16", "--weights", "none",
+                       "--backends", "portable", "--no-verify", "--out", out)
+    assert code == ExitStatus.OK, err
+    [program] = (out / "custom").glob("*.pte")
+    assert f"{out}/stack.py".encode() in program.read_bytes()
+    code, _, err = cli(capsys, *publish_args(out, tmp_path / "site"))
+    assert code == ExitStatus.MANIFEST
+    assert error_lines(err) == [f"error: {program} names {out}/, a folder of this machine's disk: the site would serve "
+                                "that path to every app that downloads the file (fix: export it again without portable "
+                                "(--backends), then publish)"]
+    assert not (tmp_path / "site").exists()
+
+
 def test_a_site_and_an_export_never_share_a_folder(capsys, models, tmp_path):
     """Only publish writes a served site: an export into it (or below it) is refused, and so
     is a site that is the export's folder, lies in it or holds it (it would serve the export's

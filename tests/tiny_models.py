@@ -997,3 +997,20 @@ def gpt2_tiny():
     torch.manual_seed(0)
     config = GPT2Config(n_embd=32, n_layer=2, n_head=2, vocab_size=100, n_positions=64, use_cache=False)
     return HiddenStates(GPT2LMHeadModel(config).eval(), "logits").eval()
+
+
+class CarriesText(torch.nn.Module):
+    """TinyNet with ``text``'s bytes as a constant of its program, as a backend that writes
+    the model's source paths into its payload would have them."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.net = TinyNet()
+        self.register_buffer("text", torch.tensor(list(text.encode()), dtype=torch.uint8))
+
+    def forward(self, x):
+        return self.net(x), self.text.clone()
+
+
+def carries_text(text: str):
+    return CarriesText(text).eval()

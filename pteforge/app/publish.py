@@ -33,11 +33,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import mmap
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from ..core.errors import ManifestError, OutputError, UsageError
 from ..core.fallback import fallback_table
@@ -141,6 +143,7 @@ def publish(out: Path, site: Path, runtimes: list[str] | None = None, base_url: 
     index, manifest = read_export(out)
     check_apart(index.parent, site)
     refuse_changed(index, manifest.changed(index.parent), "publish")
+    _refuse_disk_folders(index, manifest)
     base_url, base_from = _base_url(base_url, relative, manifest, index)
     made_with = _executorch_version(manifest)
     runtimes = runtimes_for(made_with, runtimes)
@@ -381,8 +384,7 @@ def _copy_files(index: Path, manifest: Manifest, built: Path) -> int:
     a link in its directory ``out`` points to, never the link). Copied, not linked: ``out``'s files are often hard
     links of the cache's, whose inodes would then be served. A file ``built`` kept (a hard
     link of the live version's) is unlinked first, never written through."""
-    rels = {e.file for e in manifest.artifacts()} | {e.bundle["file"] for e in manifest.artifacts() if e.bundle}
-    rels |= {lab.file for lab in manifest.labels} | {e.labelsFile for e in manifest.artifacts() if e.labelsFile}
+    rels = _served_files(manifest)
     out = index.parent
     for rel in sorted(rels):
         src, dst = out / rel, built / rel
@@ -392,6 +394,57 @@ def _copy_files(index: Path, manifest: Manifest, built: Path) -> int:
         dst.unlink(missing_ok=True)
         shutil.copyfile(src, dst)
     return len(rels)
+
+
+def _served_files(manifest: Manifest) -> set[str]:
+    """The files of an export a site serves, relative to its folder: programs, bundles, labels."""
+    rels = {e.file for e in manifest.artifacts()} | {e.bundle["file"] for e in manifest.artifacts() if e.bundle}
+    return rels | {lab.file for lab in manifest.labels} | {e.labelsFile for e in manifest.artifacts() if e.labelsFile}
+
+
+def _refuse_disk_folders(index: Path, manifest: Manifest) -> None:
+    """Refuse, before any work, an export with a file that names a folder of the disk it was
+    made or is published on: where its index says the model's files lie, the export's own
+    folder, the home folder, the Python environment's. A site would serve that path to every
+    app that downloads the file: a backend that writes the model's Python stacks into its
+    program (Core AI's debug conversion did, pteforge converts in release mode) leaks them."""
+    folders = _disk_folders(index, manifest)
+    backends = {e.file: e.backend for e in manifest.artifacts()}
+    for rel in sorted(_served_files(manifest)):
+        found = _named_folder(index.parent / rel, folders)
+        if found is not None:
+            fix = (f"export it again without {backends[rel]} (--backends), then publish" if rel in backends
+                   else "export it again, then publish")
+            raise ManifestError(f"{index.parent / rel} names {found}, a folder of this machine's disk: the site would "
+                                "serve that path to every app that downloads the file", fix=fix)
+
+
+def _disk_folders(index: Path, manifest: Manifest) -> list[bytes]:
+    """The folders ``_refuse_disk_folders`` looks for, each ending in its separator: none that
+    another holds, and none as general as ``/tmp/`` (a home folder aside, two names deep)."""
+    named = {folder for text in _strings(manifest.model_dump()) for folder in _LOCAL_FOLDER.findall(text)}
+    home = os.path.join(str(Path.home()), "")
+    named |= {home, os.path.join(sys.prefix, ""), os.path.join(str(index.parent.resolve()), "")}
+    deep = {f for f in named if len(PurePath(f).parts) > 2 or (f == home and len(PurePath(f).parts) > 1)}
+    return sorted(f.encode() for f in deep if not any(o != f and f.startswith(o) for o in deep))
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict | list):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from _strings(item)
+
+
+def _named_folder(path: Path, folders: list[bytes]) -> str | None:
+    """The first of ``folders`` the file at ``path`` holds, read through a memory map (a
+    language model's file is gigabytes)."""
+    with path.open("rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return None
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return next((folder.decode() for folder in folders if data.find(folder) != -1), None)
 
 
 def _site_index(manifest: Manifest, current: Manifest | None, base: str | None) -> Manifest:

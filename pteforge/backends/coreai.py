@@ -24,7 +24,9 @@ class CoreAI(Backend):
             "The Core AI delegate converts the graph with Apple's coreai-torch into a Core AI model carried inside "
             "the .pte, for iOS and macOS 27, where Core AI schedules it on the Neural Engine, the GPU or the CPU."
         ),
-        features=("fp32 programs (Core AI chooses its compute precision on the device).",),
+        features=("fp32 programs (Core AI chooses its compute precision on the device).",
+                  "Converted in coreai-torch's release mode: operation ids, no Python stacks (no path of the "
+                  "exporting machine) in the program.",),
         target_requirements=("iOS 27 / macOS 27, with ExecuTorch built with the Core AI backend.",),
         development_requirements=(
             "The optional extra: " + INSTALL + ". coreai-core 1.0.0b3, which coreai-torch 0.4.3 requires, renamed "
@@ -51,3 +53,10 @@ partitioner = [CoreAIPartitioner()]  # with transform_passes=get_default_passes(
         plan.transform_passes = get_default_passes()
         plan.edge_config = get_default_compile_config()
         return plan
+
+    def lowering_context(self):
+        """coreai-torch in release mode: no Python stacks, and so no path of this machine's
+        (the model's source file, site-packages), in the Core AI model inside the .pte."""
+        from ..patches.executorch_patches import coreai_without_source_paths
+
+        return coreai_without_source_paths()

@@ -48,7 +48,7 @@ EXIT_MEANINGS = {
     ExitStatus.OUTPUT: "the output directory or the site cannot be written",
     ExitStatus.MANIFEST: "an existing index.json is not valid JSON or not our schema (left untouched); a file it "
                          "lists is missing or not the file it lists (its size, its sha256): publish and manifest "
-                         "check refuse it",
+                         "check refuse it; publish refuses a file that names a folder of this machine's disk",
     ExitStatus.RESOURCES: "this machine has too little memory for the work asked (refused before any work)",
     ExitStatus.SETUP: "pteforge setup could not fetch or build what it sets up (a registry unreachable, a step "
                       "that needs root, a host it does not run on)",

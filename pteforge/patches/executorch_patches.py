@@ -770,3 +770,38 @@ def ambiguous_strides_read_as_torch_does():
 
     with replaced(TensorSpec, "from_tensor", classmethod(from_tensor)):
         yield
+
+
+@contextlib.contextmanager
+def coreai_without_source_paths():
+    """Inside, ExecuTorch's Core AI delegate converts with coreai-torch's release mode.
+
+    ``_convert_to_aiprogram`` makes its ``TorchConverter()`` in coreai-torch's default mode,
+    DEBUG, which writes every operation's Python stack into the Core AI model carried inside
+    the .pte: the absolute path of the model's own source file and of the exporting
+    machine's site-packages (``/home/jane/nets/net.py``, ``/home/jane/.venv/...``), served
+    to every app that downloads the file. RELEASE keeps the operation ids and drops the
+    stacks. Used only while ExecuTorch's function is the one it was written from (its
+    source's digest); otherwise ``UpstreamChangedError``."""
+    from executorch.backends.apple.coreai.compiler import preprocess
+
+    patch = "coreai_without_source_paths"
+    check(patch, (preprocess, "_convert_to_aiprogram"))
+    known = _digest(preprocess._convert_to_aiprogram)
+    if known != _COREAI_CONVERT_SOURCE:
+        raise source_changed(patch, LIBRARY, VERSION, _MODULE, "coreai preprocess._convert_to_aiprogram",
+                             (_COREAI_CONVERT_SOURCE, known))
+
+    def convert(edge_program):
+        from coreai_torch import TorchConverter
+
+        converter = TorchConverter(mode=TorchConverter.Mode.RELEASE)
+        converter.add_exported_program(preprocess._prepare_program_for_conversion(edge_program))
+        return converter.to_coreai()
+
+    with replaced(preprocess, "_convert_to_aiprogram", convert):
+        yield
+
+
+# executorch.backends.apple.coreai.compiler.preprocess._convert_to_aiprogram's source
+_COREAI_CONVERT_SOURCE = "dfd55ef6"

@@ -3,6 +3,8 @@
 Run one backend's tests with ``pytest -m backend_xnnpack``.
 """
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,7 +84,8 @@ def _export(target, weighty_capture):
 def test_each_precision_lowers_with_its_delegate_and_shows_in_the_artifact(name, precision, weighty_capture):
     """Every precision a backend declares lowers here (when the backend does) into a
     program that holds exactly its delegate, runs and matches eager when its runtime
-    is here (else says which runtime is missing), and whose graphs show the precision:
+    is here (else says which runtime is missing), which names no folder of this disk (Core AI's
+    debug conversion wrote the model's Python stacks), and whose graphs show the precision:
     quantize/dequantize nodes for integer precisions, fp16 nodes or a smaller file for
     fp16; reduced precisions are smaller than the fp32 artifact."""
     from pteforge.app.precision import fp32_reference
@@ -115,6 +118,9 @@ def test_each_precision_lowers_with_its_delegate_and_shows_in_the_artifact(name,
         assert record.status is Status.NOT_RUNNABLE_HERE
         assert backend.run_check(host()).reason in record.reason
     assert Path(record.artifact.path).stat().st_size == record.artifact.size
+    data = Path(record.artifact.path).read_bytes()  # an app downloads it: no path of this disk in it
+    for folder in (sys.prefix, str(Path(__file__).parents[1])):  # the environment's, the model's file's (tests/)
+        assert os.path.join(folder, "").encode() not in data, f"{name}'s program names {folder}"
 
     evidence = record.artifact.delegation.precision_ops
     if precision is Precision.FP32:
