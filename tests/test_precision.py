@@ -104,6 +104,8 @@ def test_calibration_directory_and_relative_numbers_are_recorded(auto_run):
     assert cal["source"].startswith("--calibration ") and cal["images"] == len(photos) == 2
     assert cal["samples"] == 6 and cal["synthetic"] == 4
     assert int8["quantization"]["recipe"] == "xnnpack_pt2e_int8_static_per_channel"
+    dynamic = entries["xnnpack:int8-dynamic"]["quantization"]
+    assert "calibration" not in dynamic and dynamic["activations"] == "scaled at run time"
     rel = int8["relative"]
     assert rel["fp32"] == "mobilenet_v3_small_xnnpack.pte"
     assert 0.2 < rel["size"] < 0.4, "int8 weights are a quarter of fp32's"

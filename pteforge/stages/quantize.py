@@ -187,6 +187,13 @@ def _calls(exported):
             for node in module.graph.nodes if node.op == "call_function")
 
 
+def calibrated(exported) -> bool:
+    """Whether calibration set any of a quantized program's numbers: a quantize at a fixed
+    scale (``quantize_per_tensor.default``, static int8's activations). Dynamic int8 computes
+    its activations' scales at run time (``choose_qparams``), and weights need no data."""
+    return any(str(node.target).split(".")[-2:] == ["quantize_per_tensor", "default"] for node in _calls(exported))
+
+
 def quantizes_nothing(exported) -> bool:
     """Whether a quantized program has no quantize operator at all: the quantizer took none
     of the model's operators (an LSTM and an embedding for XNNPACK's), so the program

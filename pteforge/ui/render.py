@@ -58,6 +58,8 @@ def _compiler_and_calibration(r: Record) -> str:
             if cal.get("synthetic") else ""
         text += f"; calibrated on {' + '.join(p for p in (real, made) if p)}"
         text += " (not representative: give real ids with --calibration DIR)" if cal.get("tokenIds") else ""
+    elif (r.quantization or {}).get("activations"):
+        text += f"; activations {r.quantization['activations']} (nothing calibrated)"
     share = (r.quantization or {}).get("operators") or {}
     if share.get("quantized", 0) < share.get("weighted", 0):
         text += (f"; {r.precision} on {share['quantized']} of its {share['weighted']} convolutions, linears and "
