@@ -353,8 +353,9 @@ class Steps:
         if in_pytorch is not None and in_pytorch < v.threshold_sqnr_db:
             return Ending(Status.MISMATCH, reason + f"; the quantized program run by PyTorch is {db_text(in_pytorch)} "
                           "from eager too: quantizing loses it, not the backend",
-                          "kept as a .mismatch.pte for inspection; calibrate on real inputs (--calibration DIR, "
-                          "more --calibration-samples) or choose a higher precision")
+                          "kept as a .mismatch.pte for inspection; " + ("calibrate on real inputs (--calibration DIR, "
+                          "more --calibration-samples) or choose a higher precision"
+                          if (self.record.quantization or {}).get("calibration") else "choose a higher precision"))
         if in_pytorch is not None:
             reason += (f"; the quantized program run by PyTorch is {db_text(in_pytorch)} from eager: "
                        "the backend's lowering or kernels lose the rest")
