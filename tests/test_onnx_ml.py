@@ -85,7 +85,11 @@ def test_each_operator_computes_what_onnx_runtime_does_on_the_file(case, tmp_pat
     for got, want in zip(actual.values(), expected):
         got = got.numpy()
         assert got.dtype == want.dtype and got.shape == want.shape, (case, got.dtype, got.shape, want.shape)
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=case)
+        # probit's erfinv (ONNX Runtime's closed form, in float32) subtracts two numbers near 4.3
+        # whose difference is ~4e-3 near p = 0.5: one ulp of a score (another CPU's summation
+        # order) moves it by ~1e-4 of itself, on either side
+        rtol = 1e-3 if "probit" in case else 1e-5
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-6, err_msg=case)
 
 
 def test_a_pipeline_file_exports_and_is_verified_against_onnx_runtime(capsys, tmp_path):

@@ -439,7 +439,9 @@ def _strings(value):
 
 def _named_folder(path: Path, folders: list[bytes]) -> str | None:
     """The first of ``folders`` the file at ``path`` holds, read through a memory map (a
-    language model's file is gigabytes)."""
+    language model's file is gigabytes); None for a file that is not there (``_copy_files`` says so)."""
+    if not path.is_file():
+        return None
     with path.open("rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
             return None
