@@ -411,8 +411,8 @@ def test_a_program_naming_a_folder_of_the_disk_is_refused_not_published(capsys, 
     code, _, err = cli(capsys, *publish_args(out, tmp_path / "site"))
     assert code == ExitStatus.MANIFEST
     assert error_lines(err) == [f"error: {program} names {out}/, a folder of this machine's disk: the site would serve "
-                                "that path to every app that downloads the file (fix: export it again without portable "
-                                "(--backends), then publish)"]
+                                "that path to every app that downloads the file (fix: export it again, leaving portable "
+                                "out (--backends) if its program still names it, then publish)"]
     assert not (tmp_path / "site").exists()
 
 

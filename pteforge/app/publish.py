@@ -413,8 +413,8 @@ def _refuse_disk_folders(index: Path, manifest: Manifest) -> None:
     for rel in sorted(_served_files(manifest)):
         found = _named_folder(index.parent / rel, folders)
         if found is not None:
-            fix = (f"export it again without {backends[rel]} (--backends), then publish" if rel in backends
-                   else "export it again, then publish")
+            fix = (f"export it again, leaving {backends[rel]} out (--backends) if its program still names it, then "
+                   "publish" if rel in backends else "export it again, then publish")
             raise ManifestError(f"{index.parent / rel} names {found}, a folder of this machine's disk: the site would "
                                 "serve that path to every app that downloads the file", fix=fix)
 
