@@ -211,8 +211,8 @@ class Steps:
         return exported, plan, example
 
     def quantize(self, exported, plan, example):
-        from .quantize import (NothingQuantized, calibrated, calibration_set, quantize_shared, quantized_share,
-                               quantizes_nothing)
+        from .quantize import (NothingQuantized, calibration_set, quantize_shared, quantized_share, quantizes_nothing,
+                               unset_scales)
 
         if plan.quantizer is None and plan.quantize is None:
             return exported
@@ -232,10 +232,11 @@ class Steps:
         self.quantized = exported
         self.record.quantization = {"scheme": f"{self.primary.name} PT2E {self.target.precision.value} ({how})",
                                     "recipe": plan.recipe}
-        if calibrated(exported):
+        unset = unset_scales(exported)
+        if unset is None:
             self.record.quantization["calibration"] = facts
         else:  # its calibration runs set nothing: saying "calibrated on" would send someone after real data
-            self.record.quantization["activations"] = "scaled at run time"
+            self.record.quantization["activations"] = unset
         self.record.quantization["operators"] = quantized_share(exported)
         if key:  # the prepared program's fingerprint: targets with the same one share its quantization
             self.record.quantization["prepared_program"] = key

@@ -187,11 +187,15 @@ def _calls(exported):
             for node in module.graph.nodes if node.op == "call_function")
 
 
-def calibrated(exported) -> bool:
-    """Whether calibration set any of a quantized program's numbers: a quantize at a fixed
-    scale (``quantize_per_tensor.default``, static int8's activations). Dynamic int8 computes
-    its activations' scales at run time (``choose_qparams``), and weights need no data."""
-    return any(str(node.target).split(".")[-2:] == ["quantize_per_tensor", "default"] for node in _calls(exported))
+def unset_scales(exported) -> str | None:
+    """How a quantized program's activations get their scales where calibration does not set
+    them: None where it does (a quantize at a fixed scale, ``quantize_per_tensor.default``:
+    static int8's); "scaled at run time" where the program computes them (``choose_qparams``:
+    dynamic int8); "kept in floating point" where only the weights are quantized."""
+    targets = [str(node.target) for node in _calls(exported)]
+    if any(t.split(".")[-2:] == ["quantize_per_tensor", "default"] for t in targets):
+        return None
+    return "scaled at run time" if any("choose_qparams" in t for t in targets) else "kept in floating point"
 
 
 def quantizes_nothing(exported) -> bool:

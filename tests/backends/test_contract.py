@@ -122,6 +122,12 @@ def test_each_precision_lowers_with_its_delegate_and_shows_in_the_artifact(name,
     for folder in (sys.prefix, str(Path(__file__).parents[1])):  # the environment's, the model's file's (tests/)
         assert os.path.join(folder, "").encode() not in data, f"{name}'s program names {folder}"
 
+    if "operators" in (record.quantization or {}):  # a PT2E program: its row says what set its activations' scales
+        unset = {"int8-dynamic": "scaled at run time", "int8-weight": "kept in floating point",
+                 "int4-weight": "kept in floating point"}.get(precision.value)
+        assert record.quantization.get("activations") == unset, record.quantization
+        assert ("calibration" in record.quantization) is (unset is None), record.quantization
+
     evidence = record.artifact.delegation.precision_ops
     if precision is Precision.FP32:
         assert not evidence.get("quantize_ops") and not evidence.get("fp16_nodes"), evidence
