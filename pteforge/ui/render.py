@@ -50,7 +50,8 @@ def _generation_proof(r: Record, proof: str) -> str:
 def _compiler_and_calibration(r: Record) -> str:
     """A row's compiler estimates (Vela's) and what its quantization calibrated on."""
     text = f"; {estimate_text(r.estimates)}" if r.estimates else ""
-    cal = (r.quantization or {}).get("calibration")
+    quantization = r.quantization or {}
+    cal = quantization.get("calibration")
     if cal:
         real = f"{counted(cal['images'], 'real image')} ({cal.get('source', '').split(' (')[0]})" if cal.get("images") else \
             f"{counted(cal['files'], 'input file')} ({cal.get('source')})" if cal.get("files") else ""
@@ -58,9 +59,9 @@ def _compiler_and_calibration(r: Record) -> str:
             if cal.get("synthetic") else ""
         text += f"; calibrated on {' + '.join(p for p in (real, made) if p)}"
         text += " (not representative: give real ids with --calibration DIR)" if cal.get("tokenIds") else ""
-    elif (r.quantization or {}).get("activations"):
-        text += f"; activations {r.quantization['activations']} (nothing calibrated)"
-    share = (r.quantization or {}).get("operators") or {}
+    elif quantization.get("activations"):
+        text += f"; activations {quantization['activations']} (nothing calibrated)"
+    share = quantization.get("operators") or {}
     if share.get("quantized", 0) < share.get("weighted", 0):
         text += (f"; {r.precision} on {share['quantized']} of its {share['weighted']} convolutions, linears and "
                  "matmuls (the rest fp32)")
