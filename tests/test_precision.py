@@ -91,7 +91,11 @@ def test_precision_auto_picks_the_fastest_within_budget(auto_run):
     assert f"precision auto, xnnpack: {choice['winner']}" in proc.stdout
     summary = (out / "EXPORT_SUMMARY.md").read_text()
     assert "## Precision auto: mobilenet_v3_small on xnnpack" in summary
-    assert "## Reduced precision vs fp32 (measured)" in summary
+    assert "## Reduced precision vs fp32 (measured)" in summary  # offered or not (fp32 may win: all others out of budget)
+    for t in choice["tried"]:
+        if t["precision"] != "fp32" and t["status"] in ("VERIFIED", "OUT_OF_BUDGET"):
+            held = "" if t["within_budget"] else " (out of its budget: not offered)"
+            assert f"| mobilenet_v3_small | {t['target']}{held} | mobilenet_v3_small_xnnpack.pte |" in summary
 
 
 @pytest.mark.slow

@@ -157,7 +157,9 @@ def _match(v) -> str:
 def precision_lines(man: Manifest) -> list[str]:
     """Reduced precisions against their fp32 artifact, and --precision auto's choices."""
     lines: list[str] = []
-    reduced = [e for e in man.models if e.relative]
+    # the rows held back for their accuracy budget too: their size and speed were measured all the same
+    reduced = [(e, "") for e in man.models if e.relative] + \
+        [(e, " (out of its budget: not offered)") for e in man.outOfBudget if e.relative]
     if reduced:
         lines += ["", "## Reduced precision vs fp32 (measured)", "",
                   "Size relative to the fp32 artifact of the same chain (where one was lowered: it runs here, and "
@@ -165,14 +167,14 @@ def precision_lines(man: Manifest) -> list[str]:
                   "on the seeded inputs (SQNR) and on the validation photos (SQNR, cosine, top-1).", "",
                   "| model | target | vs | size | latency | SQNR | photos SQNR | photos cosine | photos top-1 |",
                   "|---|---|---|---|---|---|---|---|---|"]
-        for e in reduced:
+        for e, held in reduced:
             r, v = e.relative or {}, e.verification or {}  # reduced: each has its relative
             im = v.get("images") or {}
             lat = f"{r['latency']:.2f}× ({r['p50_ms']:.2f} vs {r['fp32_p50_ms']:.2f} ms)" if "latency" in r else "needs a device"
             lat += " **slower than fp32**" if r.get("latency", 0) > 1.0 else ""
             top1 = pct(im.get("top1_agreement"))
             vs = r.get("fp32") or f"its weights at fp32 ({size_text(r.get('fp32_weights_bytes', 0))})"
-            lines.append(f"| {e.base_model} | {e.target} | {vs} | {r['size']:.2f}× | {lat} | "
+            lines.append(f"| {e.base_model} | {e.target}{held} | {vs} | {r['size']:.2f}× | {lat} | "
                          f"{_db(v.get('sqnr_db'))} | {_db(im.get('sqnr_db'))} | {im.get('cosine', '')} | {top1} |")
     for c in man.precisionChoices:
         lines += ["", f"## Precision auto: {c['model']} on {c['backend']}", "",
