@@ -35,7 +35,9 @@ def _targets() -> dict:
     from torch._export import utils as export_utils
     from torch._export.serde import serialize
     from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch._ops import OperatorBase
     from torch.export import ExportedProgram
+    from torch.export.graph_signature import ExportGraphSignature
     from torch.fx.graph_module import GraphModule
     from torch.fx.traceback import NodeSource
     from torchao.quantization.quantize_.workflows.intx import intx_unpacked_to_int8_tensor as intx
@@ -57,12 +59,16 @@ def _targets() -> dict:
         "cached_quant_ops": (t, t.cached_quant_ops, (FakeTensorMode, "_validate_cache_key")),
         "fast_serde": (t, t.fast_serde, (serialize, "typing")),
         "cia_ops_materialized_once": (t, t.cia_ops_materialized_once, (export_utils, "_materialize_cpp_cia_ops")),
+        "signature_maps_kept": (t, t.signature_maps_kept, (ExportGraphSignature, "inputs_to_buffers")),
+        "py_kernels_registered_without_annotations": (t, t.py_kernels_registered_without_annotations,
+                                                      (OperatorBase, "py_impl")),
         "custom_class_checks_by_type": (t, t.custom_class_checks_by_type,
                                         (custom_class_base.CustomClassBaseMeta, "__instancecheck__")),
         "run_decompositions_wrapped": (t, lambda: t.run_decompositions_wrapped(lambda f: lambda *a, **k: f(*a, **k)),
                                        (ExportedProgram, "run_decompositions")),
         "retrace_only_what_changed": (e, e.retrace_only_what_changed, (_ExportPassBase, "call")),
         "retraces_reuse_values": (e, e.retraces_reuse_values, (_ExportPassBase, "_fx")),
+        "traced_arguments_read_directly": (e, e.traced_arguments_read_directly, (_ExportPassBase, "_fx")),
         "partitions_without_debug_text": (e, e.partitions_without_debug_text,
                                           (backend_api, "_create_partitions_in_graph_module")),
         "partitions_merged_by_set_checks": (e, e.partitions_merged_by_set_checks,
@@ -95,8 +101,10 @@ def _targets() -> dict:
 
 
 PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde", "run_decompositions_wrapped",
-           "cia_ops_materialized_once", "custom_class_checks_by_type",
-           "retrace_only_what_changed", "retraces_reuse_values", "partitions_without_debug_text",
+           "cia_ops_materialized_once", "custom_class_checks_by_type", "signature_maps_kept",
+           "py_kernels_registered_without_annotations",
+           "retrace_only_what_changed", "retraces_reuse_values", "traced_arguments_read_directly",
+           "partitions_without_debug_text",
            "partitions_merged_by_set_checks", "partitions_sorted_in_place", "softmax_reads_nchw",
            "one_value_constants_take_any_layout", "zero_dim_inputs_read_as_nchw", "views_of_written_buffers_outside",
            "edge_program_wrapped",
@@ -191,11 +199,15 @@ def test_a_patch_whose_target_is_gone_refuses(name, monkeypatch):
 @pytest.mark.parametrize("constant, what", [("_MERGE_SOURCE", "GroupBasedPartitioner._can_merge_partitions"),
                                             ("_LEGALIZE_SOURCE", "torch.fx.passes.tools_common.legalize_graph"),
                                             ("_PIPELINE_SOURCE", "PassPipelineManager.apply_pipeline"),
-                                            ("_COREAI_CONVERT_SOURCE", "coreai preprocess._convert_to_aiprogram")])
+                                            ("_COREAI_CONVERT_SOURCE", "coreai preprocess._convert_to_aiprogram"),
+                                            ("_FX_SOURCE", "_ExportPassBase._fx"),
+                                            ("_PY_IMPL_SOURCE", "torch._ops.OperatorBase.py_impl")])
 def test_a_patch_of_another_source_refuses(constant, what, monkeypatch):
     module, patch = {"_MERGE_SOURCE": (executorch_patches, executorch_patches.partitions_merged_by_set_checks),
                      "_LEGALIZE_SOURCE": (executorch_patches, executorch_patches.partitions_sorted_in_place),
                      "_COREAI_CONVERT_SOURCE": (executorch_patches, executorch_patches.coreai_without_source_paths),
+                     "_FX_SOURCE": (executorch_patches, executorch_patches.traced_arguments_read_directly),
+                     "_PY_IMPL_SOURCE": (torch_patches, torch_patches.py_kernels_registered_without_annotations),
                      "_PIPELINE_SOURCE": (coremltools_patches,
                                           coremltools_patches.pipeline_validated_where_scopes_are_checked)}[constant]
     real = getattr(module, constant)
@@ -329,3 +341,82 @@ def test_the_mil_pipeline_makes_the_same_program_validating_it_where_scopes_are_
         patched, fewer = converted()
     assert patched == plain
     assert validations > 90 and fewer < validations / 4
+
+
+def test_a_kept_signature_map_follows_every_change_to_the_specs():
+    """``signature_maps_kept`` answers again from what it built while nothing changed, and
+    builds anew after a rename, a new target, a spec removed or added; a signature still
+    copies and pickles, and each copy answers for itself."""
+    import copy
+    import pickle
+
+    import torch
+    from torch.export.graph_signature import InputKind
+
+    program = torch.export.export(torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2)).eval(),
+                                  (torch.rand(2, 3),))
+    signature = program.graph_signature
+    plain = (dict(signature.inputs_to_parameters), dict(signature.inputs_to_buffers), signature.user_inputs)
+    with torch_patches.signature_maps_kept():
+        assert (dict(signature.inputs_to_parameters), dict(signature.inputs_to_buffers), signature.user_inputs) == plain
+        assert signature.inputs_to_parameters is signature.inputs_to_parameters
+        spec = next(s for s in signature.input_specs if s.kind is InputKind.PARAMETER)
+        spec.arg.name = "renamed"
+        assert "renamed" in signature.inputs_to_parameters
+        spec.target = "elsewhere"
+        assert signature.inputs_to_parameters["renamed"] == "elsewhere"
+        signature.input_specs.remove(spec)
+        assert "renamed" not in signature.inputs_to_parameters
+        signature.input_specs.insert(0, spec)
+        assert "renamed" in signature.inputs_to_parameters
+        twin = copy.deepcopy(signature)
+        twin.input_specs[0].arg.name = "twin"
+        assert "twin" in twin.inputs_to_parameters and "twin" not in signature.inputs_to_parameters
+        assert dict(pickle.loads(pickle.dumps(signature)).inputs_to_parameters) == dict(signature.inputs_to_parameters)
+
+
+class _Value:
+    def __init__(self, n):
+        self.n = n
+
+
+def _trees():
+    from collections import namedtuple
+
+    import torch
+    from hypothesis import strategies as st
+    from torch.fx.immutable_collections import immutable_dict, immutable_list
+
+    pair = namedtuple("pair", "a b")
+    leaves = st.one_of(st.integers(), st.floats(allow_nan=False), st.text(max_size=3), st.none(), st.booleans(),
+                       st.sampled_from([torch.float32, torch.int8, torch.device("cpu")]),
+                       st.integers().map(_Value), st.just(torch.Size([2, 3])))
+    return st.recursive(leaves, lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple), st.lists(inner, max_size=3).map(immutable_list),
+        st.dictionaries(st.text(max_size=2), inner, max_size=3),
+        st.dictionaries(st.text(max_size=2), inner, max_size=3).map(immutable_dict),
+        st.tuples(inner, inner).map(lambda t: pair(*t))), max_leaves=12)
+
+
+def test_arguments_read_directly_are_what_the_tree_walk_reads():
+    """``traced_arguments_read_directly`` maps a node's arguments as ``pytree.tree_map_only``
+    does: the same values, in containers of the same types, for any nesting of tuples,
+    lists, dicts, torch.fx's immutable ones, named tuples, sizes and plain values."""
+    from hypothesis import given, settings
+    from torch.utils import _pytree as pytree
+
+    _, mapped = executorch_patches._argument_readers(_Value)
+
+    def shape(tree):
+        if isinstance(tree, (list, tuple)):
+            return (type(tree), [shape(x) for x in tree])
+        if isinstance(tree, dict):
+            return (type(tree), [(k, shape(v)) for k, v in tree.items()])
+        return (type(tree), tree)
+
+    @settings(max_examples=200, deadline=None)
+    @given(_trees())
+    def same(tree):
+        assert shape(mapped(tree, lambda v: v.n)) == shape(pytree.tree_map_only(_Value, lambda v: v.n, tree))
+
+    same()

@@ -1569,3 +1569,58 @@ def test_the_group_partitioner_merges_with_set_checks_as_executorch_does():
         merged = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
     assert GroupBasedPartitioner._can_merge_partitions is original
     assert merged == plain
+
+
+@pytest.mark.parametrize("patch", ["traced_arguments_read_directly", "signature_maps_kept",
+                                   "py_kernels_registered_without_annotations"])
+def test_each_patch_of_the_passes_makes_the_same_programs(patch, monkeypatch):
+    """ExecuTorch's passes run under every patch of ``fast_fx`` make the same bytes as under
+    all of them but ``patch``: XNNPACK on a program with a buffer written in place, a
+    symbolic batch, lists and a scalar argument; Arm's ~145 TOSA passes on a small int8
+    network. What the patch replaced is put back."""
+    from executorch.backends.arm.quantizer import TOSAQuantizer, get_symmetric_quantization_config
+    from executorch.backends.arm.tosa.compile_spec import TosaCompileSpec
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.exir.pass_base import ExportPass, _ExportPassBase
+    from torch._ops import OperatorBase
+    from torch.export.graph_signature import ExportGraphSignature, InputSpec
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from pteforge.stages import lower as lowering
+
+    torch.manual_seed(0)
+    edits = torch.export.export(_Edits().eval(), (torch.rand(4, 8), torch.tensor([3])),
+                                dynamic_shapes=({0: torch.export.Dim("batch", min=2, max=8)}, None))
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Hardswish(), torch.nn.AvgPool2d(2),
+                              torch.nn.Flatten(), torch.nn.Linear(128, 4)).eval()
+    x = (torch.rand(1, 3, 8, 8),)
+    spec = TosaCompileSpec("TOSA-1.0+INT")
+    quantizer = TOSAQuantizer(spec)
+    quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
+    prepared = prepare_pt2e(torch.export.export(net, x).module(check_guards=False), quantizer)
+    prepared(*x)
+    int8 = torch.export.export(convert_pt2e(prepared), x)
+
+    def programs():
+        return [to_edge_transform_and_lower(program, partitioner=[partitioner]).to_executorch().buffer
+                for program, partitioner in [(edits, XnnpackPartitioner()), (int8, TOSAPartitioner(spec))]]
+
+    def held():
+        return (vars(_ExportPassBase)["_fx"], vars(_ExportPassBase.ExportTracer)["create_arg"],
+                vars(ExportPass.ExportTracer)["create_arg"], vars(OperatorBase)["py_impl"],
+                vars(ExportGraphSignature)["inputs_to_buffers"], InputSpec.__setattr__)
+
+    before = held()
+    every = lowering.FAST_FX
+    assert getattr(lowering, patch) in every
+    monkeypatch.setattr(lowering, "FAST_FX", tuple(p for p in every if p is not getattr(lowering, patch)))
+    with lowering.fast_fx():
+        without = programs()
+    monkeypatch.setattr(lowering, "FAST_FX", every)
+    with lowering.fast_fx():
+        assert held() != before
+        patched = programs()
+    assert held() == before
+    assert patched == without

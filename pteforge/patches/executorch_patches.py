@@ -161,6 +161,101 @@ def retraces_reuse_values():
         yield
 
 
+# ExecuTorch's _ExportPassBase._fx, whose steps ``traced_arguments_read_directly`` takes
+_FX_SOURCE = "d21aacbb"
+
+
+@contextlib.contextmanager
+def traced_arguments_read_directly():
+    """Each node an ExecuTorch pass re-traces reads its arguments' values and proxies, and
+    makes its node's arguments, without walking them with torch's generic tree functions.
+
+    ``_ExportPassBase._fx`` maps every node's arguments twice with ``pytree.tree_map_only``
+    (their fake values, then their proxies), and the tracer turns each argument into the
+    node's (``create_arg``) through five classes' type checks, down to torch's own table
+    of plain types: 11 % of the default run's target-job time, most of it in the Arm
+    backends' ~145 re-traces of a program. Inside, tuples, lists and dicts of values are
+    mapped directly, and plain values (numbers, strings, dtypes, devices, operators,
+    proxies) are taken as torch's base tracer takes them; anything else goes the way it
+    went. Used only while ExecuTorch's ``_fx`` is the one it was written from (its source
+    digest); otherwise ``UpstreamChangedError``. The same programs and bytes (tested)."""
+    from executorch.exir.pass_base import ExportPass, ProxyValue, _ExportPassBase
+    from torch.fx import proxy
+
+    patch = "traced_arguments_read_directly"
+    check(patch, (_ExportPassBase, "_fx"), (_ExportPassBase.ExportTracer, "create_arg"),
+          (ExportPass.ExportTracer, "create_arg"), (proxy, "_create_arg_bypass"))
+    known = _digest(_ExportPassBase.__dict__["_fx"])
+    if known != _FX_SOURCE:
+        raise source_changed(patch, LIBRARY, VERSION, _MODULE, "_ExportPassBase._fx", (_FX_SOURCE, known))
+    taken, mapped = _argument_readers(ProxyValue)
+
+    def fx(self, kind, target, args, kwargs, meta):
+        res_data = getattr(self.interpreter, kind)(target, mapped(args, _data), mapped(kwargs, _data))
+        name = None
+        if isinstance(target, torch._ops.OpOverload):
+            name = self.tracer.graph._target_to_str(target.overloadpacket.__name__)
+        res_proxy = self.tracer.create_proxy(kind, target, mapped(args, _proxy), mapped(kwargs, _proxy), name=name)
+        res_proxy.node.meta.update(meta.data)
+        self.tracer.set_metadata(res_proxy.node, res_data)
+        return ProxyValue(res_data, res_proxy)
+
+    tracers = (_ExportPassBase.ExportTracer, ExportPass.ExportTracer)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(replaced(_ExportPassBase, "_fx", fx))
+        for tracer in tracers:
+            stack.enter_context(replaced(tracer, "create_arg", _taking(taken, tracer.__dict__["create_arg"])))
+        yield
+
+
+def _argument_readers(value_type):
+    """``traced_arguments_read_directly``'s readers: torch's base tracer's own table of what
+    it takes without a check (containers: their items through ``create_arg``), less the
+    tensors and symbolic values the tracers above it handle; and ``mapped(tree, pick)``,
+    ``pytree.tree_map_only(value_type, pick, tree)`` without the tree walk for the
+    containers and plain values a node's arguments are made of."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.fx import proxy
+    from torch.fx.immutable_collections import immutable_dict, immutable_list
+    from torch.utils import _pytree as pytree
+
+    taken = {kind: take for kind, take in proxy._create_arg_bypass.items()
+             if kind not in (torch.Tensor, torch.SymInt, torch.SymBool, torch.SymFloat)}
+    leaves = {kind for kind in taken if kind is not proxy.Proxy and kind not in (
+        tuple, list, dict, immutable_list, immutable_dict)} | {torch.Tensor, FakeTensor}
+
+    def mapped(tree, pick):
+        kind = type(tree)
+        if kind is value_type:
+            return pick(tree)
+        if kind is tuple or kind is list or kind is immutable_list:
+            return kind([mapped(x, pick) for x in tree])
+        if kind is dict or kind is immutable_dict:
+            return kind({k: mapped(v, pick) for k, v in tree.items()})
+        if kind in leaves:
+            return tree
+        return pytree.tree_map_only(value_type, pick, tree)
+
+    return taken, mapped
+
+
+def _taking(taken: dict, create_arg):
+    """A tracer's ``create_arg`` that takes what ``taken`` names as torch's base tracer does."""
+    @functools.wraps(create_arg)
+    def create(self, a):
+        take = taken.get(type(a))
+        return take(self, a) if take is not None else create_arg(self, a)
+    return create
+
+
+def _data(value):
+    return value.data
+
+
+def _proxy(value):
+    return value.proxy
+
+
 class _Remembered:
     """What ``retraces_reuse_values`` remembers, and the pass-base methods it wraps with it."""
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import hashlib
+import inspect
 import pickle
 import typing
+import weakref
 
 from torch._subclasses import fake_tensor
 from torch.export import ExportedProgram
@@ -21,7 +24,7 @@ from torch.fx import traceback as fx_traceback
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.graph_module import GraphModule
 
-from . import replaced, require
+from . import replaced, require, source_changed
 
 LIBRARY, VERSION = "torch", "2.14.0"
 
@@ -305,6 +308,121 @@ def custom_class_checks_by_type():
         return answer
 
     with replaced(base.CustomClassBaseMeta, "__instancecheck__", instancecheck):
+        yield
+
+
+@contextlib.contextmanager
+def signature_maps_kept():
+    """An export graph signature's name maps (``inputs_to_parameters``, ``inputs_to_buffers``,
+    ``user_inputs``) built once per state of its input specs, not at every ask.
+
+    Each ask builds the map anew from every input spec, and passes ask it per node
+    (``torch._export.utils.is_param``/``is_buffer``/``get_buffer``, over each placeholder):
+    ~3 % of the default run's target-job time, in the Arm passes, the memory planning and
+    the emitter. Inside, each map is kept for its signature (beside it, not in it: a
+    signature copies and pickles as before) with the specs it was built from, and built
+    again when the list holds other specs, or when any spec or argument of any signature
+    had a field set since (a rename, a new target: every such write counts).
+    The same answers, so the same programs and bytes."""
+    from torch.export import graph_signature as gs
+
+    classes = (gs.InputSpec, gs.OutputSpec, gs.TensorArgument, gs.TokenArgument, gs.SymIntArgument,
+               gs.SymFloatArgument, gs.SymBoolArgument, gs.CustomObjArgument, gs.ConstantArgument)
+    names = ("inputs_to_parameters", "inputs_to_buffers", "user_inputs")
+    check("signature_maps_kept", *((gs.ExportGraphSignature, name) for name in names),
+          *((cls, "__setattr__") for cls in classes))
+    writes = [0]  # fields set on any spec or argument, ever: what a kept map was built after
+
+    def counted(cls):
+        setter = cls.__setattr__
+
+        def set_field(self, name, value):
+            writes[0] += 1
+            setter(self, name, value)
+        return set_field
+
+    kept: dict[int, tuple] = {}  # id(signature) -> (a weak reference to it, {name: (writes, specs, ids, value)})
+
+    def forget(key: int, _ref) -> None:
+        kept.pop(key, None)
+
+    def keeping(name, build):
+        def get(self):
+            ids = tuple(map(id, self.input_specs))
+            held = kept.get(id(self))
+            if held is None or held[0]() is not self:
+                held = kept[id(self)] = (weakref.ref(self, functools.partial(forget, id(self))), {})
+            entry = held[1].get(name)
+            if entry is not None and entry[0] == writes[0] and entry[2] == ids:  # entry[1] holds the specs: no id reused
+                return entry[3]
+            value = build(self)
+            held[1][name] = (writes[0], tuple(self.input_specs), ids, value)
+            return value
+        return property(get)
+
+    with contextlib.ExitStack() as stack:
+        for cls in classes:
+            stack.enter_context(replaced(cls, "__setattr__", counted(cls)))
+        for name in names:
+            build = vars(gs.ExportGraphSignature)[name].fget
+            stack.enter_context(replaced(gs.ExportGraphSignature, name, keeping(name, build)))
+        yield
+
+
+# torch._ops.OperatorBase.py_impl's source, whose steps ``py_kernels_registered_without_annotations`` takes
+_PY_IMPL_SOURCE = "8173bd20"
+
+
+@contextlib.contextmanager
+def py_kernels_registered_without_annotations():
+    """``OperatorBase.py_impl`` registers a Python kernel as torch's does, without building
+    its inner function's type annotations at each call.
+
+    ``run_decompositions`` overrides the decomposition of each CompositeImplicitAutograd
+    operator it keeps (``_override_composite_implicit_decomp``), a few ``py_impl`` calls per
+    operator per call; each defines an inner function annotated ``Callable[_P, _T]``,
+    which Python evaluates at every definition (torch's ``_ops.py`` has no postponed
+    annotations): ~4 % of a TOSA int8 lowering of mobilenet_v3_small. Used only while
+    torch's method is the one it was written from (its source digest); otherwise
+    ``UpstreamChangedError``."""
+    from torch import _ops
+    from torch._C import DispatchKey
+    from torch._functorch.pyfunctorch import TransformType
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    patch = "py_kernels_registered_without_annotations"
+    check(patch, (_ops.OperatorBase, "py_impl"))
+    known = hashlib.sha256(inspect.getsource(_ops.OperatorBase.__dict__["py_impl"]).encode()).hexdigest()[:8]
+    if known != _PY_IMPL_SOURCE:
+        raise source_changed(patch, LIBRARY, VERSION, __name__.rpartition(".")[2], "torch._ops.OperatorBase.py_impl",
+                             (_PY_IMPL_SOURCE, known))
+    import torch
+
+    def py_impl(self, k):
+        def inner(fn):
+            if inspect.isclass(k) and (issubclass(k, TorchDispatchMode) or issubclass(k, torch.Tensor)):
+                if k in self.python_key_table:
+                    raise AssertionError(f"{k} already registered in python_key_table")
+                self.python_key_table[k] = fn
+                self._dispatch_cache.clear()
+                return fn
+            if isinstance(k, TransformType):
+                if k in self.functorch_table:
+                    raise AssertionError(f"{k} already registered in functorch_table")
+                self.functorch_table[k] = fn
+                return fn
+            if not isinstance(k, DispatchKey):
+                raise AssertionError(f"expected DispatchKey, got {type(k)}")
+            if k == DispatchKey.Python:
+                raise AssertionError("Please register a mode for the DispatchKey.Python key instead.")
+            if k in self.py_kernels:
+                raise RuntimeError(f"Trying to override a python impl for {k} on operator {self.name()}")
+            self.py_kernels[k] = fn
+            self._dispatch_cache.clear()
+            return fn
+        return inner
+
+    with replaced(_ops.OperatorBase, "py_impl", functools.wraps(_ops.OperatorBase.__dict__["py_impl"])(py_impl)):
         yield
 
 

@@ -17,6 +17,7 @@ from ..patches.executorch_patches import (
     partitions_without_debug_text,
     retrace_only_what_changed,
     retraces_reuse_values,
+    traced_arguments_read_directly,
 )
 from ..patches.torch_patches import (
     cached_quant_ops,
@@ -24,23 +25,30 @@ from ..patches.torch_patches import (
     custom_class_checks_by_type,
     fast_serde,
     lazy_codegen,
+    py_kernels_registered_without_annotations,
     shared_provenance,
+    signature_maps_kept,
 )
 from .fallback import Cut, lower_leaving_out
 from .memo import sharing
 
 
+# The patches (``pteforge/patches``) and ``memo.sharing`` every target job runs under, in the
+# order entered: ``retraces_reuse_values`` wraps the pass base's ``_fx`` that
+# ``traced_arguments_read_directly`` put in place.
+FAST_FX = (shared_provenance, lazy_codegen, cached_quant_ops, cia_ops_materialized_once, custom_class_checks_by_type,
+           signature_maps_kept, py_kernels_registered_without_annotations, retrace_only_what_changed,
+           traced_arguments_read_directly, retraces_reuse_values, partitions_without_debug_text,
+           partitions_sorted_in_place, partitions_merged_by_set_checks, sharing, fast_serde)
+
+
 @contextlib.contextmanager
 def fast_fx():
-    """``shared_provenance``, ``lazy_codegen``, ``cached_quant_ops``, ``cia_ops_materialized_once``,
-    ``custom_class_checks_by_type``, ``retrace_only_what_changed``, ``retraces_reuse_values``,
-    ``partitions_without_debug_text``, ``partitions_sorted_in_place``,
-    ``partitions_merged_by_set_checks`` (``pteforge/patches``), ``memo.sharing`` and
-    ``fast_serde``: what every target job (loading its capture, lowering it) runs under."""
-    with shared_provenance(), lazy_codegen(), cached_quant_ops(), cia_ops_materialized_once(), \
-            custom_class_checks_by_type(), retrace_only_what_changed(), retraces_reuse_values(), \
-            partitions_without_debug_text(), partitions_sorted_in_place(), partitions_merged_by_set_checks(), \
-            sharing(), fast_serde():
+    """Every patch of ``FAST_FX``: what every target job (loading its capture, quantizing and
+    lowering it) runs under."""
+    with contextlib.ExitStack() as stack:
+        for patch in FAST_FX:
+            stack.enter_context(patch())
         yield
 
 
