@@ -55,6 +55,10 @@ def test_pyproject_tool_table(capsys, tmp_path):
         ('out = "x"\nexecutor = "dask"\n', "pteforge.toml:2: executor has a wrong value: 'dask' is not one of local, ray"),
         ('out = "x"\n[[model]]\nname = "net"\n', "pteforge.toml:2: [[model]] table 1: source is missing"),  # no source
         ('seed = 1\n[extra]\nseed = "two"\n', "pteforge.toml:2: extra is not an option"),
+        # a NUL character (TOML's \u0000) fits no path, name or option: the OS refused the path
+        ('seed = 1\nout = "models\\u0000"\n', "pteforge.toml:2: out holds a NUL character"),
+        ('seed = 1\n[[model]]\nname = "n\\u0000"\nsource = "tiny_models:tiny"\n',
+         "pteforge.toml:2: model holds a NUL character"),
         # values only the export itself finds wrong: the line of the option they came from
         ('mobilenet = true\nbackends = ["xnnpack", "nosuch"]\n', "pteforge.toml:2: backends: unknown backend 'nosuch'"),
         ('weights = "none"\nyolo = ["yolo99"]\n', "pteforge.toml:2: yolo: unknown model 'yolo99'"),

@@ -154,6 +154,10 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
     if table is None:
         raise UsageError(f"{path} has no [tool.pteforge] table", fix="add [tool.pteforge] with the export options")
     table = {key.replace("-", "_"): value for key, value in table.items()}
+    for key, value in table.items():
+        if _holds_nul(value):  # no path, name or option can hold one (the OS refuses it in a path)
+            raise UsageError(f"{_where(path, text, key, prefix[:-1])}: {prefix}{key.replace('_', '-')} holds a NUL "
+                             "character (\\u0000)", fix="remove it from that value")
     schema = export_file()
     for name in schema.model_fields:
         given = [k for k in _spellings(schema, name) if k in table]
@@ -178,6 +182,15 @@ def load_config(path: Path, choices: dict[str, list] | None = None) -> dict[str,
         elif values.get(family) is False:
             values.pop(family)
     return _resolve_paths(path.parent, values)
+
+
+def _holds_nul(value) -> bool:
+    """Whether a TOML value (a string, or a list or table holding one) holds a NUL character."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    return isinstance(value, list) and any(_holds_nul(v) for v in value)
 
 
 def _read_text(path: Path) -> str:
