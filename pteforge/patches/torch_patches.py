@@ -318,7 +318,7 @@ def signature_maps_kept():
 
     Each ask builds the map anew from every input spec, and passes ask it per node
     (``torch._export.utils.is_param``/``is_buffer``/``get_buffer``, over each placeholder):
-    ~3 % of the default run's target-job time, in the Arm passes, the memory planning and
+    ~4 % of the default run's target-job time, in the Arm passes, the memory planning and
     the emitter. Inside, each map is kept for its signature (beside it, not in it: a
     signature copies and pickles as before) with the specs it was built from, and built
     again when the list holds other specs, or when any spec or argument of any signature
