@@ -34,6 +34,7 @@ from .run.checks import check_before_work, check_run  # noqa: F401 - part of the
 from .run.engine import Reporter, RunResult, SilentReporter, run_export  # noqa: F401 - part of the API
 from .run.plan import TargetPlan, own_targets, plan_targets, planned_jobs  # noqa: F401 - part of the API
 from .run.sink import app_backends, versions  # noqa: F401 - part of the API
+from .run.workers import ask_host_early  # noqa: F401 - part of the API
 from .runtime.arm64 import method
 from .runtime.arm64_setup import setup
 from .runtime.host import Host, host

@@ -397,6 +397,7 @@ def _make_option_table() -> list[str]:
 def _cmd_export(args, ui, debug: bool) -> int:
     from .api import (
         TargetPlan,
+        ask_host_early,
         check_before_work,
         check_surroundings,
         export,
@@ -410,6 +411,8 @@ def _cmd_export(args, ui, debug: bool) -> int:
                              fix="give e.g. --archive-limit-gb 16")
         os.environ[ENV_GB] = str(args.archive_limit_gb)
     request = ExportRequest.from_options(vars(args), _family_words())
+    if not request.dry_run and vars(args).get("executor", "local") == "local":
+        ask_host_early(quiet=not debug)  # a machine's first run: the fork server's imports answer it
     job = resolve_request(request)
     for note in job.notes:
         ui.warn(note)

@@ -119,6 +119,27 @@ def test_backends_answers_without_the_compiler_once_the_runtime_was_asked(tmp_pa
     assert first == second
 
 
+def test_a_machines_first_export_asks_the_runtime_in_the_fork_server(tmp_path):
+    """On a machine's first export (nothing kept in the cache directory) the runtime's
+    delegates and kernels are asked in a worker of the fork server, whose imports the run's
+    jobs then share: the command's own process imports neither torch nor ExecuTorch, and
+    the answer kept is the one the runtime gives in-process (``Host.here()``)."""
+    from pteforge.runtime.host import Host
+
+    code = (
+        "import sys, pteforge.cli as c\n"
+        "code = c.main(['export', '--mobilenet', '--weights', 'none', '--input-shape', '1,3,64,64', '--backends', "
+        f"'portable', '--out', {str(tmp_path / 'out')!r}])\n"
+        "print('LEAK' if any(m in sys.modules for m in ('torch', 'executorch.exir')) else 'CLEAN', code)"
+    )
+    env = {**os.environ, "PTEFORGE_CACHE_DIR": str(tmp_path / "cache")}  # a catalog model: a factory's module imports torch
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert run.stdout.strip().endswith("CLEAN 0"), run.stdout[-500:] + run.stderr[-800:]
+    [kept] = (tmp_path / "cache" / "runtime").glob("host-*.json")
+    assert Host.from_dict(json.loads(kept.read_text())) == Host.here()
+    assert _entry(tmp_path / "out")["status"] == "VERIFIED"
+
+
 def test_every_option_either_defines_the_artifact_or_only_the_run(tmp_path):
     """Artifact options are hashed, all of them, into the cache key; run options never are."""
     import dataclasses

@@ -440,5 +440,30 @@ def start_fork_server(quiet: bool = True) -> None:
     forkserver.ensure_running()
 
 
+def ask_host_early(quiet: bool = True) -> None:
+    """On a machine's first run (no answer kept yet), ask this host's runtime which delegates
+    and kernels it registers in a worker forked from the fork server, and keep the answer.
+
+    Asked in the command's own process, the question imports torch and ExecuTorch there
+    (~4 s) before any work, and the fork server then imports them again; asked here, those
+    imports are the fork server's, which the run's workers and captures then fork from. Where
+    workers are spawned (macOS, Windows) or the worker fails, the run asks as before."""
+    from ..runtime.host import Host, known_host, remember_host
+
+    if known_host() is not None or start_method() != "forkserver":
+        return
+    start_fork_server(quiet)
+    with WorkerPool(1, quiet=quiet) as pool:
+        for outcome in pool.run([Call(key="*/host", fn=_host_answer, timeout=600)]):
+            if outcome.ok:
+                remember_host(Host.from_dict(outcome.value))
+
+
+def _host_answer(on_stage: Callable[[str], None]) -> dict:
+    from ..runtime.host import Host
+
+    return Host.here().to_dict()
+
+
 def default_size(jobs: int) -> int:
     return max(1, min(jobs, os.cpu_count() or 1))

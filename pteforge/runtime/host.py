@@ -108,18 +108,39 @@ def recorded_runtimes() -> dict:
 @lru_cache(maxsize=1)
 def host() -> Host:
     """This host, from a cache keyed by the pybindings' identity (asking the runtime costs
-    ``import executorch.runtime``, ~10 s, and pulls in the whole compiler)."""
-    from ..core.io import cache_root, keep
+    ``import executorch.runtime``, ~4 s, and pulls in the whole compiler)."""
+    found = known_host()
+    if found is None:
+        found = _asked_quietly()
+        remember_host(found)
+    return found
+
+
+_answered: list[Host] = []  # this process's answer, where the cache directory could not keep it
+
+
+def known_host() -> Host | None:
+    """This host as the cache holds it (an earlier run asked its runtime), or as this process
+    was told where the cache could not keep it; None when never asked."""
+    from ..core.io import cache_root
+
     path = _cache_path(cache_root())
     if path is not None:
         try:
             return Host.from_dict(json.loads(path.read_text()))
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    found = _asked_quietly()
-    if path is not None:
-        keep(path, json.dumps(found.to_dict()))
-    return found
+    return _answered[-1] if _answered else None
+
+
+def remember_host(found: Host) -> None:
+    """Keep ``found`` (this host's runtime's answer) for later runs, or for this process
+    where the cache directory cannot be written."""
+    from ..core.io import cache_root, keep
+
+    path = _cache_path(cache_root())
+    if path is None or not keep(path, json.dumps(found.to_dict())):
+        _answered[:] = [found]
 
 
 def _asked_quietly() -> Host:
