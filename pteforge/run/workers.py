@@ -452,11 +452,14 @@ def ask_host_early(quiet: bool = True) -> None:
 
     if known_host() is not None or start_method() != "forkserver":
         return
-    start_fork_server(quiet)
-    with WorkerPool(1, quiet=quiet) as pool:
-        for outcome in pool.run([Call(key="*/host", fn=_host_answer, timeout=600)]):
-            if outcome.ok:
-                remember_host(Host.from_dict(outcome.value))
+    try:
+        start_fork_server(quiet)
+        with WorkerPool(1, quiet=quiet) as pool:
+            for outcome in pool.run([Call(key="*/host", fn=_host_answer, timeout=600)]):
+                if outcome.ok:
+                    remember_host(Host.from_dict(outcome.value))
+    except Exception:  # noqa: BLE001 - only time is at stake: the run asks in its own process, and says what fails
+        return
 
 
 def _host_answer(on_stage: Callable[[str], None]) -> dict:
