@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
+import inspect
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
@@ -45,6 +47,11 @@ def require(patch: str, library: str, expected: str, module: str, *targets: tupl
             name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", type(obj).__name__)
             raise UpstreamChangedError(f"patch {patch} targets {library} {expected}, found {library} {found} "
                                        f"without {name}.{attr}", fix=fix)
+
+
+def source_digest(function) -> str:
+    """The digest of ``function``'s source: what a patch that gives its answer was written from."""
+    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:8]
 
 
 def source_changed(patch: str, library: str, expected: str, module: str, what: str, digests: tuple[str, str]):

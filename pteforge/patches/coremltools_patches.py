@@ -11,10 +11,8 @@ Core ML's lowering, which runs only there.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import inspect
 
-from . import replaced, require, source_changed
+from . import replaced, require, source_changed, source_digest
 
 LIBRARY, VERSION = "coremltools", "9.0"
 _MODULE = __name__.rpartition(".")[2]
@@ -46,16 +44,12 @@ def pipeline_validated_where_scopes_are_checked():
     manager = pass_pipeline.PassPipelineManager
     patch = "pipeline_validated_where_scopes_are_checked"
     check(patch, (manager, "apply_pipeline"))
-    known = _digest(manager.__dict__["apply_pipeline"].__func__)
+    known = source_digest(manager.__dict__["apply_pipeline"].__func__)
     if known != _PIPELINE_SOURCE:
         raise source_changed(patch, LIBRARY, VERSION, _MODULE, "PassPipelineManager.apply_pipeline",
                              (_PIPELINE_SOURCE, known))
     with replaced(manager, "apply_pipeline", staticmethod(_apply_pipeline)):
         yield
-
-
-def _digest(function) -> str:
-    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:8]
 
 
 def _apply_pipeline(prog, pass_pipeline) -> None:

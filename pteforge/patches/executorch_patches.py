@@ -16,8 +16,6 @@ import collections
 import contextlib
 import copy
 import functools
-import hashlib
-import inspect
 import logging
 import operator
 from collections import Counter
@@ -25,7 +23,7 @@ from typing import Any
 
 import torch
 
-from . import replaced, require, source_changed
+from . import replaced, require, source_changed, source_digest
 from . import torch_patches
 
 LIBRARY, VERSION = "executorch", "1.5.1"
@@ -35,10 +33,6 @@ _MODULE = __name__.rpartition(".")[2]
 def check(patch: str, *targets: tuple) -> None:
     """Raise ``UpstreamChangedError`` unless ExecuTorch is ``VERSION`` and has each ``(object, attribute)``."""
     require(patch, LIBRARY, VERSION, _MODULE, *targets)
-
-
-def _digest(function) -> str:
-    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:8]
 
 
 @contextlib.contextmanager
@@ -185,7 +179,7 @@ def traced_arguments_read_directly():
     patch = "traced_arguments_read_directly"
     check(patch, (_ExportPassBase, "_fx"), (_ExportPassBase.ExportTracer, "create_arg"),
           (ExportPass.ExportTracer, "create_arg"), (proxy, "_create_arg_bypass"))
-    known = _digest(_ExportPassBase.__dict__["_fx"])
+    known = source_digest(_ExportPassBase.__dict__["_fx"])
     if known != _FX_SOURCE:
         raise source_changed(patch, LIBRARY, VERSION, _MODULE, "_ExportPassBase._fx", (_FX_SOURCE, known))
     taken, mapped = _argument_readers(ProxyValue)
@@ -466,7 +460,7 @@ def partitions_merged_by_set_checks():
 
     patch = "partitions_merged_by_set_checks"
     check(patch, (GroupBasedPartitioner, "_can_merge_partitions"))
-    known = _digest(GroupBasedPartitioner.__dict__["_can_merge_partitions"])
+    known = source_digest(GroupBasedPartitioner.__dict__["_can_merge_partitions"])
     if known != _MERGE_SOURCE:
         raise source_changed(patch, LIBRARY, VERSION, _MODULE, "GroupBasedPartitioner._can_merge_partitions",
                              (_MERGE_SOURCE, known))
@@ -509,7 +503,7 @@ def partitions_sorted_in_place():
     patch = "partitions_sorted_in_place"
     check(patch, (lowered_backend_module, "legalize_graph"))
     torch_patches.check(patch, (tools_common, "legalize_graph"))
-    known = _digest(tools_common.legalize_graph)
+    known = source_digest(tools_common.legalize_graph)
     if known != _LEGALIZE_SOURCE:
         raise source_changed(patch, "torch", torch_patches.VERSION, _MODULE,
                              "torch.fx.passes.tools_common.legalize_graph", (_LEGALIZE_SOURCE, known))
@@ -882,7 +876,7 @@ def coreai_without_source_paths():
 
     patch = "coreai_without_source_paths"
     check(patch, (preprocess, "_convert_to_aiprogram"))
-    known = _digest(preprocess._convert_to_aiprogram)
+    known = source_digest(preprocess._convert_to_aiprogram)
     if known != _COREAI_CONVERT_SOURCE:
         raise source_changed(patch, LIBRARY, VERSION, _MODULE, "coreai preprocess._convert_to_aiprogram",
                              (_COREAI_CONVERT_SOURCE, known))

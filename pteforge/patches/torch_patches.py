@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import hashlib
 import inspect
 import pickle
 import typing
@@ -24,7 +23,7 @@ from torch.fx import traceback as fx_traceback
 from torch.fx._lazy_graph_module import _LazyGraphModule
 from torch.fx.graph_module import GraphModule
 
-from . import replaced, require, source_changed
+from . import replaced, require, source_changed, source_digest
 
 LIBRARY, VERSION = "torch", "2.14.0"
 
@@ -392,7 +391,7 @@ def py_kernels_registered_without_annotations():
 
     patch = "py_kernels_registered_without_annotations"
     check(patch, (_ops.OperatorBase, "py_impl"))
-    known = hashlib.sha256(inspect.getsource(_ops.OperatorBase.__dict__["py_impl"]).encode()).hexdigest()[:8]
+    known = source_digest(_ops.OperatorBase.__dict__["py_impl"])
     if known != _PY_IMPL_SOURCE:
         raise source_changed(patch, LIBRARY, VERSION, __name__.rpartition(".")[2], "torch._ops.OperatorBase.py_impl",
                              (_PY_IMPL_SOURCE, known))
