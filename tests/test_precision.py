@@ -341,6 +341,32 @@ def test_a_different_quantizer_configuration_or_calibration_is_another_fingerpri
     assert fingerprint(prepared(True), [(x,), (x * 3,)]) != key
 
 
+def test_a_program_whose_observers_see_only_weights_calibrates_on_one_input(tmp_path, monkeypatch):
+    """Dynamic int8 observes only the weights (its activations' observers are placeholders):
+    one calibration call makes the same program, to the byte, as one per sample. Static
+    int8 observes activations, so calibrates on every sample."""
+    import pteforge.stages.quantize as quantize
+    from pteforge.runtime.host import host
+    from pteforge.models.factory import factory_spec
+    from pteforge.stages.pipeline import export_target
+    from pteforge.core.spec import ExportConfig, InputSpec, Target
+    from pteforge.stages.capture import capture
+
+    said = []
+    real = quantize.records_activations
+    monkeypatch.setattr(quantize, "records_activations", lambda prepared: said.append(real(prepared)) or said[-1])
+    spec = factory_spec("tiny_models:weighty", (InputSpec((1, 3, 16, 16)),), name="weighty")
+    config = ExportConfig(out_dir=tmp_path / "out", weights="none", calibration_samples=4, verify_inputs=1)
+    cap = capture(spec, config, tmp_path / "work")
+    dynamic, static = Target(("xnnpack",), Precision.INT8_DYNAMIC), Target(("xnnpack",), Precision.INT8)
+    once = export_target(cap, spec, dynamic, config, host())
+    export_target(cap, spec, static, config, host())
+    assert said == [False, True]
+    monkeypatch.setattr(quantize, "records_activations", lambda prepared: True)
+    every = export_target(cap, spec, dynamic, config, host())
+    assert once.status == every.status and once.artifact.sha256 == every.artifact.sha256
+
+
 @pytest.mark.slow
 def test_what_a_capture_and_a_quantization_compute_does_not_depend_on_the_threads(tmp_path):
     """A job's torch threads are its share of the cores (1 beside another job, 2 alone,

@@ -122,7 +122,7 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
         if quantized is not None:
             return memo.tag(quantized, source), key
     with torch.no_grad():
-        for batch in batches:
+        for batch in batches if records_activations(prepared) else batches[:1]:
             prepared(*batch)
     converted = convert_pt2e(prepared)
     put_back(converted, state)  # calibration ran the model, and so did convert_pt2e (once)
@@ -144,6 +144,40 @@ def _quantize_shared(exported, plan, batches: list[tuple], example: tuple, share
         except Timeout:
             pass
     return quantized, key
+
+
+def records_activations(prepared) -> bool:
+    """Whether calibrating ``prepared`` on more inputs can change what it converts to: some
+    observer records values that depend on the input.
+
+    Dynamic int8 scales its activations at run time (their observers are placeholders) and
+    leaves only the weights to observe. An observer that records nothing, or a min/max
+    observer of a constant (a weight, or what is computed from weights alone), holds the
+    same state after one call as after sixteen: calibrating such a program on one input
+    makes the same program as on ``--calibration-samples`` of them (the same .pte bytes,
+    ``tests/test_precision.py``), in a sixteenth of the forward passes. Any other observer
+    (a histogram's, a user's subclass) calibrates on every input."""
+    from torchao.quantization.pt2e import observer
+
+    record_nothing = (observer.PlaceholderObserver, observer.NoopObserver, observer.ReuseInputObserver,
+                      observer.FixedQParamsObserver)
+    # min/max, or a moving average of it: the same value again leaves them as they are
+    same_again = (observer.MinMaxObserver, observer.PerChannelMinMaxObserver, observer.MovingAverageMinMaxObserver,
+                  observer.MovingAveragePerChannelMinMaxObserver)
+    constant: set = set()  # nodes whose value is the same on every call
+    for node in prepared.graph.nodes:
+        inputs = node.all_input_nodes
+        of_constants = bool(inputs) and all(a in constant for a in inputs)  # none: a call_function may draw at random
+        if node.op == "get_attr" or (node.op in ("call_function", "call_module") and of_constants):
+            constant.add(node)  # an observer passes its input on
+        if node.op != "call_module":
+            continue
+        kind = type(prepared.get_submodule(node.target))
+        if kind in record_nothing or (kind in same_again and of_constants):
+            continue
+        if issubclass(kind, observer.ObserverBase) or kind.__name__.endswith(("Observer", "FakeQuantize")):
+            return True
+    return False
 
 
 _BIASED = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "linear",
