@@ -148,6 +148,25 @@ def test_a_forked_worker_asks_cuda_not_nvml_and_collects_less_often(monkeypatch)
     assert variable is None and thresholds == COLLECTION_THRESHOLDS and frozen > 100_000, outcome.value
 
 
+def test_a_worker_freezes_what_outlives_a_job_and_collects_what_the_memo_lets_go():
+    """Between jobs a worker collects the last one's garbage and freezes what lives on,
+    so the next collection walks only what the next job makes. A program ``stages.memo``
+    kept (a graph module in a cycle with its graph) is frozen with the rest; when the memo
+    pushes it out, the worker thaws before collecting, so it is freed, not kept forever."""
+    import tiny_models
+
+    from pteforge.run.workers import Call, WorkerPool
+
+    with WorkerPool(1) as pool:
+        outcomes = list(pool.run([Call(key=name, fn=tiny_models.keeps_a_program, args=(name,))
+                                  for name in ("first", "second", "third", "fourth")]))
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    frozen = [o.value[0] for o in outcomes]
+    assert frozen[1] > frozen[0], "what the first job left alive was frozen before the second"
+    assert [o.value[1:] for o in outcomes] == [
+        (["first"], True), (["first", "second"], True), (["second", "third"], True), (["third", "fourth"], False)]
+
+
 def test_a_spawned_worker_leaves_at_once_and_runs_its_exit_handlers(tmp_path):
     """A closed pool's spawned worker (a fresh interpreter, as the captures' are) exits
     without taking its interpreter apart: a thread a job left running does not hold it (a

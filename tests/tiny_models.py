@@ -732,6 +732,26 @@ def leaves_state(folder: str, on_stage=None) -> str:
     return kept.name
 
 
+_WEAK: dict = {}  # worker jobs' weak references, from one job to the next
+
+
+def keeps_a_program(name: str, on_stage=None) -> tuple:
+    """A worker job: keep a tiny program in ``stages.memo`` under ``name``, with room for
+    two such (a third pushes out the first). (objects frozen when it started, the names
+    kept, whether the first program's graph module is still alive)"""
+    import gc
+    import weakref
+
+    from pteforge.stages import memo
+
+    frozen = gc.get_freeze_count()
+    program = torch.export.export(torch.nn.Linear(2, 2), (torch.rand(1, 2),))
+    memo.BUDGET = 2 * memo._size(program) + 1
+    memo.keep(name, program)
+    _WEAK.setdefault("first", weakref.ref(memo._kept[name][0].graph_module))  # in a cycle with its graph
+    return frozen, list(memo._kept), _WEAK["first"]() is not None
+
+
 def worker_facts(name: str, on_stage=None) -> tuple:
     """A worker job (``tiny_models:worker_facts``): environment variable ``name`` as the
     worker sees it, its collector's thresholds, and how many objects it froze."""

@@ -20,7 +20,6 @@ PR_SET_PDEATHSIG, its children are left to init).
 from __future__ import annotations
 
 import atexit
-import gc
 import importlib
 import logging
 import multiprocessing as mp
@@ -37,8 +36,13 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import AbstractSet, Any
 
-from ..core.system import fewer_collections, start_method
+from ..core.system import collect_job_garbage, fewer_collections, start_method
 from ..runtime.isolate import describe_exit, end_group, new_group, signal_group
+
+# How long a worker that finished a job waits for the pool's next word before it collects
+# the job's garbage: told to leave (the run's last job, a capture), it leaves without
+# collecting; given a job, it collects first; idle, it collects then.
+NEXT_WORD_WITHIN = 0.5
 
 
 @dataclass(kw_only=True)
@@ -111,13 +115,18 @@ def _worker_main(conn: Connection, quiet: bool, env: dict[str, str], spawned: bo
         silence()
     fewer_collections()  # forked: the fork server's imports are frozen; spawned (a capture): its thresholds
     _thread_lock_for_progress_bars()
+    garbage = False  # a job ran since the last collection
     while True:
+        if garbage and not conn.poll(NEXT_WORD_WITHIN):
+            garbage = collect_job_garbage()  # idle: what the job left is freed now, not when the next comes
         try:
             job = conn.recv()
         except EOFError:
             return _leave(spawned)
         if job is None:
-            return _leave(spawned)
+            return _leave(spawned)  # the last job's garbage goes with the process
+        if garbage:
+            garbage = collect_job_garbage()  # the last job's cycles (graphs holding weights) freed before this one
         job, threads = job
         set_threads(threads)
 
@@ -134,7 +143,7 @@ def _worker_main(conn: Connection, quiet: bool, env: dict[str, str], spawned: bo
             except Exception:  # an unpicklable exception: send its text
                 conn.send(("error", job.key, RuntimeError(f"{type(exc).__name__}: {exc}"), tb))
         value = None
-        gc.collect()  # the job's cycles (graphs holding weights) freed before the next one (fewer_collections)
+        garbage = True
 
 
 def _leave(spawned: bool) -> None:

@@ -31,6 +31,7 @@ from collections.abc import Iterable
 
 from ..backends.toolkit.decomposed import DECOMPOSED, decomposed, digest, structure
 from ..backends.toolkit.splice import spliced
+from ..core.system import thaw_before_collecting
 from ..patches.executorch_patches import edge_program_wrapped
 from ..patches.torch_patches import run_decompositions_wrapped
 from .describe import Unstable, describe
@@ -68,10 +69,13 @@ def keep(key: str, program, pinned: Iterable = ()) -> None:
     except _NotCopied:
         stats["keep refused"] += 1
         return
+    if key in _kept:
+        thaw_before_collecting()  # the program kept before goes
     _kept[key] = (copied, size, list(pinned))
     _kept.move_to_end(key)
     while sum(entry[1] for entry in _kept.values()) > BUDGET:
         _kept.popitem(last=False)
+        thaw_before_collecting()  # a worker froze it after a job (core.system.collect_job_garbage)
 
 
 def load(path, source: str):
@@ -98,6 +102,7 @@ def kept(key: str):
         return _copy(_kept[key][0])
     except _NotCopied:  # symbolic values the range constraints did not show
         del _kept[key]
+        thaw_before_collecting()
         return None
 
 
