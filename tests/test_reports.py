@@ -58,17 +58,20 @@ def test_a_device_only_reduced_program_is_sized_against_weights_that_are_most_of
 
 def test_a_slow_program_gets_fewer_timed_runs_within_its_budget_and_says_so():
     """An export times each artifact in about 0.1 s per run asked for: a slower program gets
-    fewer timed runs, never fewer than timing.MIN_RUNS, and ``runs`` is how many there were."""
+    fewer timed runs, never fewer than timing.MIN_RUNS, and fewer warm-up runs, never fewer
+    than one; ``runs`` and ``warmup`` are how many there were."""
     import time
 
     from pteforge.core.timing import MIN_RUNS, measure
 
     calls = []
     slow = measure(lambda: calls.append(time.sleep(0.03)), runs=10, warmup=2, budget_s=0.1)
-    assert slow["runs"] == MIN_RUNS == len(calls) - 1 - 2
+    assert slow["runs"] == MIN_RUNS == len(calls) - 1 - 1 and slow["warmup"] == 1
     assert slow["p50_ms"] >= 30
-    assert measure(lambda: None, runs=10, warmup=2, budget_s=0.1)["runs"] == 10, "a fast one gets them all"
-    assert measure(lambda: time.sleep(0.03), runs=10, warmup=2)["runs"] == 10, "no budget: pteforge bench"
+    fast = measure(lambda: None, runs=10, warmup=2, budget_s=0.1)
+    assert (fast["runs"], fast["warmup"]) == (10, 2), "a fast one gets them all"
+    unbudgeted = measure(lambda: time.sleep(0.03), runs=10, warmup=2)
+    assert (unbudgeted["runs"], unbudgeted["warmup"]) == (10, 2), "no budget: pteforge bench"
     assert measure(lambda: time.sleep(0.03), runs=3, warmup=1, budget_s=0.01)["runs"] == 3, "never more than asked"
 
 

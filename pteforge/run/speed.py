@@ -6,7 +6,8 @@ artifacts (here a worker of the run's pool, forked with ExecuTorch's runtime alr
 imported, torch on one thread as in :mod:`pteforge.runtime.child`), after warm-up runs, one
 artifact at a time while no other job runs. Nothing else is shown as a latency. A
 program slower than ``SECONDS_PER_RUN`` gets fewer timed runs (at least
-``timing.MIN_RUNS``); its ``runs`` says how many.
+``timing.MIN_RUNS``) and fewer warm-up runs (at least one); its ``runs`` and ``warmup``
+say how many.
 
 Timing is skipped, with the reason in the entry's ``bench``, when its estimated cost
 (from the verification runs) would exceed ``MAX_FRACTION`` of the export's wall time;
@@ -65,13 +66,14 @@ def _untimed(rec: Record) -> bool:
 
 def estimated_seconds(rec: Record, runs: int) -> float:
     """What timing ``rec`` will cost: its verification's time per inference × the first
-    run, the warm-up and the timed runs (within their budget, ``SECONDS_PER_RUN``)."""
+    run, the warm-up and the timed runs (each within its share, ``SECONDS_PER_RUN`` a run)."""
     v = rec.verification
     if v is None or "verify" not in rec.timings:
         return 0.0
     pace = rec.timings["verify"] / max(1, v.inputs + ((v.images or {}).get("images") or 0))
     timed = min(runs * pace, max(MIN_RUNS * pace, runs * SECONDS_PER_RUN))
-    return (1 + WARMUP) * pace + timed
+    warm = min(WARMUP * pace, max(pace, WARMUP * SECONDS_PER_RUN))
+    return pace + warm + timed
 
 
 def time_artifacts(items: list[tuple[str, int, list]], warmup: int = WARMUP,
@@ -99,7 +101,7 @@ def time_artifacts(items: list[tuple[str, int, list]], warmup: int = WARMUP,
                 torch.save([seeded_inputs(info["inputs"], 0, highs)], inputs)
                 numbers = _bench({"path": path, "inputs": str(inputs), "runs": runs, "warmup": warmup,
                                   "budget_s": runs * SECONDS_PER_RUN})
-                out[path] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in numbers.items()} | {"warmup": warmup}
+                out[path] = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in numbers.items()}
     finally:
         torch.set_num_threads(threads)
     return out
