@@ -167,6 +167,34 @@ def test_a_worker_freezes_what_outlives_a_job_and_collects_what_the_memo_lets_go
         (["first"], True), (["first", "second"], True), (["second", "third"], True), (["third", "fourth"], False)]
 
 
+def test_the_fork_server_imports_what_the_planned_backends_name_for_every_worker():
+    """A run that plans an Arm target has the fork server import Arm's passes (0.34 s that
+    each worker's first Arm or Cortex-M job spent otherwise); every module a backend names
+    imports. In a fresh interpreter: this process's fork server may be running already."""
+    import importlib
+
+    from pteforge.backends import default_registry
+
+    named = {m for b in default_registry() for m in b.fork_server_imports}
+    assert "executorch.backends.arm._passes" in named
+    for module in named:
+        importlib.import_module(module)  # a rename upstream fails here, not in a user's run
+    script = (
+        "import sys, tiny_models\n"
+        "from pteforge.run.engine import _fork_server_imports\n"
+        "from pteforge.run.plan import plan_targets\n"
+        "from pteforge.run.workers import Call, WorkerPool, start_fork_server\n"
+        "for backends in (['xnnpack'], ['xnnpack', 'ethos-u85']):\n"
+        "    print(_fork_server_imports(plan_targets(backends)))\n"
+        "start_fork_server(also=_fork_server_imports(plan_targets(['ethos-u85'])))\n"
+        "with WorkerPool(1) as pool:\n"
+        "    [o] = pool.run([Call(key='m', fn=tiny_models.loaded, args=('executorch.backends.arm._passes',))])\n"
+        "print(o.value)\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=TESTS, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["()", "('executorch.backends.arm._passes',)", "True"], out.stdout
+
+
 def test_a_spawned_worker_leaves_at_once_and_runs_its_exit_handlers(tmp_path):
     """A closed pool's spawned worker (a fresh interpreter, as the captures' are) exits
     without taking its interpreter apart: a thread a job left running does not hold it (a

@@ -752,6 +752,13 @@ def keeps_a_program(name: str, on_stage=None) -> tuple:
     return frozen, list(memo._kept), _WEAK["first"]() is not None
 
 
+def loaded(module: str, on_stage=None) -> bool:
+    """A worker job: whether ``module`` was imported before the job ran."""
+    import sys
+
+    return module in sys.modules
+
+
 def worker_facts(name: str, on_stage=None) -> tuple:
     """A worker job (``tiny_models:worker_facts``): environment variable ``name`` as the
     worker sees it, its collector's thresholds, and how many objects it froze."""

@@ -210,6 +210,12 @@ class Backend:
     # the first made from that worker's memory (stages/memo.py). For backends whose
     # quantizers and partitioners usually agree on both (Arm's TOSA-based ones).
     memo_group: ClassVar[str | None] = None
+    # Modules its jobs import that the fork server imports once for every worker, when a
+    # run plans this backend (run.workers.start_fork_server): a few tenths of a second that
+    # jobs on both workers would each spend, and that the fork server has time for while
+    # the model is captured. Not a backend's heavy SDK (coremltools: 1.6 s, longer than
+    # that wait), which only the workers that lower for it import.
+    fork_server_imports: ClassVar[tuple[str, ...]] = ()
     # Example partitioner code for the docs ("Using <backend>").
     code_sample: ClassVar[str] = ""
     # What proves its programs on a host without the target, in a few words ("Arm's TOSA

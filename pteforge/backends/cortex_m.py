@@ -8,6 +8,7 @@ class CortexM(Backend):
     name = "cortex-m"
     cost = 0.55
     order = 160
+    fork_server_imports = ("executorch.backends.arm._passes", "executorch.backends.cortex_m.quantizer.quantizer")
     title = "Arm Cortex-M (CMSIS-NN)"
     aliases = ("cortex_m", "cmsis-nn")
     runtime_name = None  # no delegate: int8 ops are rewritten to cortex_m:: kernels

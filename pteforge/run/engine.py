@@ -90,7 +90,8 @@ def run_export(models: list[ModelSpec], plan: TargetPlan, config: ExportConfig, 
     started = time.monotonic()
     looked = look_up(models, plan, config)
     if _pending(looked) and config.executor == "local":
-        start_fork_server(quiet=not config.debug)  # its imports (~4 s) overlap the labels' and the pool's start; not started when all came from the cache
+        # its imports (~4 s) overlap the labels' and the pool's start; not started when all came from the cache
+        start_fork_server(quiet=not config.debug, also=_fork_server_imports(plan))
     run_id, log = start_run(config)
     needs = find_label_files(models, write_labels)
     progress = Progress(reporter)
@@ -337,6 +338,13 @@ def _merge_captures(main, variants: list):
     if seconds:
         timings[Stage.CAPTURE_VARIANTS.value] = seconds
     return dataclasses.replace(main, timings=timings, variants={k: v for c in [main, *others] for k, v in c.variants.items()})
+
+
+def _fork_server_imports(plan: TargetPlan) -> tuple[str, ...]:
+    """What the planned targets' backends have the fork server import (``Backend.fork_server_imports``)."""
+    registry = default_registry()
+    names = {name for target in plan.targets for name in target.backends if name in registry}
+    return tuple(dict.fromkeys(m for name in sorted(names) for m in registry.get(name).fork_server_imports))
 
 
 def _memo_group(spec: ModelSpec, target: Target) -> str | None:

@@ -407,10 +407,11 @@ NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 _FORK_SERVER_ONLY: set[str] = set()  # variables set here for the fork server, left out of the workers' environment
 
 
-def _context(quiet: bool = True) -> mp.context.BaseContext:
+def _context(quiet: bool = True, also: tuple[str, ...] = ()) -> mp.context.BaseContext:
     """The fork server's context. ``quiet``: its first import silences it (``silence``), as
     the workers are: ``import executorch.exir`` logs a torch warning to the terminal. The
-    process's first pool or ``start_fork_server`` starts it; later ones share it."""
+    process's first pool or ``start_fork_server`` starts it; later ones share it. ``also``:
+    modules it imports after ``PRELOAD`` when this call starts it."""
     if start_method() != "forkserver":
         return mp.get_context("spawn")
     # torchao, which ``executorch.exir`` imports, asks torch.cuda.is_available() at import: by
@@ -424,7 +425,8 @@ def _context(quiet: bool = True) -> mp.context.BaseContext:
         os.environ[NVML_CHECK] = "1"
         _FORK_SERVER_ONLY.add(NVML_CHECK)
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["pteforge.run.fork_server_first"] + (["pteforge.run.silent"] if quiet else []) + PRELOAD)
+    ctx.set_forkserver_preload(["pteforge.run.fork_server_first"] + (["pteforge.run.silent"] if quiet else []) + PRELOAD
+                               + [m for m in also if m not in PRELOAD])
     return ctx
 
 
@@ -438,14 +440,16 @@ def fork_server_ready() -> bool:
     return _forked
 
 
-def start_fork_server(quiet: bool = True) -> None:
-    """Start the fork server now and return at once: its imports (~10 s of torch and
-    ExecuTorch) then overlap what the caller does before its first job."""
+def start_fork_server(quiet: bool = True, also: tuple[str, ...] = ()) -> None:
+    """Start the fork server now and return at once: its imports (~4 s of torch and
+    ExecuTorch) then overlap what the caller does before its first job. ``also``: modules
+    the run's jobs will import (``Backend.fork_server_imports``), imported after those
+    when this call starts it (a server already running keeps what it has)."""
     from multiprocessing import forkserver
 
     if start_method() != "forkserver":
         return  # spawned workers start without one
-    _context(quiet)
+    _context(quiet, also)
     forkserver.ensure_running()
 
 
