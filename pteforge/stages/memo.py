@@ -257,6 +257,24 @@ def _meta_repr(key: str, value) -> str:
         # Tracing through a torch._dynamo.disable'd function marks the node it came from
         # (``_torchdynamo_disable*``), in place: bookkeeping of the trace, not of the program.
         value = {k: v for k, v in value.items() if not str(k).startswith("_torchdynamo_disable")}
+    if key == "val":
+        return _val_repr(value)
+    return repr(value)
+
+
+def _val_repr(value) -> str:
+    """A node's ``val`` as its fake tensors' type, shape, strides, dtype, device, layout and
+    whether they require grad (all their ``repr`` says, and more), in nested tuples and
+    lists as they are: ``repr`` of a fake tensor goes through torch's tensor printing,
+    22 us each, 0.6 s of the default run's keys."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if type(value) is FakeTensor:
+        return (f"FakeTensor({tuple(value.shape)}, {value.stride()}, {value.dtype}, {value.device}, "
+                f"{value.layout}, {value.requires_grad})")
+    if type(value) in (tuple, list):
+        inner = ", ".join(_val_repr(v) for v in value)
+        return f"({inner})" if type(value) is tuple else f"[{inner}]"
     return repr(value)
 
 
