@@ -170,7 +170,9 @@ def test_a_worker_freezes_what_outlives_a_job_and_collects_what_the_memo_lets_go
 def test_the_fork_server_imports_what_the_planned_backends_name_for_every_worker():
     """A run that plans an Arm target has the fork server import Arm's passes (0.34 s that
     each worker's first Arm or Cortex-M job spent otherwise); every module a backend names
-    imports. In a fresh interpreter: this process's fork server may be running already."""
+    imports; one that fails to import (or raises) is left to the jobs, and the fork server
+    serves them all the same. In a fresh interpreter: this process's fork server may be
+    running already."""
     import importlib
 
     from pteforge.backends import default_registry
@@ -186,7 +188,8 @@ def test_the_fork_server_imports_what_the_planned_backends_name_for_every_worker
         "from pteforge.run.workers import Call, WorkerPool, start_fork_server\n"
         "for backends in (['xnnpack'], ['xnnpack', 'ethos-u85']):\n"
         "    print(_fork_server_imports(plan_targets(backends)))\n"
-        "start_fork_server(also=_fork_server_imports(plan_targets(['ethos-u85'])))\n"
+        "start_fork_server(also=('pteforge_no_such_module', 'tiny_models_broken')"
+        " + _fork_server_imports(plan_targets(['ethos-u85'])))\n"
         "with WorkerPool(1) as pool:\n"
         "    [o] = pool.run([Call(key='m', fn=tiny_models.loaded, args=('executorch.backends.arm._passes',))])\n"
         "print(o.value)\n")

@@ -221,8 +221,8 @@ def collect_job_garbage() -> bool:
     (the programs ``stages.memo`` keeps, the modules a job imported) frozen, so the next
     collection walks only what the next job makes. Walking them after every job took
     0.1-0.24 s of a core each time, growing with what was kept (160,000-380,000 objects on
-    mobilenet_v3_small's default run): the gaps between its jobs summed to 2.4-3.2 s,
-    1.3-1.7 s frozen. When something frozen is let go (``thaw_before_collecting``) all is
+    mobilenet_v3_small's default run): the gaps between its jobs summed to 2.5-3.2 s,
+    1.3-1.9 s frozen. When something frozen is let go (``thaw_before_collecting``) all is
     thawed first: a one-off walk of everything (~0.3 s, and a worker's pages of the fork
     server's objects, ~120 MB, become its own). Returns False: no garbage left."""
     import gc

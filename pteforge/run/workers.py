@@ -411,7 +411,7 @@ def _context(quiet: bool = True, also: tuple[str, ...] = ()) -> mp.context.BaseC
     """The fork server's context. ``quiet``: its first import silences it (``silence``), as
     the workers are: ``import executorch.exir`` logs a torch warning to the terminal. The
     process's first pool or ``start_fork_server`` starts it; later ones share it. ``also``:
-    modules it imports after ``PRELOAD`` when this call starts it."""
+    modules it imports after ``PRELOAD`` when this call starts it (``fork_server_also``)."""
     if start_method() != "forkserver":
         return mp.get_context("spawn")
     # torchao, which ``executorch.exir`` imports, asks torch.cuda.is_available() at import: by
@@ -424,9 +424,14 @@ def _context(quiet: bool = True, also: tuple[str, ...] = ()) -> mp.context.BaseC
     if NVML_CHECK not in os.environ:
         os.environ[NVML_CHECK] = "1"
         _FORK_SERVER_ONLY.add(NVML_CHECK)
+    if also:
+        from .fork_server_also import ALSO
+
+        os.environ[ALSO] = ",".join(also)  # read by the fork server's last import, if this call starts it
+        _FORK_SERVER_ONLY.add(ALSO)
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["pteforge.run.fork_server_first"] + (["pteforge.run.silent"] if quiet else []) + PRELOAD
-                               + [m for m in also if m not in PRELOAD])
+                               + ["pteforge.run.fork_server_also"])
     return ctx
 
 

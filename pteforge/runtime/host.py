@@ -186,7 +186,7 @@ def _runtime_identity() -> str | None:
     ident = f"{dist.version}:{','.join(KERNEL_LIBRARIES)}"
     for name in libs:
         try:
-            st = Path(dist.locate_file(name)).stat()
+            st = Path(str(dist.locate_file(name))).stat()
         except OSError:
             return None
         ident += f":{name}:{st.st_size}:{st.st_mtime_ns}"
