@@ -216,7 +216,7 @@ def thaw_before_collecting() -> None:
     _thaw = True
 
 
-def collect_job_garbage() -> bool:
+def collect_job_garbage() -> None:
     """A worker between two jobs: the last one's cycles collected, and what lives on
     (the programs ``stages.memo`` keeps, the modules a job imported) frozen, so the next
     collection walks only what the next job makes. Walking them after every job took
@@ -224,7 +224,7 @@ def collect_job_garbage() -> bool:
     mobilenet_v3_small's default run): the gaps between its jobs summed to 2.5-3.2 s,
     1.3-1.9 s frozen. When something frozen is let go (``thaw_before_collecting``) all is
     thawed first: a one-off walk of everything (~0.3 s, and a worker's pages of the fork
-    server's objects, ~120 MB, become its own). Returns False: no garbage left."""
+    server's objects, ~120 MB, become its own)."""
     import gc
 
     global _thaw
@@ -233,7 +233,6 @@ def collect_job_garbage() -> bool:
         _thaw = False
     gc.collect()
     gc.freeze()
-    return False
 
 
 @contextlib.contextmanager

@@ -118,7 +118,8 @@ def _worker_main(conn: Connection, quiet: bool, env: dict[str, str], spawned: bo
     garbage = False  # a job ran since the last collection
     while True:
         if garbage and not conn.poll(NEXT_WORD_WITHIN):
-            garbage = collect_job_garbage()  # idle: what the job left is freed now, not when the next comes
+            collect_job_garbage()  # idle: what the job left is freed now, not when the next comes
+            garbage = False
         try:
             job = conn.recv()
         except EOFError:
@@ -126,7 +127,8 @@ def _worker_main(conn: Connection, quiet: bool, env: dict[str, str], spawned: bo
         if job is None:
             return _leave(spawned)  # the last job's garbage goes with the process
         if garbage:
-            garbage = collect_job_garbage()  # the last job's cycles (graphs holding weights) freed before this one
+            collect_job_garbage()  # the last job's cycles (graphs holding weights) freed before this one
+            garbage = False
         job, threads = job
         set_threads(threads)
 
