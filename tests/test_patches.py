@@ -47,6 +47,8 @@ def _targets() -> dict:
     coremltools()
     from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipelineManager
     from executorch.backends.apple.coreai.compiler import preprocess as coreai_preprocess
+    from executorch.backends.arm._passes.rewrite_conv_pass import RewriteConvPass
+    from executorch.backends.cortex_m.passes.activation_fusion_pass import ActivationFusionPass
     from executorch.backends.cortex_m.passes.matmul_to_bmm_pass import MatmulToBmmPass
     from executorch.backends.transforms.replace_scalar_with_tensor import ReplaceScalarWithTensorArgPass
     from executorch.backends.xnnpack.quantizer import xnnpack_quantizer
@@ -95,6 +97,10 @@ def _targets() -> dict:
                                                (ReplaceScalarWithTensorArgPass, "get_replacement")),
         "coreai_without_source_paths": (e, e.coreai_without_source_paths,
                                         (coreai_preprocess, "_convert_to_aiprogram")),
+        "fused_activations_clamp_in_tosa": (e, e.fused_activations_clamp_in_tosa,
+                                            (RewriteConvPass, "insert_output_rescale")),
+        "activations_fuse_into_a_wider_range": (e, e.activations_fuse_into_a_wider_range,
+                                                (ActivationFusionPass, "_get_validated_qparams")),
         "domains_in_module_names": (onnx2torch_patches, onnx2torch_patches.domains_in_module_names,
                                     (OnnxGraph, "generate_node_name")),
     }
@@ -110,7 +116,8 @@ PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde"
            "edge_program_wrapped",
            "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced", "pipeline_validated_where_scopes_are_checked",
            "domains_in_module_names", "matmuls_of_constants_left_alone", "integer_arithmetic_keeps_its_scalars",
-           "scalar_ops_on_constants_left_alone", "coreai_without_source_paths"]
+           "scalar_ops_on_constants_left_alone", "coreai_without_source_paths", "fused_activations_clamp_in_tosa",
+           "activations_fuse_into_a_wider_range"]
 
 
 def _gone_custom_class_base():

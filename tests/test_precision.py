@@ -240,6 +240,28 @@ def test_a_quantized_mismatch_says_whether_quantizing_or_the_backend_loses_it(tm
     assert "fix: kept as a .mismatch.pte for inspection; calibrate on real inputs (--calibration DIR" in proc.stdout
 
 
+def test_a_mismatch_is_put_on_quantizing_alone_only_where_the_program_keeps_up_with_pytorchs_run():
+    """The program against its quantized program run by PyTorch, both against eager: within
+    BACKEND_LOSS_DB of it, a loss both share is quantizing's; far below it, the backend loses
+    too (a Cortex-M ShuffleNet V2 at -25.1 dB beside 9.6 dB in PyTorch was once said to be
+    quantizing's alone)."""
+    from pteforge.stages.pipeline import BACKEND_LOSS_DB, whose_loss
+
+    said, quantizing = whose_loss(3.6, 3.5, 10.0)  # maxvit_t at int8 on XNNPACK
+    assert quantizing and said == ("the quantized program run by PyTorch is 3.5 dB from eager too: quantizing loses "
+                                   "it, not the backend")
+    said, quantizing = whose_loss(-25.1, 9.6, 10.0)
+    assert not quantizing and said == ("the quantized program run by PyTorch is 9.6 dB from eager and this program "
+                                       "34.7 dB further: quantizing loses some, and the backend's lowering or kernels more")
+    said, quantizing = whose_loss(-8.4, 36.5, 10.0)
+    assert not quantizing and said.endswith("this program 44.9 dB further: the backend's lowering or kernels lose the rest")
+    assert whose_loss(9.6 - BACKEND_LOSS_DB + 0.1, 9.6, 10.0)[1], "just within: quantizing's"
+    assert not whose_loss(9.6 - BACKEND_LOSS_DB - 0.1, 9.6, 10.0)[1]
+    assert whose_loss(None, 9.6, 10.0)[1], "no SQNR of the program's (all zeros): PyTorch's run decides"
+    assert whose_loss(8.0, 12.0, 10.0) == ("the quantized program run by PyTorch is 12.0 dB from eager: the backend's "
+                                          "lowering or kernels lose the rest", False)
+
+
 def test_calibrating_and_reestimating_batchnorm_leave_a_models_own_state_as_it_was():
     """A streaming model keeps state in a buffer its forward changes in place. Neither
     the re-estimated BatchNorm statistics of --weights none nor int8 calibration may

@@ -697,6 +697,26 @@ def splits():
     return Splits().eval()
 
 
+class ReluBesideConv(torch.nn.Module):
+    """ShuffleNet V2's block in small: a ReLU'd convolution split in two, one half through
+    another convolution with no activation, the halves joined again. The join shares one
+    quantization, so the ReLU's range reaches below zero: a fused ReLU must clamp."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.first = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.second = torch.nn.Conv2d(4, 4, 1)
+
+    def forward(self, x):
+        kept, branch = torch.relu(self.first(x)).chunk(2, dim=1)
+        return torch.cat((kept, self.second(branch)), dim=1)
+
+
+def relu_beside_conv():
+    return ReluBesideConv().eval()
+
+
 class Listener(torch.nn.Module):
     """A tiny audio model: a window of samples to two scores."""
 

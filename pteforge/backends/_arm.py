@@ -125,6 +125,11 @@ class ArmBackend(Backend):
     def partitioners(self, precision):
         return [self.partitioner_for(self.compile_spec(precision))]
 
+    def lowering_context(self):
+        from ..patches.executorch_patches import fused_activations_clamp_in_tosa
+
+        return fused_activations_clamp_in_tosa()  # a ReLU fused into a convolution clamps (see the patch)
+
     def quantizer(self, precision):
         if precision is not Precision.INT8:
             return None
@@ -190,7 +195,10 @@ partitioner = [EthosUPartitioner(spec)]"""
         return _summed(found) if found and len(found) == len(payloads) else None
 
     def lowering_context(self):
-        return _recording_vela()
+        context = contextlib.ExitStack()
+        context.enter_context(super().lowering_context())
+        context.enter_context(_recording_vela())
+        return context
 
     def compile_spec(self, precision):
         from executorch.backends.arm.ethosu import EthosUCompileSpec

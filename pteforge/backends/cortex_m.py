@@ -81,6 +81,8 @@ edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).tra
         from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
         from executorch.exir import to_edge, to_edge_transform_and_lower
 
+        from ..patches.executorch_patches import activations_fuse_into_a_wider_range
+
         config = cortex_m_edge_compile_config()
         edge = (
             to_edge_transform_and_lower(exported, partitioner=rest, compile_config=config)
@@ -89,7 +91,8 @@ edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).tra
         )
         # Cortex-M rewrites operators in place instead of delegating; this is how
         # ExecuTorch's own Cortex-M flow applies its pass manager to an edge program.
-        edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).transform()
+        with activations_fuse_into_a_wider_range():  # a ReLU that shares its range (see the patch)
+            edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).transform()
         floats_on_quantized_values(edge.exported_program())
         in_elementary_operators(edge.exported_program())
         contiguous_before_views(edge.exported_program())
