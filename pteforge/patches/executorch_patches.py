@@ -770,8 +770,8 @@ def matmuls_of_constants_left_alone():
 
 @contextlib.contextmanager
 def fused_activations_clamp_in_tosa():
-    """Inside, Arm's ``RewriteConvPass`` ends a quantized convolution whose output range is
-    narrower than its type's with a TOSA ``CLAMP`` to that range.
+    """Inside, Arm's ``RewriteConvPass`` ends an int8 convolution whose output range is
+    narrower than int8's with a TOSA ``CLAMP`` to that range.
 
     ExecuTorch 1.5.1's ``FuseQuantizedActivationPass`` removes a ReLU after a convolution
     (or linear) and keeps its effect by raising the quantize node's ``qmin`` to its zero
@@ -794,8 +794,8 @@ def fused_activations_clamp_in_tosa():
     def insert_output_rescale(self, graph_module, source_node, conv_node, conv_fake_tensor):
         rescale, fake = original(self, graph_module, source_node, conv_node, conv_fake_tensor)
         qparams = self._get_effective_output_qparams(source_node)[0]
-        whole = torch.iinfo(qparams.dtype)
-        if qparams.qmin <= whole.min and qparams.qmax >= whole.max:
+        whole = torch.iinfo(torch.int8)  # int8 only: int16 activations' rescales are rewired after this
+        if qparams.dtype != torch.int8 or (qparams.qmin <= whole.min and qparams.qmax >= whole.max):
             return rescale, fake
         clamp = exir_ops.backend.tosa.CLAMP.default
         with graph_module.graph.inserting_after(rescale):
