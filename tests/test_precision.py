@@ -258,6 +258,10 @@ def test_a_mismatch_is_put_on_quantizing_alone_only_where_the_program_keeps_up_w
     assert whose_loss(9.6 - BACKEND_LOSS_DB + 0.1, 9.6, 10.0)[1], "just within: quantizing's"
     assert not whose_loss(9.6 - BACKEND_LOSS_DB - 0.1, 9.6, 10.0)[1]
     assert whose_loss(None, 9.6, 10.0)[1], "no SQNR of the program's (all zeros): PyTorch's run decides"
+    from pteforge.core.units import EXACT_DB
+
+    assert whose_loss(4.0, EXACT_DB, 10.0) == ("the quantized program run by PyTorch gives eager's outputs: the "
+                                              "backend's lowering or kernels lose it", False)
     assert whose_loss(8.0, 12.0, 10.0) == ("the quantized program run by PyTorch is 12.0 dB from eager: the backend's "
                                           "lowering or kernels lose the rest", False)
 

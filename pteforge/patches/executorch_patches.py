@@ -840,6 +840,7 @@ def activations_fuse_into_a_wider_range():
                 or not isinstance(qparams, QuantArgs) or not isinstance(qparams.scale, float) \
                 or not isinstance(qparams.zp, int):
             return None
+
         def quantized(bound, unbounded: int) -> int:
             return unbounded if bound is None else int(quantize_val(bound, qparams.scale, qparams.zp, qparams.qmin,
                                                                     qparams.qmax))

@@ -21,7 +21,7 @@ from ..core.errors import ModelError, one_line
 from ..core.kernels import in_no_kernel_library
 from ..core.result import Artifact, Record, Stage, Status, verdict
 from ..core.spec import ExportConfig, JobConfig, ModelSpec, Target, artifact_path
-from ..core.units import db_text, sqnr_text
+from ..core.units import EXACT_DB, db_text, sqnr_text
 from ..patches.executorch_patches import scalar_ops_on_constants_left_alone
 from ..runtime.host import host, load_runtime
 from ..runtime.pte import program_delegates, program_io, program_operators
@@ -60,6 +60,8 @@ def whose_loss(program_db: float | None, in_pytorch_db: float, threshold_db: flo
     where PyTorch's run misses the threshold too and the program is within
     ``BACKEND_LOSS_DB`` of it: a Cortex-M ShuffleNet V2 at -25.1 dB beside 9.6 dB in PyTorch
     lost 35 dB in its lowering (a ReLU the Cortex-M passes could not fuse)."""
+    if in_pytorch_db >= EXACT_DB:  # nothing it computes differs: no loss of quantizing's to weigh
+        return "the quantized program run by PyTorch gives eager's outputs: the backend's lowering or kernels lose it", False
     quantized = f"the quantized program run by PyTorch is {db_text(in_pytorch_db)} from eager"
     if program_db is not None and program_db < in_pytorch_db - BACKEND_LOSS_DB:
         beyond = f"this program {db_text(in_pytorch_db - program_db)} further"
