@@ -717,6 +717,30 @@ def relu_beside_conv():
     return ReluBesideConv().eval()
 
 
+class UNetish(torch.nn.Module):
+    """A U-Net's step in small: down (max-pool), up (a transposed convolution and ReLU), and
+    the skip joined through a plain 1x1 convolution: the ReLUs share their ranges through
+    the pool and the join, below zero."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.down = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.deep = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.up = torch.nn.ConvTranspose2d(16, 8, 2, stride=2)
+        self.skip = torch.nn.Conv2d(8, 8, 1)
+        self.head = torch.nn.Conv2d(16, 4, 1)
+
+    def forward(self, x):
+        a = torch.relu(self.down(x))
+        b = torch.relu(self.deep(torch.nn.functional.max_pool2d(a, 2)))
+        return self.head(torch.cat((torch.relu(self.up(b)), self.skip(a)), 1))
+
+
+def unetish():
+    return UNetish().eval()
+
+
 class Listener(torch.nn.Module):
     """A tiny audio model: a window of samples to two scores."""
 
