@@ -851,7 +851,7 @@ def activations_fuse_into_a_wider_range():
         return qparams._replace(qmin=low, qmax=high) if (low, high) != (qparams.qmin, qparams.qmax) else None
 
     def _get_validated_qparams(self, node, input_node):
-        narrower = narrowed(node) if "output_qparams" in node.meta else None
+        narrower = narrowed(node)
         if narrower is None:
             return original(self, node, input_node)
         wide = node.meta["output_qparams"][0]

@@ -380,12 +380,10 @@ class Steps:
         if in_pytorch is None:
             return Ending(Status.MISMATCH, reason, MISMATCH_FIX)
         said, quantizing = whose_loss(v.sqnr_db, in_pytorch, v.threshold_sqnr_db)
-        if not quantizing:
-            return Ending(Status.MISMATCH, f"{reason}; {said}", MISMATCH_FIX)
-        return Ending(Status.MISMATCH, f"{reason}; {said}",
-                      "kept as a .mismatch.pte for inspection; " + ("calibrate on real inputs (--calibration DIR, "
-                      "more --calibration-samples) or choose a higher precision"
-                      if (self.record.quantization or {}).get("calibration") else "choose a higher precision"))
+        fix = MISMATCH_FIX if not quantizing else "kept as a .mismatch.pte for inspection; " + (
+            "calibrate on real inputs (--calibration DIR, more --calibration-samples) or choose a higher precision"
+            if (self.record.quantization or {}).get("calibration") else "choose a higher precision")
+        return Ending(Status.MISMATCH, f"{reason}; {said}", fix)
 
     def _layers(self, reference: dict) -> dict:
         """Where the quantized program loses against fp32, layer by layer, on the photos (or
