@@ -528,3 +528,26 @@ def test_a_program_whose_inputs_are_not_named_as_its_signature_says_is_traced_wh
     assert made is not None and [n.name for n in made.graph.nodes if n.op == "placeholder"][-1] == "input"
     next(n for n in functional.graph.nodes if n.name == "input").name = "input_1"
     assert spliced(functional, _default_decomposition_table(), ask=False) is None
+
+
+def test_a_kept_program_comes_back_with_its_nodes_named_as_its_signature_names_them():
+    """A graph copy names no node after a builtin: ``nn.Sequential``'s ``forward(self, input)``
+    came back from ``kept`` as ``input_1``, the signature still saying ``input``, and MLX's
+    partitioner refused the program ("Support for placeholder input_1 is not implemented")
+    when a worker handed it to its third job (XNNPACK, Core AI, then MLX). The copy names
+    every node as the original does, and MLX lowers it."""
+    from pteforge.backends import default_registry
+
+    torch.manual_seed(0)
+    model, x = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval(), torch.rand(1, 3, 8, 8)
+    program = memo.tag(torch.export.export(model, (x,)), "test names")
+    assert "input" in [n.name for n in program.graph.nodes]
+    memo.keep("test names", program)
+    copy = memo.kept("test names")
+    assert [n.name for n in copy.graph.nodes] == [n.name for n in program.graph.nodes]
+    placeholders = [n.name for n in copy.graph.nodes if n.op == "placeholder"]
+    assert placeholders == [spec.arg.name for spec in copy.graph_signature.input_specs]
+    assert torch.equal(copy.module()(x), model(x))
+    mlx = default_registry().get("mlx")
+    edge = lower(copy, [mlx], mlx.default_precision, mlx.plan(mlx.default_precision))
+    assert any(n.op == "get_attr" and n.target.startswith("lowered_module") for n in edge.exported_program().graph.nodes)

@@ -29,6 +29,7 @@ import hashlib
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 
+from ..backends.toolkit.copying import deepcopied
 from ..backends.toolkit.decomposed import DECOMPOSED, decomposed, digest, structure
 from ..backends.toolkit.splice import spliced
 from ..core.system import thaw_before_collecting
@@ -135,7 +136,7 @@ def _copy(program, fresh: bool = True, tensors: bool = True):
     if program.range_constraints and fresh:
         raise _NotCopied
     values = () if tensors else (*program.state_dict.values(), *program.constants.values())
-    program = copy.deepcopy(program, {id(v): v for v in values if isinstance(v, torch.Tensor)})
+    program = deepcopied(program, {id(v): v for v in values if isinstance(v, torch.Tensor)})
     nodes = [node for module in program.graph_module.modules() if isinstance(module, torch.fx.GraphModule)
              for node in module.graph.nodes]
     if fresh:  # as torch.export.load makes one for a program it reads

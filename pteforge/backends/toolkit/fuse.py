@@ -22,8 +22,9 @@ program, where quantize and dequantize nodes stand between them, is left as it i
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
+
+from .copying import deepcopied
 
 _TOLERANCE = 1e-6
 
@@ -35,7 +36,7 @@ def fused(exported):
     values = _constant_values(exported)
     if not any(find(n, values) is not None for n in exported.graph.nodes for find, _ in rules):
         return exported
-    exported = copy.deepcopy(exported)
+    exported = deepcopied(exported)
     graph, values = exported.graph, _constant_values(exported)
     for node in list(graph.nodes):
         for find, build in rules:
