@@ -41,6 +41,8 @@ def refused(capsys, *args) -> tuple[str, str]:
     (["manifest", "check", "x", "--jso"], ["unknown option --jso", "did you mean --json?"]),
     (["select", "models", "--platfrom", "ios", "m"], ["unknown option --platfrom", "did you mean --platform?"]),
     (["validate", "a", "b"], ["unexpected argument 'b'", "pteforge validate --help"]),
+    (["export", "--model", "m.py", "--input-shape", "image=1,3,32,32", "mask=1,1,32,32"],
+     ["unexpected argument 'mask=1,1,32,32'", "repeat it for each input (--input-shape mask=1,1,32,32)"]),
     (["bench", "--runs", "x"], ["--runs: invalid int value: 'x'", "pteforge bench --help"]),
 ])
 def test_a_typo_is_one_line_with_the_closest_match(capsys, args, needles):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 
 from ..core import registry
 from ..core.errors import UsageError
@@ -79,4 +80,13 @@ def unrecognised(parser: argparse.ArgumentParser, args, extra: list[str]) -> Usa
             flag = word.split("=", 1)[0]
             near = closest(flag, options)
             return UsageError(f"unknown option {flag}{f': did you mean {near}?' if near else ''} {see}")
+    shapes = [w for w in extra if _SHAPE.match(w)]
+    if shapes and "--input-shape" in options:  # ``--input-shape a=1,3 b=1,1``: one shape per flag
+        again = " ".join(f"--input-shape {w}" for w in shapes)
+        return UsageError(f"unexpected argument{'s' if len(extra) > 1 else ''} '{' '.join(extra)}': --input-shape "
+                          f"takes one shape, so repeat it for each input ({again}) {see}")
     return UsageError(f"unexpected argument{'s' if len(extra) > 1 else ''} '{' '.join(extra)}' {see}")
+
+
+# What --input-shape takes: [NAME=][DTYPE:]N,C,H,W (or a scalar's value)
+_SHAPE = re.compile(r"^(\w[\w.:/-]*=)?(\w+:)?-?\d+(,-?\d+)*$")
