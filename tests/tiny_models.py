@@ -741,6 +741,24 @@ def unetish():
     return UNetish().eval()
 
 
+class MaskedFill(torch.nn.Module):
+    """Where a mask (a second, bool input) is off, a constant instead of the features:
+    zeros like them, or a float fill of its own shape."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x, keep):
+        y = self.fc(x)
+        return torch.where(keep, y, torch.zeros_like(y)), torch.where(keep, y, torch.full((4, 8), -0.25))
+
+
+def masked_fill():
+    return MaskedFill().eval()
+
+
 class Listener(torch.nn.Module):
     """A tiny audio model: a window of samples to two scores."""
 
