@@ -1624,3 +1624,31 @@ def test_each_patch_of_the_passes_makes_the_same_programs(patch, monkeypatch):
         patched = programs()
     assert held() == before
     assert patched == without
+
+
+def test_a_sort_is_lowered_as_a_top_k_of_every_element_where_no_kernel_sorts(capsys, tmp_path):
+    """ExecuTorch 1.5.1 has no ``sort`` kernel: a program sorting outside a delegate loaded on
+    no runtime (``LOWER_FAILED`` on 9 of 12 targets for a score ranking). Such a program is
+    lowered again with each sort (and argsort) a ``topk`` of all its elements, the same
+    values, and it is proven: its indices equal eager's. An int8 program runs too (on its
+    simulator; quantizing reorders near ties, which its row judges). Only where a kernel was
+    missing: OpenVINO, which sorts in its delegate, lowers what it did."""
+    import json
+
+    from conftest import TESTS, run_here
+
+    out = tmp_path / "out"
+    proc = run_here(capsys, "export", "--model", f"{TESTS / 'tiny_models.py'}:ranked", "--input-shape", "2,16",
+                    "--backends", "portable", "xnnpack", "openvino", "cortex-m", "--out", out, "--bench-runs", "0",
+                    "--no-cache")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    index = json.loads((out / "index.json").read_text())
+    rows = {e["target"]: e for key in ("models", "notForApp", "outOfBudget") for e in index.get(key, [])}
+    for target in ("portable", "xnnpack"):
+        assert rows[target]["status"] == "VERIFIED", (target, rows[target].get("reason"))
+        assert rows[target]["verification"]["integer_agreement"] == 1.0, (target, rows[target]["verification"])
+    assert rows["cortex-m"]["verification"]["sqnr_db"] > 20, rows["cortex-m"]["verification"]
+    for target in ("portable", "xnnpack", "cortex-m"):
+        kernels = rows[target]["delegation"]["kernels"]
+        assert "aten::topk.values" in kernels and "aten::sort.values" not in kernels, (target, kernels)
+    assert "aten::topk.values" not in rows["openvino"]["delegation"]["kernels"], "OpenVINO sorts in its delegate"

@@ -759,6 +759,25 @@ def masked_fill():
     return MaskedFill().eval()
 
 
+class Ranked(torch.nn.Module):
+    """Scores ranked: sorted (values and their indices, descending) and the four best
+    gathered by ``argsort``."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = self.fc(x)
+        values, indices = y.sort(-1, descending=True)
+        return values, indices, y.gather(-1, y.argsort(-1)[:, :4])
+
+
+def ranked():
+    return Ranked().eval()
+
+
 class Listener(torch.nn.Module):
     """A tiny audio model: a window of samples to two scores."""
 

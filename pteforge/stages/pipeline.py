@@ -17,6 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..backends import default_registry, program_check
+from ..backends.toolkit.rewrite import with_kernels_for
 from ..core.errors import ModelError, one_line
 from ..core.kernels import in_no_kernel_library
 from ..core.result import Artifact, Record, Stage, Status, verdict
@@ -131,6 +132,11 @@ def _steps(job: "Steps", here) -> "Ending":
                       else f"the model computes in {job.half}, which {job.primary.name} took no part of: export it in "
                            "fp32 (model.float(), --input-dtype float32), or try another backend; nothing was written")
     nowhere = in_no_kernel_library(delegation.kernels, here.operators)
+    if nowhere:  # a same-value rewrite in operators a kernel library has, where there is one
+        rewritten = with_kernels_for(exported, delegation.kernels)
+        if rewritten is not None:
+            program, data, delegation = job.lower(rewritten, plan)
+            nowhere = in_no_kernel_library(delegation.kernels, here.operators)
     if nowhere:
         return Ending(Status.LOWER_FAILED, nowhere[0], f"{nowhere[1]}; nothing was written")
     ending, reference = job.prove(program, data, delegation, here)

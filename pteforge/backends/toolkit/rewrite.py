@@ -85,6 +85,52 @@ def video_as_frames(exported):
     return _rewritten(exported, {ops.conv3d.default: _conv3d, ops.max_pool3d.default: _max_pool3d})
 
 
+def with_kernels_for(exported, missing) -> object | None:
+    """``exported`` with the operators whose kernels ``missing`` names (a program's kernels no
+    ExecuTorch kernel library has) written in operators the portable library has, the same
+    values; None when no rewrite here takes one of them.
+
+    - ``sort`` (and ``argsort``, which is a ``sort``): ExecuTorch 1.5.1 has no ``sort``
+      kernel, so a program sorting anywhere the delegate did not take it loaded on no
+      runtime (a score ranking before a ``gather``: 9 of 12 targets ``LOWER_FAILED``).
+      A sort is the top-k of all its elements, in order (``topk`` has a portable kernel):
+      NaNs come last ascending and first descending in both. A stable sort's ties keep
+      their order, which ``topk`` does not promise: it stays as it was."""
+    import torch
+
+    ops = torch.ops.aten
+    table = {}
+    if {"aten::sort.values", "aten::sort.values_stable"} & set(missing):
+        table.update({ops.sort.default: _sort_as_topk, ops.sort.stable: _stable_sort_as_topk,
+                      ops.argsort.default: _argsort_as_topk, ops.argsort.stable: _stable_argsort_as_topk})
+    if not table:
+        return None
+    rewritten = _rewritten(exported, table)
+    return None if rewritten is exported else rewritten
+
+
+def _sort_as_topk(x, dim=-1, descending=False):
+    if x.dim() == 0 or not isinstance(x.shape[dim], int):
+        return NotImplemented
+    import torch
+
+    values, indices = torch.topk(x, x.shape[dim], dim, largest=descending, sorted=True)
+    return values, indices
+
+
+def _stable_sort_as_topk(x, *, stable=None, dim=-1, descending=False):
+    return NotImplemented if stable else _sort_as_topk(x, dim, descending)
+
+
+def _argsort_as_topk(x, dim=-1, descending=False):
+    made = _sort_as_topk(x, dim, descending)
+    return made if made is NotImplemented else made[1]
+
+
+def _stable_argsort_as_topk(x, *, stable=False, dim=-1, descending=False):
+    return NotImplemented if stable else _argsort_as_topk(x, dim, descending)
+
+
 def means_as_linears(exported):
     """Every float mean over the last dim as a linear layer that averages it (same values),
     symbolic sizes allowed: a language model's RMSNorms (Gemma 3 270M: 109) each cut its
