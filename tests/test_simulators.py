@@ -237,6 +237,15 @@ def test_a_constant_where_a_mask_is_off_is_filled_in_its_quantization_on_cortex_
     assert sqnr["cortex-m"] > 20 and abs(sqnr["cortex-m"] - sqnr["tosa"]) < 1, sqnr
 
 
+def test_complex_values_beside_the_npu_are_simulated(capsys, tmp_path):
+    """An FFT's complex values, computed on the CPU between the int8 parts: the simulation
+    took no complex tensor ("ScalarType 9"), and the rows were RUN_FAILED."""
+    _, found = exported_alone(capsys, tmp_path, "spectrum", "2,16", "tosa", "cortex-m")
+    for target in ("tosa", "cortex-m"):
+        assert found[target]["status"] == "SIMULATED", (target, found[target].get("reason"))
+        assert "aten::_fft_r2c.out" in found[target]["delegation"]["kernels"]
+
+
 def test_cortex_m_hardswish_computes_on_floats_not_int8(capsys, tmp_path):
     """The reference simulation found ExecuTorch's Cortex-M passes leaving hardswish on int8
     values after a batch-normed convolution; pteforge gives it floats (dequantize, quantize),

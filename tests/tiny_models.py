@@ -778,6 +778,22 @@ def ranked():
     return Ranked().eval()
 
 
+class Spectrum(torch.nn.Module):
+    """Features, then the magnitude of their FFT: complex values on the CPU between int8 parts."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc, self.head = torch.nn.Linear(16, 16), torch.nn.Linear(9, 4)
+
+    def forward(self, x):
+        return self.head(torch.fft.rfft(self.fc(x), dim=-1).abs())
+
+
+def spectrum():
+    return Spectrum().eval()
+
+
 class Listener(torch.nn.Module):
     """A tiny audio model: a window of samples to two scores."""
 

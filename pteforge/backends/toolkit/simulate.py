@@ -34,7 +34,8 @@ def _dtype(code: int):
         import torch
 
         _DTYPES = {0: torch.uint8, 1: torch.int8, 2: torch.int16, 3: torch.int32, 4: torch.int64, 5: torch.float16,
-                   6: torch.float32, 7: torch.float64, 11: torch.bool, 15: torch.bfloat16}
+                   6: torch.float32, 7: torch.float64, 8: torch.complex32, 9: torch.complex64, 10: torch.complex128,
+                   11: torch.bool, 15: torch.bfloat16}  # complex: a spectrogram's FFT on the CPU beside the NPU
     try:
         return _DTYPES[code]
     except KeyError:
