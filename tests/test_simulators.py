@@ -316,6 +316,18 @@ def test_a_fused_relu_whose_range_reaches_below_zero_still_clamps(capsys, tmp_pa
     assert "aten::convolution.out" not in e["cortex-m"]["delegation"]["kernels"], "every convolution int8"
 
 
+def test_a_partition_ends_on_its_quantized_values(capsys, tmp_path):
+    """Arm's partitioner put a quantize in the partition that reads it and then took it out
+    (its input was outside): the partition before it ended on a value the graph calls float
+    and its TOSA graph makes int8, which the CPU quantized again (-2.0 dB on TOSA where the
+    quantized program in PyTorch is 34.8 dB). Patched (``boundary_quantizes_join_their_producer``),
+    the quantize is the producing partition's, and TOSA and Ethos-U give what PyTorch's int8 gives."""
+    e = exported_alone(capsys, tmp_path, "relu6_beside_split", "1,3,12,12", "tosa", "ethos-u55", "cortex-m")[1]
+    for target in ("tosa", "ethos-u55", "cortex-m"):
+        assert e[target]["status"] == "SIMULATED", (target, e[target].get("reason"))
+    assert abs(e["tosa"]["verification"]["sqnr_db"] - e["cortex-m"]["verification"]["sqnr_db"]) < 2, e
+
+
 def test_the_cortex_m_mend_leaves_other_graphs_alone():
     from pteforge.backends.cortex_m import FLOAT_MATH, floats_on_quantized_values
 

@@ -717,6 +717,24 @@ def relu_beside_conv():
     return ReluBesideConv().eval()
 
 
+class Relu6BesideSplit(torch.nn.Module):
+    """A convolution's channels split: a ReLU6 (which the Arm backends leave to the CPU after
+    a split) and a tanh magnitude, joined again."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+
+    def forward(self, x):
+        a, b = self.conv(x).split(3, dim=1)
+        return torch.cat([torch.nn.functional.relu6(a), torch.tanh(b).abs()], 1)
+
+
+def relu6_beside_split():
+    return Relu6BesideSplit().eval()
+
+
 class UNetish(torch.nn.Module):
     """A U-Net's step in small: down (max-pool), up (a transposed convolution and ReLU), and
     the skip joined through a plain 1x1 convolution: the ReLUs share their ranges through

@@ -126,9 +126,12 @@ class ArmBackend(Backend):
         return [self.partitioner_for(self.compile_spec(precision))]
 
     def lowering_context(self):
-        from ..patches.executorch_patches import fused_activations_clamp_in_tosa
+        from ..patches.executorch_patches import boundary_quantizes_join_their_producer, fused_activations_clamp_in_tosa
 
-        return fused_activations_clamp_in_tosa()  # a ReLU fused into a convolution clamps (see the patch)
+        context = contextlib.ExitStack()
+        context.enter_context(fused_activations_clamp_in_tosa())  # a ReLU fused into a convolution clamps
+        context.enter_context(boundary_quantizes_join_their_producer())  # a partition ends on int8 (see the patches)
+        return context
 
     def quantizer(self, precision):
         if precision is not Precision.INT8:

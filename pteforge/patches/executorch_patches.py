@@ -810,6 +810,45 @@ def fused_activations_clamp_in_tosa():
 
 
 @contextlib.contextmanager
+def boundary_quantizes_join_their_producer():
+    """Inside, Arm's TOSA partitioner for an integer-only TOSA profile puts a quantize node
+    that its partitions left on the CPU into the partition that makes its input.
+
+    The capability partitioner can put a quantize in the partition of its reader rather than
+    of its producer; ``_detag_boundary_nodes`` then takes it out (its input is outside), and
+    the producing partition ends on the value before it: a float in the graph, the int8
+    values of that TOSA graph on the device, which the CPU then quantized again as floats.
+    A split convolution whose branches met in a concatenation beside a ReLU6 the CPU runs
+    (``torch.cat([relu6(a), tanh(b).abs()])``): -2.0 dB from eager on TOSA and Ethos-U,
+    where its quantized program in PyTorch is 34.8 dB. In the producer's partition the
+    quantize makes the int8 values the graph says it does: 34.8 dB. No cycle can come of it:
+    the quantize's one input is in the partition, and none of its readers lead back there
+    (the partition was valid with the quantize outside it)."""
+    from executorch.backends.arm.constants import QUANT_PER_TENSOR_OP
+    from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
+
+    check("boundary_quantizes_join_their_producer", (TOSAPartitioner, "_tag_module"),
+          (TOSAPartitioner, "_preserve_io_quantization_enabled"))
+    original = TOSAPartitioner._tag_module
+
+    def _tag_module(self, module, containing_program, reporter, tag_iterator=None):
+        tags = original(self, module, containing_program, reporter, tag_iterator)
+        if self.tosa_spec.support_float() or self._preserve_io_quantization_enabled():
+            return tags  # a float profile's partitions may end on floats; or kept outside on purpose
+        for node in module.graph.nodes:
+            if node.target != QUANT_PER_TENSOR_OP or "delegation_tag" in node.meta or not node.args:
+                continue
+            source = node.args[0]
+            tag = source.meta.get("delegation_tag") if isinstance(source, torch.fx.Node) else None
+            if tag in tags:
+                node.meta["delegation_tag"] = tag
+        return tags
+
+    with replaced(TOSAPartitioner, "_tag_module", _tag_module):
+        yield
+
+
+@contextlib.contextmanager
 def activations_fuse_into_a_wider_range():
     """Inside, Cortex-M's ``ActivationFusionPass`` fuses a ReLU (hardtanh, clamp) whose
     bounds lie inside its output's quantized range by narrowing the producer's ``qmin`` and
