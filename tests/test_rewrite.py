@@ -1652,3 +1652,32 @@ def test_a_sort_is_lowered_as_a_top_k_of_every_element_where_no_kernel_sorts(cap
         kernels = rows[target]["delegation"]["kernels"]
         assert "aten::topk.values" in kernels and "aten::sort.values" not in kernels, (target, kernels)
     assert "aten::topk.values" not in rows["openvino"]["delegation"]["kernels"], "OpenVINO sorts in its delegate"
+
+
+def test_core_ml_lowers_clamps_to_integer_bounds():
+    """``F.hardtanh(x, -2, 2)`` after a transposed convolution (a decoder's upsampling):
+    coremltools' ``clip`` wants bounds of the input's type and refused the integers ("alpha
+    has dtype int32 whereas x has dtype fp32", LOWER_FAILED). Core ML's ``prepare`` gives
+    them as floats, the same values."""
+    from pteforge.backends import default_registry
+    from pteforge.stages.lower import lower
+
+    class Upsampler(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+            self.up = torch.nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1, output_padding=1, groups=2)
+
+        def forward(self, x):
+            return F.hardtanh(self.up(self.conv(x)), -2, 2)
+
+    torch.manual_seed(0)
+    model, x = Upsampler().eval(), torch.randn(1, 3, 8, 8)
+    coreml = default_registry().get("coreml")
+    precision, plan = coreml.default_precision, coreml.plan(coreml.default_precision)
+    with pytest.raises(Exception, match="alpha has dtype int32"):  # as coremltools alone converts it
+        lower(torch.export.export(model, (x,)), [coreml], precision, plan)
+    prepared = coreml.prepare(torch.export.export(model, (x,)), precision, (x,))
+    torch.testing.assert_close(prepared.module()(x), model(x))
+    edge = lower(prepared, [coreml], precision, plan)
+    assert edge.to_executorch(plan.executorch_config).buffer

@@ -107,6 +107,11 @@ partitioner = [CoreMLPartitioner(compile_specs=CoreMLBackend.generate_compile_sp
     def partitioners(self, precision):
         return self.plan(precision).partitioners
 
+    def prepare(self, exported, precision, example):
+        from .toolkit.rewrite import coreml_friendly
+
+        return coreml_friendly(exported)  # integer clamp bounds as floats (see there)
+
     def lowering_context(self):
         from ..patches.coremltools_patches import pipeline_validated_where_scopes_are_checked
 

@@ -65,6 +65,27 @@ def openvino_friendly(exported):
                                  ops.pad.default: _pad})
 
 
+def coreml_friendly(exported):
+    """What coremltools' PyTorch frontend refuses, as what it takes (same values): a clamp
+    of float values to integer bounds (``F.hardtanh(x, -2, 2)``, ``x.clamp(0, 6)``) with
+    float bounds; its ``clip`` wants bounds of the input's type ("alpha has dtype int32
+    whereas x has dtype fp32": LOWER_FAILED)."""
+    import torch
+
+    ops = torch.ops.aten
+    return _rewritten(exported, {ops.hardtanh.default: _float_bounds(ops.hardtanh.default),
+                                 ops.clamp.default: _float_bounds(ops.clamp.default)})
+
+
+def _float_bounds(op):
+    def bounded(x, *bounds):
+        if not x.is_floating_point() or not any(type(b) is int for b in bounds):
+            return NotImplemented
+        return op(x, *(float(b) if type(b) is int else b for b in bounds))
+
+    return bounded
+
+
 def _over_every_dim(op):
     def reduce(x, dim=(), keepdim=False):
         if list(dim) or x.dim() == 0:
