@@ -13,7 +13,7 @@ from dataclasses import asdict as _asdict
 from typing import TYPE_CHECKING, Any
 
 from .spec import AccuracyBudget
-from .units import pct
+from .units import pct, pct_below
 
 if TYPE_CHECKING:  # pragma: no cover
     from .spec import AccuracyBudget, Target
@@ -344,7 +344,8 @@ def budget_missed(task: str, v: Any, budget: AccuracyBudget | None = None) -> st
     ints = v.get("integer_agreement") if isinstance(v, dict) else getattr(v, "integer_agreement", None)
     least = budget.ids if budget.ids is not None else INTEGER_AGREEMENT
     if missed is None and ints is not None and ints < least:
-        return f"its integer outputs (class ids, indices) equal eager's in {pct(ints)}% of their values < {pct(least)}%"
+        return (f"its integer outputs (class ids, indices) equal eager's in {pct_below(ints, least)}% of their values "
+                f"< {pct(least)}%")
     return missed
 
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from .errors import UsageError
 from .options import ARTIFACT, RUN, config_fields
 from .system import file_name
-from .units import pct
+from .units import below, pct, pct_below
 
 
 class Precision(str, enum.Enum):
@@ -421,12 +421,12 @@ class AccuracyBudget:
         """What of the budget a program misses, in words, or None when it is within it."""
         if self.top1 is not None and (top1 is None or top1 < self.top1):
             return "no top-1 agreement (not a classifier on photos)" if top1 is None else \
-                f"top-1 agreement {pct(top1)}% < {pct(self.top1)}%"
+                f"top-1 agreement {pct_below(top1, self.top1)}% < {pct(self.top1)}%"
         if self.boxes is not None and (boxes is None or boxes < self.boxes):
             return "no boxes compared (not a detector on photos)" if boxes is None else \
-                f"boxes matched at IoU ≥ 0.5 {pct(boxes)}% < {pct(self.boxes)}%"
+                f"boxes matched at IoU ≥ 0.5 {pct_below(boxes, self.boxes)}% < {pct(self.boxes)}%"
         if self.sqnr is not None and (sqnr is None or sqnr < self.sqnr):
-            return f"SQNR {sqnr:.1f} dB < {self.sqnr:g} dB" if sqnr is not None else "no SQNR"
+            return f"SQNR {below(sqnr, self.sqnr, 1)} dB < {self.sqnr:g} dB" if sqnr is not None else "no SQNR"
         return None
 
     @classmethod

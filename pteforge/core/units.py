@@ -39,6 +39,23 @@ def pct(fraction: float) -> str:
     return whole
 
 
+def below(value: float, bound: float, digits: int) -> str:
+    """``value`` with ``digits`` decimals as it reads under ``bound``: rounded, or cut with more
+    decimals where rounding would reach it ("98.7 % < 99 %", not "99 % < 99 %")."""
+    text = f"{value:.{digits}f}"
+    for more in range(digits + 1, digits + 4):
+        if float(text) < bound:
+            break
+        text = f"{math.floor(value * 10**more) / 10**more:.{more}f}"
+    return text
+
+
+def pct_below(fraction: float, bound: float) -> str:
+    """``pct`` of a fraction under ``bound`` (0..1), as it reads under it."""
+    text = pct(fraction)
+    return text if text.startswith("<") or float(text) < bound * 100 else below(fraction * 100, bound * 100, 1)
+
+
 EXACT_DB = 200.0  # an SQNR stored for outputs identical to the reference's: no noise, no finite SQNR
 
 
