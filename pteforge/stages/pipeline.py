@@ -126,17 +126,19 @@ def _steps(job: "Steps", here) -> "Ending":
     exported, plan, example = job.load()
     exported = job.quantize(exported, plan, example)
     program, data, delegation = job.lower(exported, plan)
+    if in_no_kernel_library(delegation.kernels, here.operators):
+        try:  # the same values in operators a kernel library has (no sort kernel: a topk of all)
+            rewritten = with_kernels_for(exported, delegation.kernels)
+        except Exception:  # noqa: BLE001 - the rewrite's tracing failed: the row says what kernel is missing
+            rewritten = None
+        if rewritten is not None:
+            program, data, delegation = job.lower(rewritten, plan)
     missing = _missing_delegate(job.chain, delegation.delegates_in_program, delegation.kernels)
     if missing:
         return Ending(Status.LOWER_FAILED, missing, "try another backend for this model; nothing was written" if not job.half
                       else f"the model computes in {job.half}, which {job.primary.name} took no part of: export it in "
                            "fp32 (model.float(), --input-dtype float32), or try another backend; nothing was written")
     nowhere = in_no_kernel_library(delegation.kernels, here.operators)
-    if nowhere:  # a same-value rewrite in operators a kernel library has, where there is one
-        rewritten = with_kernels_for(exported, delegation.kernels)
-        if rewritten is not None:
-            program, data, delegation = job.lower(rewritten, plan)
-            nowhere = in_no_kernel_library(delegation.kernels, here.operators)
     if nowhere:
         return Ending(Status.LOWER_FAILED, nowhere[0], f"{nowhere[1]}; nothing was written")
     ending, reference = job.prove(program, data, delegation, here)
