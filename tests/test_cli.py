@@ -482,6 +482,7 @@ def test_a_capture_that_cannot_run_says_why_in_one_line(capsys, out, model, shap
     assert all(part in said for part in parts) and "enforce fail" not in said, stdout
 
 
+@pytest.mark.slow  # over 20 s: the fast subset stays under 10 minutes
 def test_seeded_ids_stay_within_the_smallest_table_they_index_everywhere(capsys, out):
     """A categorical feature of 3 levels beside 1,000 token ids: seeded ids were drawn in
     [0, 10) for both (CAPTURE_FAILED: "index out of range"). Its ids are now drawn below 3

@@ -94,6 +94,7 @@ def test_select_prints_the_same_decision(capsys, three, tmp_path):
         assert code == ExitStatus.USAGE and said in error_lines(err)[0], err
 
 
+@pytest.mark.slow  # over 20 s: the fast subset stays under 10 minutes
 def test_select_for_a_desktop_names_its_os_and_leaves_out_what_it_cannot_load(capsys, three):
     """``--platform macos`` was refused ("did you mean 'ios'?" for windows) though the rows
     say "run it on a device: macos"; a desktop device by its OS walks desktop's order over

@@ -115,6 +115,7 @@ def test_a_weight_flipped_after_lowering_is_a_mismatch_not_simulated(exported, t
     assert files["dominant_portable.pte"]["status"] == "VERIFIED"
 
 
+@pytest.mark.slow  # over 20 s: the fast subset stays under 10 minutes
 def test_validate_proves_an_ethos_u_file_as_its_export_did_with_the_graph_vela_compiled(tmp_path):
     """The export keeps the TOSA graph behind each Vela command stream in the user cache, by
     the stream's sha256: validate on this machine runs the file as the export did and gives
@@ -286,6 +287,7 @@ def test_a_one_channel_nhwc_tensor_gets_a_dim_order_its_kernels_take(capsys, tmp
     assert e["status"] == "SIMULATED" and e["verification"]["sqnr_db"] > 30, (e.get("reason"), e.get("verification"))
 
 
+@pytest.mark.slow  # over 20 s: the fast subset stays under 10 minutes
 def test_an_attention_block_is_proven_on_every_arm_simulator(capsys, tmp_path):
     """A small vision transformer (layer norm, attention, GELU, a softmax head) on the Arm
     targets. It failed two ways: the TOSA ones on a value a re-trace reused from the capture's
