@@ -47,6 +47,7 @@ def _targets() -> dict:
     coremltools()
     from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipelineManager
     from executorch.backends.apple.coreai.compiler import preprocess as coreai_preprocess
+    from executorch.backends.arm._passes.fold_qdq_with_annotated_qparams_pass import FoldAndAnnotateQParamsPass
     from executorch.backends.arm._passes.rewrite_conv_pass import RewriteConvPass
     from executorch.backends.arm.tosa.partitioner import TOSAPartitioner
     from executorch.backends.cortex_m.passes.activation_fusion_pass import ActivationFusionPass
@@ -104,6 +105,8 @@ def _targets() -> dict:
                                                    (TOSAPartitioner, "_tag_module")),
         "activations_fuse_into_a_wider_range": (e, e.activations_fuse_into_a_wider_range,
                                                 (ActivationFusionPass, "_get_validated_qparams")),
+        "quantized_linears_read_by_matmuls": (e, e.quantized_linears_read_by_matmuls,
+                                              (FoldAndAnnotateQParamsPass, "call")),
         "domains_in_module_names": (onnx2torch_patches, onnx2torch_patches.domains_in_module_names,
                                     (OnnxGraph, "generate_node_name")),
     }
@@ -120,7 +123,8 @@ PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde"
            "replacing ConvertToSDPAPass.call", "scale_only_hqq_replaced", "pipeline_validated_where_scopes_are_checked",
            "domains_in_module_names", "matmuls_of_constants_left_alone", "integer_arithmetic_keeps_its_scalars",
            "scalar_ops_on_constants_left_alone", "coreai_without_source_paths", "fused_activations_clamp_in_tosa",
-           "activations_fuse_into_a_wider_range", "boundary_quantizes_join_their_producer"]
+           "activations_fuse_into_a_wider_range", "boundary_quantizes_join_their_producer",
+           "quantized_linears_read_by_matmuls"]
 
 
 def _gone_custom_class_base():

@@ -238,6 +238,18 @@ def test_a_constant_where_a_mask_is_off_is_filled_in_its_quantization_on_cortex_
     assert sqnr["cortex-m"] > 20 and abs(sqnr["cortex-m"] - sqnr["tosa"]) < 1, sqnr
 
 
+def test_a_linear_read_by_a_batch_matmul_lowers_on_cortex_m(capsys, tmp_path):
+    """``torch.bmm(self.q(x), x.transpose(1, 2))``: folded, the quantized linear was retraced
+    as int32 (its int32 bias) beside the int8 keys, and Cortex-M's next pass failed
+    ("expected scalar type torch.int32 but found torch.int8"): LOWER_FAILED. The linear is
+    Cortex-M's own int8 op at once now, and the program gives what XNNPACK's int8 gives."""
+    _, found = exported_alone(capsys, tmp_path, "projected_query", "1,8,16", "cortex-m", "xnnpack:int8")
+    assert found["cortex-m"]["status"] == "SIMULATED", found["cortex-m"].get("reason")
+    assert {"cortex_m::quantized_linear.out", "cortex_m::quantized_batch_matmul.out"} <= set(
+        found["cortex-m"]["delegation"]["kernels"]), found["cortex-m"]["delegation"]["kernels"]
+    assert found["cortex-m"]["verification"]["sqnr_db"] > 20, found["cortex-m"]["verification"]
+
+
 def test_complex_values_beside_the_npu_are_simulated(capsys, tmp_path):
     """An FFT's complex values, computed on the CPU between the int8 parts: the simulation
     took no complex tensor ("ScalarType 9"), and the rows were RUN_FAILED."""

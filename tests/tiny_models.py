@@ -1156,3 +1156,20 @@ class CarriesText(torch.nn.Module):
 
 def carries_text(text: str):
     return CarriesText(text).eval()
+
+
+class ProjectedQuery(torch.nn.Module):
+    """Attention of a projected query against the raw keys: a batch matmul of a linear's
+    output and the input itself."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.q = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.bmm(self.q(x), x.transpose(1, 2)).softmax(-1)
+
+
+def projected_query():
+    return ProjectedQuery().eval()

@@ -81,7 +81,7 @@ edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).tra
         from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
         from executorch.exir import to_edge, to_edge_transform_and_lower
 
-        from ..patches.executorch_patches import activations_fuse_into_a_wider_range
+        from ..patches.executorch_patches import activations_fuse_into_a_wider_range, quantized_linears_read_by_matmuls
 
         config = cortex_m_edge_compile_config()
         edge = (
@@ -91,7 +91,8 @@ edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).tra
         )
         # Cortex-M rewrites operators in place instead of delegating; this is how
         # ExecuTorch's own Cortex-M flow applies its pass manager to an edge program.
-        with activations_fuse_into_a_wider_range():  # a ReLU that shares its range (see the patch)
+        # a ReLU that shares its range; a linear read by a batch matmul (see the patches)
+        with activations_fuse_into_a_wider_range(), quantized_linears_read_by_matmuls():
             edge._edge_programs["forward"] = CortexMPassManager(edge.exported_program()).transform()
         floats_on_quantized_values(edge.exported_program())
         constants_filled_in_their_quantization(edge.exported_program())

@@ -905,6 +905,59 @@ def activations_fuse_into_a_wider_range():
 
 
 @contextlib.contextmanager
+def quantized_linears_read_by_matmuls():
+    """Inside, Cortex-M's ``FoldAndAnnotateQParamsPass`` makes a quantized linear that a batch
+    matmul reads a ``cortex_m::quantized_linear`` at once, as its ``AtenToCortexMPass`` does
+    at the end.
+
+    Folded, such a linear reads int8 values and an int32 bias, and every pass after it
+    retraces it as torch types it: int32 out. A batch matmul of it and an int8 value (a
+    projected query against raw keys, ``torch.bmm(self.q(x), x.transpose(1, 2))``) then
+    failed its retrace in the next pass ("ReplaceScalarWithTensorArgPass: expected scalar
+    type torch.int32 but found torch.int8"): the row was LOWER_FAILED. The Cortex-M op is
+    typed int8, as its kernel computes. A linear an activation reads is left to the last
+    pass, which fuses the activation into it."""
+    import torch
+    from executorch.backends.arm._passes.fold_qdq_with_annotated_qparams_pass import FoldAndAnnotateQParamsPass
+    from executorch.backends.cortex_m.passes import aten_to_cortex_m_pass as to_cortex_m
+    from executorch.backends.cortex_m.passes.activation_fusion_pass import ActivationFusionPass
+    from executorch.backends.cortex_m.passes.cortex_m_pass_manager import CortexMPassManager
+    from executorch.exir.dialects._ops import ops as exir_ops
+
+    check("quantized_linears_read_by_matmuls", (FoldAndAnnotateQParamsPass, "call"),
+          (to_cortex_m, "_get_linear_replacement"), (to_cortex_m, "AtenToCortexMPass"),
+          (ActivationFusionPass, "TARGETS"))
+    original = FoldAndAnnotateQParamsPass.call
+    linear, bmm = exir_ops.edge.aten.linear.default, exir_ops.edge.aten.bmm.default
+
+    def call(self, graph_module):
+        result = original(self, graph_module)
+        graph = result.graph_module.graph
+        chosen = [n for n in graph.nodes if n.target == linear and any(u.target == bmm for u in n.users)
+                  and not any(u.target in ActivationFusionPass.TARGETS for u in n.users)
+                  and (n.meta.get("output_qparams") or {}).get(0) is not None
+                  and getattr(n.meta.get("val"), "dtype", None) not in (None, torch.float32)]
+        if not chosen or self.exported_program is None:
+            return result
+        converter = to_cortex_m.AtenToCortexMPass(self.exported_program, CortexMPassManager(None).target_config)
+        for node in chosen:
+            spec = to_cortex_m._get_linear_replacement(node, converter)
+            if spec is None:
+                continue
+            with graph.inserting_before(node):
+                made = graph.create_node("call_function", target=spec.op, args=spec.args, kwargs=spec.kwargs or {})
+            node.replace_all_uses_with(made)
+            made.meta = node.meta
+            made.meta["val"] = node.meta["val"].to(torch.int8)
+            graph.erase_node(node)
+        result.graph_module.recompile()
+        return type(result)(result.graph_module, True)
+
+    with replaced(FoldAndAnnotateQParamsPass, "call", call):
+        yield
+
+
+@contextlib.contextmanager
 def scalar_ops_on_constants_left_alone():
     """Inside, ExecuTorch's ``ReplaceScalarWithTensorArgPass`` (and Arm's per-profile
     subclass of it) leaves an operator with a scalar (``ne.Scalar``, ``mul.Scalar``) whose
