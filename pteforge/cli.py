@@ -13,7 +13,6 @@ import logging
 import os
 import re
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from .core.io import write_atomic
 from .core.limits import ENV_GB
 from .core.request import ExportRequest
 from .core.result import Status, proof_counts
+from .core.quiet import quiet_libraries
 from .core.spec import ExportConfig
 from .core.system import os_name
 from .families import families
@@ -283,10 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     args.bare = not argv
     debug = bool(getattr(args, "debug", False)) or "--debug" in argv
     if not debug and not getattr(args, "verbose", False):
-        # Library chatter (deprecations, INFO logs from partitioners) hides our progress.
-        warnings.filterwarnings("ignore")
-        logging.basicConfig(level=logging.WARNING)
-        logging.getLogger().setLevel(logging.WARNING)
+        quiet_libraries(torch_logs=True)  # library chatter (deprecations, INFO logs from partitioners) hides our progress
     from .ui.render import Renderer
 
     ui = Renderer(quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False),

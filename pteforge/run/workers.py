@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import importlib
-import logging
 import multiprocessing as mp
 import os
 import signal
@@ -29,13 +28,13 @@ import sys
 import threading
 import time
 import traceback
-import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import AbstractSet, Any
 
+from ..core.quiet import quiet_libraries
 from ..core.system import collect_job_garbage, fewer_collections, start_method
 from ..runtime.isolate import describe_exit, end_group, new_group, signal_group
 
@@ -190,9 +189,7 @@ def silence() -> None:
     outside a run). Native libraries and SDK tools (cpuinfo, coremltools' progress bars,
     Vela's reports) write straight to file descriptors 1 and 2, so they land there too; a
     worker's results and errors come back through its pipe, and --debug shows everything."""
-    warnings.filterwarnings("ignore")
-    logging.basicConfig(level=logging.WARNING)
-    logging.getLogger().setLevel(logging.WARNING)
+    quiet_libraries()
     sink = _open_run_log()
     os.dup2(sink, 1)
     os.dup2(sink, 2)
