@@ -140,6 +140,27 @@ def test_a_machines_first_export_asks_the_runtime_in_the_fork_server(tmp_path):
     assert _entry(tmp_path / "out")["status"] == "VERIFIED"
 
 
+def test_the_fork_servers_imports_are_never_the_commands_own_even_when_inherited():
+    """A run names what the fork server imports last in the environment (Arm's passes for its
+    backends); a command started from a process that ran one (a test session, a notebook)
+    inherits that list. Its own process imported the modules then, when it named its own
+    list (Arm's backend, ExecuTorch's compiler and torchao: seconds of a core, and torch's log
+    line under the progress). Nor does a list it inherits reach a fork server it starts."""
+    from pteforge.run.workers import ALSO
+
+    code = (
+        "import os, sys\n"
+        "from pteforge.run.workers import ALSO, _context\n"
+        "_context(True, also=('executorch.backends.arm._passes',))\n"
+        "named = os.environ.get(ALSO)\n"
+        "_context(True)\n"
+        "print(sorted(m for m in ('torch', 'executorch.exir', 'torchao') if m in sys.modules), named, os.environ.get(ALSO))"
+    )
+    env = {**os.environ, ALSO: "executorch.backends.arm._passes,json"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert run.stdout.split() == ["[]", "executorch.backends.arm._passes", "None"], run.stdout + run.stderr[-800:]
+
+
 def test_every_option_either_defines_the_artifact_or_only_the_run(tmp_path):
     """Artifact options are hashed, all of them, into the cache key; run options never are."""
     import dataclasses

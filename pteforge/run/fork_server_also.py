@@ -7,7 +7,7 @@ the fork server itself must not fail (``multiprocessing``'s preload lets only an
 import importlib
 import os
 
-ALSO = "PTEFORGE_FORK_SERVER_IMPORTS"
+from .workers import ALSO
 
 for _name in filter(None, os.environ.get(ALSO, "").split(",")):
     try:

@@ -403,6 +403,11 @@ def preload() -> None:
 
 
 NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+# the modules the fork server imports last (``fork_server_also``). Named here, not there:
+# importing that module imports them, which the command's own process must never do (an
+# inherited list made it import Arm's backend, ExecuTorch's compiler and torchao: seconds of
+# a core, and torch's log line on the terminal)
+ALSO = "PTEFORGE_FORK_SERVER_IMPORTS"
 _FORK_SERVER_ONLY: set[str] = set()  # variables set here for the fork server, left out of the workers' environment
 
 
@@ -423,11 +428,13 @@ def _context(quiet: bool = True, also: tuple[str, ...] = ()) -> mp.context.BaseC
     if NVML_CHECK not in os.environ:
         os.environ[NVML_CHECK] = "1"
         _FORK_SERVER_ONLY.add(NVML_CHECK)
+    # read by the fork server's last import, if this call starts it; a list inherited from the
+    # process that started this one (a run of its own) is not this call's
     if also:
-        from .fork_server_also import ALSO
-
-        os.environ[ALSO] = ",".join(also)  # read by the fork server's last import, if this call starts it
-        _FORK_SERVER_ONLY.add(ALSO)
+        os.environ[ALSO] = ",".join(also)
+    else:
+        os.environ.pop(ALSO, None)
+    _FORK_SERVER_ONLY.add(ALSO)
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["pteforge.run.fork_server_first"] + (["pteforge.run.silent"] if quiet else []) + PRELOAD
                                + ["pteforge.run.fork_server_also"])
