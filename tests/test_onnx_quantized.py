@@ -10,6 +10,7 @@ import torch
 from test_cli import cli, error_lines
 
 from pteforge.core.errors import ExitStatus
+from pteforge.models.onnx.graph import ort_session
 from pteforge.models.onnx.qdq import fake_quantized
 from pteforge.models.onnx.reference import OnnxReference
 
@@ -68,9 +69,7 @@ def test_a_qdq_file_becomes_float_operators_with_onnx_runtimes_values(tmp_path, 
     # Optimized, ONNX Runtime fuses them into integer kernels whose rounding is the CPU's (on an
     # AMD EPYC without AVX-512, an intermediate value a step apart moved an output 3 of its
     # steps), so those are no reference (models/onnx/reference.py).
-    written = onnxruntime.SessionOptions()
-    written.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    expected, = onnxruntime.InferenceSession(str(path), written).run(None, {"x": x})
+    expected, = ort_session(onnx.load(str(path))).run(None, {"x": x})
     np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-6)
     reference, = OnnxReference(str(path))(torch.from_numpy(x))  # what a program is judged against
     np.testing.assert_allclose(reference.numpy(), expected, rtol=0, atol=1e-6)
@@ -124,9 +123,7 @@ def test_weights_quantized_in_the_graph_per_channel_are_computed_as_onnx_runtime
     rewritten = fake_quantized(model)
     assert rewritten is not None and not {n.op_type for n in rewritten.graph.node} & {"QuantizeLinear", "DequantizeLinear"}
     x = (rng.standard_normal((1, 3, 8, 8)) * 2).astype(np.float32)
-    written = onnxruntime.SessionOptions()  # the file's operators as written, on any CPU (test above)
-    written.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    expected = onnxruntime.InferenceSession(model.SerializeToString(), written).run(None, {"x": x})
+    expected = ort_session(model).run(None, {"x": x})  # the file's operators as written, on any CPU (test above)
     actual = onnxruntime.InferenceSession(rewritten.SerializeToString()).run(None, {"x": x})
     for a, e in zip(actual, expected):
         np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-6)
