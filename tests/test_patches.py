@@ -40,6 +40,7 @@ def _targets() -> dict:
     from torch.export.graph_signature import ExportGraphSignature
     from torch.fx.graph_module import GraphModule
     from torch.fx.traceback import NodeSource
+    from torchao.quantization.pt2e.observer import HistogramObserver
     from torchao.quantization.quantize_.workflows.intx import intx_unpacked_to_int8_tensor as intx
 
     from pteforge.backends.coreml import coremltools
@@ -89,6 +90,8 @@ def _targets() -> dict:
                                              (ConvertToSDPAPass, "call")),
         "scale_only_hqq_replaced": (torchao_patches, lambda: torchao_patches.scale_only_hqq_replaced(_same),
                                     (intx, "_choose_qparams_and_quantize_scale_only_hqq")),
+        "histogram_search_on_floats": (torchao_patches, torchao_patches.histogram_search_on_floats,
+                                       (HistogramObserver, "_non_linear_param_search")),
         "pipeline_validated_where_scopes_are_checked": (
             coremltools_patches, coremltools_patches.pipeline_validated_where_scopes_are_checked,
             (PassPipelineManager, "apply_pipeline")),
@@ -124,7 +127,7 @@ PATCHES = ["shared_provenance", "lazy_codegen", "cached_quant_ops", "fast_serde"
            "domains_in_module_names", "matmuls_of_constants_left_alone", "integer_arithmetic_keeps_its_scalars",
            "scalar_ops_on_constants_left_alone", "coreai_without_source_paths", "fused_activations_clamp_in_tosa",
            "activations_fuse_into_a_wider_range", "boundary_quantizes_join_their_producer",
-           "quantized_linears_read_by_matmuls"]
+           "quantized_linears_read_by_matmuls", "histogram_search_on_floats"]
 
 
 def _gone_custom_class_base():
@@ -215,13 +218,16 @@ def test_a_patch_whose_target_is_gone_refuses(name, monkeypatch):
                                             ("_PIPELINE_SOURCE", "PassPipelineManager.apply_pipeline"),
                                             ("_COREAI_CONVERT_SOURCE", "coreai preprocess._convert_to_aiprogram"),
                                             ("_FX_SOURCE", "_ExportPassBase._fx"),
-                                            ("_PY_IMPL_SOURCE", "torch._ops.OperatorBase.py_impl")])
+                                            ("_PY_IMPL_SOURCE", "torch._ops.OperatorBase.py_impl"),
+                                            ("_HISTOGRAM_SEARCH_SOURCE",
+                                             "torchao HistogramObserver._non_linear_param_search")])
 def test_a_patch_of_another_source_refuses(constant, what, monkeypatch):
     module, patch = {"_MERGE_SOURCE": (executorch_patches, executorch_patches.partitions_merged_by_set_checks),
                      "_LEGALIZE_SOURCE": (executorch_patches, executorch_patches.partitions_sorted_in_place),
                      "_COREAI_CONVERT_SOURCE": (executorch_patches, executorch_patches.coreai_without_source_paths),
                      "_FX_SOURCE": (executorch_patches, executorch_patches.traced_arguments_read_directly),
                      "_PY_IMPL_SOURCE": (torch_patches, torch_patches.py_kernels_registered_without_annotations),
+                     "_HISTOGRAM_SEARCH_SOURCE": (torchao_patches, torchao_patches.histogram_search_on_floats),
                      "_PIPELINE_SOURCE": (coremltools_patches,
                                           coremltools_patches.pipeline_validated_where_scopes_are_checked)}[constant]
     real = getattr(module, constant)
@@ -434,3 +440,84 @@ def test_arguments_read_directly_are_what_the_tree_walk_reads():
         assert shape(mapped(tree, lambda v: v.n)) == shape(pytree.tree_map_only(_Value, lambda v: v.n, tree))
 
     same()
+
+
+def test_the_histogram_searchs_bounds_turn_where_torchs_float32_comparison_turns():
+    """``histogram_search_on_floats`` compares a float64 bound with the bounds ``_turns``
+    makes of each float32 sum: the answer torch gives comparing the sum, a 0-dim float32
+    tensor, with the Python float (rounded half to even), at every midpoint between two
+    float32 values, the float64s beside it, and any float."""
+    import numpy as np
+    import torch
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    def same(s, ys):
+        above, reached = torchao_patches._turns(np.float32([s]))
+        t = torch.tensor([s], dtype=torch.float32)[0]
+        for y in ys:
+            assert bool(t < y) == (y >= above[0]) and bool(t > y) == (y < reached[0]), (s, y)
+
+    def edges(s):
+        s = np.float32(s)
+        mids = [(float(s) + float(np.nextafter(s, np.float32(side)))) / 2 for side in (np.inf, -np.inf)]
+        return [float(v) for m in (*mids, float(s)) for v in (m, np.nextafter(m, np.inf), np.nextafter(m, -np.inf))]
+
+    for s in [0.0, 1.0, 3.0, 2.0**24, 2.0**24 + 2, 16777215.0, 1e-40, 123456.789]:  # ties to even either way
+        same(np.float32(s), edges(s))
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.floats(0, 2.0**100, width=32), st.floats(0, 2.0**101))
+    def any_float(s, y):
+        same(np.float32(s), [y, *edges(s)])
+
+    any_float()
+    assert torchao_patches._turns(np.float32([1.0, np.inf])) is None, "not finite: torchao's own search"
+
+
+def test_the_histogram_search_gives_torchaos_ranges_and_quantized_programs_exactly():
+    """The same (min, max) and quantization parameters as torchao's own search for
+    activations of many shapes (outliers, constants, all zero, heavy tails, integers), and
+    the same int8 program from XNNPACK's quantizer, which observes activations with
+    histograms; torchao's method is back afterwards."""
+    import copy
+
+    import torch
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
+                                                                          get_symmetric_quantization_config)
+    from torchao.quantization.pt2e.observer import HistogramObserver
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    torch.manual_seed(0)
+    shapes = [lambda n: torch.randn(n), lambda n: torch.relu(torch.randn(n)), lambda n: torch.randn(n) ** 3,
+              lambda n: torch.cat([torch.randn(n), torch.tensor([50.0])]), lambda n: torch.randint(0, 5, (n,)).float(),
+              lambda n: torch.zeros(n), lambda n: torch.full((n,), 3.0), lambda n: torch.randn(n) * 1e-6,
+              lambda n: torch.distributions.Cauchy(0.0, 1.0).sample((n,)), lambda n: torch.exp(torch.randn(n) * 3)]
+    original = HistogramObserver._non_linear_param_search
+    for make in shapes:
+        for kwargs in ({}, {"qscheme": torch.per_tensor_symmetric, "dtype": torch.qint8}, {"bins": 256}):
+            observer = HistogramObserver(**kwargs)
+            for n in (1, 700, 3000, 400_000):  # the last: quantile steps finer than a bin's count
+                observer(make(n))
+            theirs = (observer._non_linear_param_search(), observer.calculate_qparams())
+            with torchao_patches.histogram_search_on_floats():
+                assert HistogramObserver._non_linear_param_search is not original
+                ours = (observer._non_linear_param_search(), observer.calculate_qparams())
+            for mine, their in zip(ours, theirs):
+                assert all(torch.equal(a, b) for a, b in zip(mine, their)), (kwargs, mine, their)
+    assert HistogramObserver._non_linear_param_search is original
+
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 3), torch.nn.Hardswish(),
+                              torch.nn.Flatten(), torch.nn.Linear(4 * 12 * 12, 10)).eval()
+    x = (torch.randn(1, 3, 16, 16),)
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    prepared = prepare_pt2e(torch.export.export(net, x).module(), quantizer)
+    for _ in range(4):
+        prepared(torch.randn(1, 3, 16, 16) * 4)
+    assert any(isinstance(m, HistogramObserver) for m in prepared.modules()), "activations observed by histograms"
+    theirs = convert_pt2e(copy.deepcopy(prepared))
+    with torchao_patches.histogram_search_on_floats():
+        ours = convert_pt2e(prepared)
+    assert ours.code == theirs.code
+    mine, their = ours.state_dict(), theirs.state_dict()
+    assert mine.keys() == their.keys() and all(torch.equal(mine[k], their[k]) for k in mine)

@@ -29,6 +29,7 @@ from ..patches.torch_patches import (
     shared_provenance,
     signature_maps_kept,
 )
+from ..patches.torchao_patches import histogram_search_on_floats
 from .fallback import Cut, lower_leaving_out
 from .memo import sharing
 
@@ -39,7 +40,7 @@ from .memo import sharing
 FAST_FX = (shared_provenance, lazy_codegen, cached_quant_ops, cia_ops_materialized_once, custom_class_checks_by_type,
            signature_maps_kept, py_kernels_registered_without_annotations, retrace_only_what_changed,
            traced_arguments_read_directly, retraces_reuse_values, partitions_without_debug_text,
-           partitions_sorted_in_place, partitions_merged_by_set_checks, sharing, fast_serde)
+           partitions_sorted_in_place, partitions_merged_by_set_checks, sharing, fast_serde, histogram_search_on_floats)
 
 
 @contextlib.contextmanager
