@@ -48,8 +48,9 @@ def histogram_search_on_floats():
     The search walks its quantile bounds in steps of 1e-5 (up to 100,000 steps for each
     activation observed), each step comparing an element of the histogram's cumulative sum,
     a 0-dim float32 tensor, with a bound, a Python float: ~10 µs of tensor dispatch a
-    step. It was most of every static int8 quantization's time (Arm's, Cortex-M's,
-    XNNPACK's and OpenVINO's observers): 11 of 14 s quantizing a 1-layer GPT-2 for TOSA.
+    step. It can be most of a static int8 quantization's time (Arm's, Cortex-M's,
+    XNNPACK's and OpenVINO's observers): 11 of 14 s quantizing a 1-layer GPT-2 for TOSA
+    (mobilenet_v3_small's searches end within a few steps: little there).
     torch compares in float32, the bound rounded to it (round half to even); here each sum
     ``s`` becomes the bounds in float64 where that comparison turns (``_turns``), so the
     same comparisons are made on floats. A histogram that is not float32, or not finite,
